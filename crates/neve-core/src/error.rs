@@ -1,0 +1,221 @@
+//! The one public error type of neve-core. Variants are named for what happened so that the
+//! CLI and server can map them to exit codes and HTTP statuses without parsing messages.
+
+use std::path::PathBuf;
+
+/// Result alias used across neve-core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in neve-core.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The table address could not be understood (bad URL, unsupported scheme, missing bucket).
+    #[error("invalid table location '{location}': {reason}")]
+    InvalidLocation { location: String, reason: String },
+
+    /// No table exists at the location (no `_log/` entries).
+    #[error("no neve table at '{location}' (create it with `neve create {location}`)")]
+    TableNotFound { location: String },
+
+    /// `create` found a table already there.
+    #[error("a table already exists at '{location}'")]
+    TableExists { location: String },
+
+    /// Time travel to a version that does not exist or whose log entries were cleaned.
+    #[error("version {version} is not available: {reason}")]
+    VersionNotFound { version: u64, reason: String },
+
+    /// Time travel to a timestamp outside the retained history.
+    #[error("no version at or before {timestamp}: {reason}")]
+    TimestampNotFound { timestamp: String, reason: String },
+
+    /// An input file could not be opened or read.
+    #[error("cannot read input '{input}': {source}")]
+    InputUnreadable {
+        input: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The input format could not be determined or is not supported.
+    #[error("unknown input format for '{input}': {reason} (use --format parquet|csv|ndjson|json|arrow)")]
+    UnknownFormat { input: String, reason: String },
+
+    /// The input is malformed: a line that does not parse, a value of the wrong type.
+    #[error("invalid input in '{input}'{}: {message}", location_suffix(*line, column.as_deref()))]
+    InvalidInput {
+        input: String,
+        /// 1-based line (CSV, NDJSON) or row number where known.
+        line: Option<u64>,
+        column: Option<String>,
+        message: String,
+    },
+
+    /// A column's type in the input cannot be reconciled with the table's type.
+    #[error("schema conflict on column '{column}': table has {table_type}, input has {input_type}{}", hint.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    SchemaConflict {
+        column: String,
+        table_type: String,
+        input_type: String,
+        hint: Option<String>,
+    },
+
+    /// Strict schema mode and the input carries columns the table does not have.
+    #[error("table schema is strict and the input has new column(s): {columns}")]
+    NewColumnRejected { columns: String },
+
+    /// A column type neve cannot store yet.
+    #[error("column '{column}' has unsupported type {data_type}")]
+    UnsupportedType { column: String, data_type: String },
+
+    /// An input lacks a column the table is partitioned by.
+    #[error("input '{input}' has no column '{column}', which the table is partitioned by")]
+    MissingPartitionColumn { input: String, column: String },
+
+    /// A partition spec that cannot be parsed or applied.
+    #[error("invalid partition spec '{spec}': {reason}")]
+    InvalidPartitionSpec { spec: String, reason: String },
+
+    /// A sort key that cannot be used.
+    #[error("invalid sort key '{column}': {reason}")]
+    InvalidSortKey { column: String, reason: String },
+
+    /// A setting value that is out of range or malformed.
+    #[error("invalid setting '{name}': {reason}")]
+    InvalidSetting { name: String, reason: String },
+
+    /// A concurrent commit made this one impossible (e.g. it changed the partition spec).
+    #[error("commit conflict at version {version}: {reason}")]
+    CommitConflict { version: u64, reason: String },
+
+    /// The commit lost the race too many times in a row.
+    #[error("gave up committing after {attempts} attempts (too much contention)")]
+    CommitRetriesExhausted { attempts: u32 },
+
+    /// A log object exists but cannot be understood.
+    #[error("corrupt table log at '{path}': {reason}")]
+    CorruptLog { path: String, reason: String },
+
+    /// The table was written by a newer neve with a format this one does not know.
+    #[error("table format version {found} is newer than this neve supports ({supported})")]
+    UnsupportedFormatVersion { found: u32, supported: u32 },
+
+    /// The object store failed (network, permissions, missing bucket...).
+    #[error("storage error: {source}")]
+    Storage {
+        #[from]
+        source: object_store::Error,
+    },
+
+    /// Parquet encoding or decoding failed.
+    #[error("parquet error: {source}")]
+    Parquet {
+        #[from]
+        source: parquet::errors::ParquetError,
+    },
+
+    /// An Arrow compute kernel failed.
+    #[error("arrow error: {source}")]
+    Arrow {
+        #[from]
+        source: arrow::error::ArrowError,
+    },
+
+    /// A local file operation outside input reading failed.
+    #[error("i/o error on '{}': {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A background task panicked or was cancelled.
+    #[error("internal task failed: {0}")]
+    TaskFailed(String),
+}
+
+fn location_suffix(line: Option<u64>, column: Option<&str>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" at line {l}, column '{c}'"),
+        (Some(l), None) => format!(" at line {l}"),
+        (None, Some(c)) => format!(", column '{c}'"),
+        (None, None) => String::new(),
+    }
+}
+
+/// Coarse classes of errors, for exit codes and HTTP statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller's input or request is wrong (4xx, exit 65).
+    BadInput,
+    /// Something named does not exist (404, exit 66).
+    NotFound,
+    /// The request conflicts with the table's state (409, exit 75).
+    Conflict,
+    /// Storage or I/O failure (503, exit 74).
+    Unavailable,
+    /// A bug or corrupt state (500, exit 70).
+    Internal,
+}
+
+impl Error {
+    /// The class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        use Error::*;
+        match self {
+            InvalidLocation { .. }
+            | UnknownFormat { .. }
+            | InvalidInput { .. }
+            | SchemaConflict { .. }
+            | NewColumnRejected { .. }
+            | UnsupportedType { .. }
+            | MissingPartitionColumn { .. }
+            | InvalidPartitionSpec { .. }
+            | InvalidSortKey { .. }
+            | InvalidSetting { .. } => ErrorKind::BadInput,
+            TableNotFound { .. }
+            | VersionNotFound { .. }
+            | TimestampNotFound { .. }
+            | InputUnreadable { .. } => ErrorKind::NotFound,
+            TableExists { .. } | CommitConflict { .. } | CommitRetriesExhausted { .. } => {
+                ErrorKind::Conflict
+            }
+            Storage { .. } | Io { .. } => ErrorKind::Unavailable,
+            CorruptLog { .. }
+            | UnsupportedFormatVersion { .. }
+            | Parquet { .. }
+            | Arrow { .. }
+            | TaskFailed(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// Process exit code (sysexits.h conventions).
+    pub fn exit_code(&self) -> i32 {
+        match self.kind() {
+            ErrorKind::BadInput => 65,
+            ErrorKind::NotFound => 66,
+            ErrorKind::Conflict => 75,
+            ErrorKind::Unavailable => 74,
+            ErrorKind::Internal => 70,
+        }
+    }
+
+    /// HTTP status for the server.
+    pub fn http_status(&self) -> u16 {
+        match self.kind() {
+            ErrorKind::BadInput => 400,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Internal => 500,
+        }
+    }
+
+    pub(crate) fn corrupt(path: impl ToString, reason: impl ToString) -> Self {
+        Error::CorruptLog {
+            path: path.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}

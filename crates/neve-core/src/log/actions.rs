@@ -1,0 +1,261 @@
+//! The actions a commit is made of. One JSON object per line, keyed by the action type.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::partition::PartitionField;
+use crate::schema::TableSchema;
+
+/// The table format version this neve reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One line of a commit or checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    CommitInfo(CommitInfo),
+    Protocol(Protocol),
+    Metadata(Metadata),
+    Add(AddFile),
+    Remove(RemoveFile),
+    /// First line of a checkpoint: the version it summarizes.
+    Checkpoint(CheckpointHeader),
+}
+
+/// Who made a commit, when, why, and its unique id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitInfo {
+    /// Milliseconds since the epoch; strictly increasing along the log.
+    pub timestamp: i64,
+    /// CREATE, INSERT, ...
+    pub operation: String,
+    /// A unique id, used to recognise one's own commit after an unknown outcome.
+    pub commit_id: String,
+    /// `neve/<version> <host> pid <pid>`.
+    pub writer: String,
+    /// The version the writer last read before committing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_version: Option<u64>,
+    #[serde(default)]
+    pub summary: CommitSummary,
+}
+
+/// Totals of a commit, so `history` needs no arithmetic over actions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitSummary {
+    pub files_added: u64,
+    pub files_removed: u64,
+    pub rows_added: u64,
+    pub rows_removed: u64,
+    pub bytes_added: u64,
+    pub bytes_removed: u64,
+}
+
+impl CommitSummary {
+    /// Totals of a list of actions.
+    pub fn of(actions: &[Action]) -> Self {
+        let mut s = Self::default();
+        for a in actions {
+            match a {
+                Action::Add(f) => {
+                    s.files_added += 1;
+                    s.rows_added += f.rows;
+                    s.bytes_added += f.size;
+                }
+                Action::Remove(f) => {
+                    s.files_removed += 1;
+                    s.rows_removed += f.rows.unwrap_or(0);
+                    s.bytes_removed += f.size.unwrap_or(0);
+                }
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// The format version; present in version 0 and in checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Protocol {
+    pub format_version: u32,
+}
+
+impl Protocol {
+    pub fn check(&self) -> Result<()> {
+        if self.format_version > FORMAT_VERSION {
+            return Err(Error::UnsupportedFormatVersion {
+                found: self.format_version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Table definition: schema, layout and settings. A commit carries it when any part changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub table_id: String,
+    pub created_time: i64,
+    pub schema: TableSchema,
+    #[serde(default)]
+    pub partition_by: Vec<PartitionField>,
+    #[serde(default)]
+    pub sort_by: Vec<String>,
+    #[serde(default)]
+    pub settings: TableSettings,
+}
+
+/// Per-table settings, stored in the log so every writer uses the same ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TableSettings {
+    /// Write a checkpoint every N versions.
+    pub checkpoint_interval: u64,
+    /// Reject inserts that bring new columns.
+    pub strict_schema: bool,
+    /// Parquet compression: `zstd(LEVEL)`, `snappy`, `lz4`, `none`.
+    pub compression: String,
+    /// Maximum rows per Parquet row group.
+    pub row_group_rows: usize,
+    /// How long removed files and old log entries are kept (time travel window), in hours.
+    pub log_retention_hours: u64,
+}
+
+impl Default for TableSettings {
+    fn default() -> Self {
+        Self {
+            checkpoint_interval: 50,
+            strict_schema: false,
+            compression: "zstd(1)".into(),
+            row_group_rows: 1 << 20,
+            log_retention_hours: 7 * 24,
+        }
+    }
+}
+
+impl TableSettings {
+    /// Apply a `key=value` override from the command line.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let bad = |reason: &str| Error::InvalidSetting {
+            name: key.to_string(),
+            reason: format!("'{value}': {reason}"),
+        };
+        match key {
+            "checkpoint_interval" | "checkpointInterval" => {
+                self.checkpoint_interval = value.parse().map_err(|_| bad("expected a number"))?;
+                if self.checkpoint_interval == 0 {
+                    return Err(bad("must be at least 1"));
+                }
+            }
+            "strict_schema" | "strictSchema" => {
+                self.strict_schema = value.parse().map_err(|_| bad("expected true or false"))?
+            }
+            "compression" => {
+                crate::write::parse_compression(value).map_err(|r| bad(&r))?;
+                self.compression = value.to_string();
+            }
+            "row_group_rows" | "rowGroupRows" => {
+                self.row_group_rows = value.parse().map_err(|_| bad("expected a number"))?;
+                if self.row_group_rows == 0 {
+                    return Err(bad("must be at least 1"));
+                }
+            }
+            "log_retention_hours" | "logRetentionHours" => {
+                self.log_retention_hours = value.parse().map_err(|_| bad("expected a number"))?
+            }
+            _ => {
+                return Err(Error::InvalidSetting {
+                    name: key.to_string(),
+                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours)".into(),
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A data file that became part of the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddFile {
+    /// Relative to the table root, `/`-separated, e.g. `_data/d=2021-08/part-….parquet`.
+    pub path: String,
+    /// Partition values by partition name; null for the null partition.
+    #[serde(default)]
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// Bytes.
+    pub size: u64,
+    pub rows: u64,
+    /// When the file was written (ms since the epoch).
+    pub modification_time: i64,
+    /// Per-column statistics.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stats: BTreeMap<String, ColumnStats>,
+}
+
+/// Statistics of one column in one file. `min`/`max` are JSON numbers for numeric columns,
+/// strings for strings, dates (`YYYY-MM-DD`) and timestamps (RFC 3339, microseconds);
+/// absent when unknown (all null, binary, NaN-only floats, very long strings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ColumnStats {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<serde_json::Value>,
+    pub nulls: u64,
+}
+
+/// A data file that stopped being part of the table (a tombstone until GC deletes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoveFile {
+    pub path: String,
+    /// When it was removed (ms since the epoch).
+    pub deletion_timestamp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+}
+
+/// First line of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointHeader {
+    pub version: u64,
+    /// Timestamp of the commit at `version`.
+    pub timestamp: i64,
+    pub files: u64,
+}
+
+/// Serialize actions as JSON lines.
+pub fn to_json_lines(actions: &[Action]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 * actions.len());
+    for a in actions {
+        serde_json::to_writer(&mut out, a).expect("actions serialize");
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Parse JSON lines into actions; `path` is for error messages.
+pub fn from_json_lines(path: &str, bytes: &[u8]) -> Result<Vec<Action>> {
+    let mut out = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let a: Action = serde_json::from_slice(line)
+            .map_err(|e| Error::corrupt(path, format!("line {}: {e}", i + 1)))?;
+        out.push(a);
+    }
+    Ok(out)
+}

@@ -1,0 +1,161 @@
+//! The commit protocol: a create-only PUT of the next log entry, retried on lost races.
+//!
+//! - A lost race (`AlreadyExists`) re-reads the new commits, lets the operation re-check them
+//!   for real conflicts (`prepare` runs again on the newer snapshot), and tries the next version.
+//! - A PUT whose outcome is unknown (timeout, connection reset after sending) is resolved by
+//!   reading the entry back and comparing its commit id; it is retried at the same version
+//!   only while the entry does not exist, so a commit can never land twice.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use super::actions::{to_json_lines, Action, CommitInfo, CommitSummary};
+use super::snapshot::Snapshot;
+use super::store::{LogStore, PutCommit};
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+
+/// What a successful commit produced.
+#[derive(Debug, Clone)]
+pub struct CommitOutcome {
+    pub version: u64,
+    pub commit_id: String,
+    /// PUT attempts, 1 when there was no contention.
+    pub attempts: u32,
+}
+
+/// Commits actions to a table's log.
+#[derive(Debug, Clone)]
+pub struct Committer {
+    log: LogStore,
+    clock: Arc<dyn Clock>,
+    rng: Arc<Mutex<StdRng>>,
+    writer: String,
+    max_attempts: u32,
+}
+
+impl Committer {
+    pub fn new(log: LogStore, clock: Arc<dyn Clock>, rng: Arc<Mutex<StdRng>>, writer: String) -> Self {
+        Self { log, clock, rng, writer, max_attempts: 200 }
+    }
+
+    pub fn with_max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
+    }
+
+    pub fn log(&self) -> &LogStore {
+        &self.log
+    }
+
+    /// A fresh unique id from the injected randomness.
+    pub fn new_id(&self) -> uuid::Uuid {
+        let bytes: [u8; 16] = self.rng.lock().expect("rng").random();
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = 10u64.saturating_mul(1 << attempt.min(6)).min(640);
+        let jitter: f64 = self.rng.lock().expect("rng").random_range(0.5..1.5);
+        Duration::from_millis((base as f64 * jitter) as u64)
+    }
+
+    /// Commit the actions `prepare` builds against `snapshot` (re-run after each lost race).
+    /// On success `snapshot` is at the new version.
+    pub async fn commit<F>(&self, snapshot: &mut Snapshot, operation: &str, mut prepare: F) -> Result<CommitOutcome>
+    where
+        F: FnMut(&Snapshot) -> Result<Vec<Action>>,
+    {
+        let commit_id = self.new_id().to_string();
+        let read_version = snapshot.version;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let actions = prepare(snapshot)?;
+            let version = snapshot.version + 1;
+            let info = CommitInfo {
+                timestamp: self.clock.now_millis().max(snapshot.timestamp + 1),
+                operation: operation.to_string(),
+                commit_id: commit_id.clone(),
+                writer: self.writer.clone(),
+                read_version: Some(read_version),
+                summary: CommitSummary::of(&actions),
+            };
+            let mut all = Vec::with_capacity(actions.len() + 1);
+            all.push(Action::CommitInfo(info.clone()));
+            all.extend(actions.iter().cloned());
+            let body = Bytes::from(to_json_lines(&all));
+            crate::failpoint::hit("commit:before-put");
+            if self.put_resolving_unknown(version, body, &commit_id).await? {
+                let path = self.log.commit_path(version);
+                snapshot.apply(path.as_ref(), version, &info, &actions)?;
+                crate::failpoint::hit("commit:after-put");
+                tracing::debug!(version, attempts, operation, "committed");
+                self.maybe_checkpoint(snapshot).await;
+                return Ok(CommitOutcome { version, commit_id, attempts });
+            }
+            // Lost the race: catch up; our own commit may be among the new ones (a retried
+            // PUT that had in fact landed).
+            let newer = self.log.update(snapshot).await?;
+            if let Some(mine) = newer.iter().find(|c| c.info.commit_id == commit_id) {
+                self.maybe_checkpoint(snapshot).await;
+                return Ok(CommitOutcome { version: mine.version, commit_id, attempts });
+            }
+            if attempts >= self.max_attempts {
+                return Err(Error::CommitRetriesExhausted { attempts });
+            }
+            tracing::debug!(version, attempts, "lost commit race, retrying");
+            tokio::time::sleep(self.backoff(attempts)).await;
+        }
+    }
+
+    /// PUT `body` as `version`; true if it is ours, false if another commit holds the version.
+    async fn put_resolving_unknown(&self, version: u64, body: Bytes, commit_id: &str) -> Result<bool> {
+        let mut unknown = 0u32;
+        loop {
+            match self.log.put_commit(version, body.clone()).await {
+                PutCommit::Created => return Ok(true),
+                PutCommit::AlreadyExists => {
+                    // Possibly our own earlier attempt (the store retried a PUT that had landed).
+                    return Ok(self.owner_is(version, commit_id).await?.unwrap_or(false));
+                }
+                PutCommit::Unknown(e) => {
+                    unknown += 1;
+                    tracing::warn!(version, error = %e, "commit outcome unknown, reading it back");
+                    match self.owner_is(version, commit_id).await {
+                        Ok(Some(mine)) => return Ok(mine),
+                        // Not there: the PUT did not land (yet); retrying at the same version
+                        // is safe because the entry is create-only.
+                        Ok(None) | Err(_) if unknown < 10 => {
+                            tokio::time::sleep(self.backoff(unknown)).await;
+                        }
+                        Ok(None) => return Err(e.into()),
+                        Err(read_err) => return Err(read_err),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whose commit holds `version`: `Some(true)` ours, `Some(false)` another's, `None` absent.
+    async fn owner_is(&self, version: u64, commit_id: &str) -> Result<Option<bool>> {
+        Ok(self.log.read_commit(version).await?.map(|c| c.info.commit_id == commit_id))
+    }
+
+    async fn maybe_checkpoint(&self, snapshot: &Snapshot) {
+        let interval = snapshot.metadata.settings.checkpoint_interval.max(1);
+        if snapshot.version == 0 || snapshot.version % interval != 0 {
+            return;
+        }
+        let retention_ms = snapshot.metadata.settings.log_retention_hours as i64 * 3_600_000;
+        let keep_after = self.clock.now_millis() - retention_ms;
+        if let Err(e) = self.log.write_checkpoint(snapshot, keep_after).await {
+            // A missing checkpoint only makes opening slower; the commit stands.
+            tracing::warn!(version = snapshot.version, error = %e, "checkpoint failed");
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The table log: numbered JSON-lines commits under `_log/`, checkpoints, and the commit
+//! protocol. See docs/FORMAT.md for the on-disk format.
+
+pub(crate) mod actions;
+mod commit;
+mod snapshot;
+mod store;
+
+pub use actions::{
+    Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata, Protocol, RemoveFile,
+    TableSettings, FORMAT_VERSION,
+};
+pub use commit::{CommitOutcome, Committer};
+pub use snapshot::Snapshot;
+pub use store::{LogListing, LogStore, LoggedCommit};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,169 @@
+//! A snapshot: the table's state at one version, built by replaying the log.
+
+use std::collections::BTreeMap;
+
+use super::actions::{Action, AddFile, CheckpointHeader, CommitInfo, Metadata, Protocol, RemoveFile};
+use crate::error::{Error, Result};
+
+/// The state of a table at one version.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub version: u64,
+    /// Timestamp of the commit at `version` (ms since the epoch).
+    pub timestamp: i64,
+    pub protocol: Protocol,
+    pub metadata: Metadata,
+    /// Alive files by path.
+    pub files: BTreeMap<String, AddFile>,
+    /// Removed files not yet forgotten (kept for GC and time travel).
+    pub tombstones: BTreeMap<String, RemoveFile>,
+}
+
+impl Snapshot {
+    /// Build from a checkpoint's actions.
+    pub(crate) fn from_checkpoint(path: &str, actions: Vec<Action>) -> Result<Self> {
+        let mut header: Option<CheckpointHeader> = None;
+        let mut protocol = None;
+        let mut metadata = None;
+        let mut files = BTreeMap::new();
+        let mut tombstones = BTreeMap::new();
+        for a in actions {
+            match a {
+                Action::Checkpoint(h) => header = Some(h),
+                Action::Protocol(p) => protocol = Some(p),
+                Action::Metadata(m) => metadata = Some(m),
+                Action::Add(f) => {
+                    files.insert(f.path.clone(), f);
+                }
+                Action::Remove(r) => {
+                    tombstones.insert(r.path.clone(), r);
+                }
+                Action::CommitInfo(_) => {}
+            }
+        }
+        let header = header.ok_or_else(|| Error::corrupt(path, "checkpoint without header"))?;
+        let protocol = protocol.ok_or_else(|| Error::corrupt(path, "checkpoint without protocol"))?;
+        protocol.check()?;
+        let metadata = metadata.ok_or_else(|| Error::corrupt(path, "checkpoint without metadata"))?;
+        if header.files != files.len() as u64 {
+            return Err(Error::corrupt(path, format!("header says {} files, found {}", header.files, files.len())));
+        }
+        Ok(Self {
+            version: header.version,
+            timestamp: header.timestamp,
+            protocol,
+            metadata,
+            files,
+            tombstones,
+        })
+    }
+
+    /// Build from the first commit (version 0).
+    pub(crate) fn from_first_commit(path: &str, info: &CommitInfo, actions: &[Action]) -> Result<Self> {
+        let protocol = actions.iter().find_map(|a| match a {
+            Action::Protocol(p) => Some(p.clone()),
+            _ => None,
+        });
+        let metadata = actions.iter().find_map(|a| match a {
+            Action::Metadata(m) => Some(m.clone()),
+            _ => None,
+        });
+        let (Some(protocol), Some(metadata)) = (protocol, metadata) else {
+            return Err(Error::corrupt(path, "version 0 must carry protocol and metadata"));
+        };
+        protocol.check()?;
+        let mut s = Self {
+            version: 0,
+            timestamp: info.timestamp,
+            protocol,
+            metadata,
+            files: BTreeMap::new(),
+            tombstones: BTreeMap::new(),
+        };
+        s.apply_actions(actions);
+        Ok(s)
+    }
+
+    /// Apply the commit at `version` (must be `self.version + 1`).
+    pub(crate) fn apply(&mut self, path: &str, version: u64, info: &CommitInfo, actions: &[Action]) -> Result<()> {
+        if version != self.version + 1 {
+            return Err(Error::corrupt(path, format!("expected version {}, got {version}", self.version + 1)));
+        }
+        for a in actions {
+            if let Action::Protocol(p) = a {
+                p.check()?;
+            }
+        }
+        self.apply_actions(actions);
+        self.version = version;
+        self.timestamp = info.timestamp;
+        Ok(())
+    }
+
+    fn apply_actions(&mut self, actions: &[Action]) {
+        for a in actions {
+            match a {
+                Action::Protocol(p) => self.protocol = p.clone(),
+                Action::Metadata(m) => self.metadata = m.clone(),
+                Action::Add(f) => {
+                    self.tombstones.remove(&f.path);
+                    self.files.insert(f.path.clone(), f.clone());
+                }
+                Action::Remove(r) => {
+                    self.files.remove(&r.path);
+                    self.tombstones.insert(r.path.clone(), r.clone());
+                }
+                Action::CommitInfo(_) | Action::Checkpoint(_) => {}
+            }
+        }
+    }
+
+    /// The actions of a checkpoint of this snapshot. Tombstones older than `keep_after_ms`
+    /// are dropped.
+    pub(crate) fn checkpoint_actions(&self, keep_after_ms: i64) -> Vec<Action> {
+        let mut out = Vec::with_capacity(self.files.len() + 3);
+        out.push(Action::Checkpoint(CheckpointHeader {
+            version: self.version,
+            timestamp: self.timestamp,
+            files: self.files.len() as u64,
+        }));
+        out.push(Action::Protocol(self.protocol.clone()));
+        out.push(Action::Metadata(self.metadata.clone()));
+        out.extend(self.files.values().cloned().map(Action::Add));
+        out.extend(
+            self.tombstones
+                .values()
+                .filter(|r| r.deletion_timestamp >= keep_after_ms)
+                .cloned()
+                .map(Action::Remove),
+        );
+        out
+    }
+
+    /// Total rows of alive files.
+    pub fn rows(&self) -> u64 {
+        self.files.values().map(|f| f.rows).sum()
+    }
+
+    /// Total bytes of alive files.
+    pub fn bytes(&self) -> u64 {
+        self.files.values().map(|f| f.size).sum()
+    }
+
+    /// Alive files and rows per partition folder (e.g. `d=2021-08`).
+    pub fn partitions(&self) -> BTreeMap<String, (u64, u64)> {
+        let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for f in self.files.values() {
+            let folder = f
+                .path
+                .strip_prefix("_data/")
+                .and_then(|p| p.rsplit_once('/'))
+                .map(|(dir, _)| dir.to_string())
+                .unwrap_or_default();
+            let e = out.entry(folder).or_default();
+            e.0 += 1;
+            e.1 += f.rows;
+        }
+        out
+    }
+}

@@ -1,0 +1,327 @@
+//! Reading and writing log objects: commits, checkpoints and the checkpoint pointer.
+//!
+//! Opening the latest snapshot costs one GET of `_log/_last_checkpoint`, one LIST of the
+//! entries after it (S3 `start-after`), one GET of the checkpoint and one GET per later commit
+//! (fetched concurrently), however long the history.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use super::actions::{from_json_lines, to_json_lines, Action, CommitInfo};
+use super::snapshot::Snapshot;
+use crate::error::{Error, Result};
+use crate::storage::TableLocation;
+
+/// Concurrent GETs when replaying commits.
+const READ_CONCURRENCY: usize = 32;
+
+/// One commit as read from the log.
+#[derive(Debug, Clone)]
+pub struct LoggedCommit {
+    pub version: u64,
+    pub info: CommitInfo,
+    /// All actions except the commit info.
+    pub actions: Vec<Action>,
+}
+
+/// What a LIST of `_log/` found.
+#[derive(Debug, Default, Clone)]
+pub struct LogListing {
+    pub commits: BTreeSet<u64>,
+    pub checkpoints: BTreeSet<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LastCheckpoint {
+    version: u64,
+}
+
+/// Outcome of a create-only PUT of a commit.
+pub(crate) enum PutCommit {
+    Created,
+    AlreadyExists,
+    /// The request failed in a way that leaves its outcome unknown.
+    Unknown(object_store::Error),
+}
+
+/// Access to a table's `_log/`.
+#[derive(Debug, Clone)]
+pub struct LogStore {
+    location: TableLocation,
+}
+
+impl LogStore {
+    pub fn new(location: TableLocation) -> Self {
+        Self { location }
+    }
+
+    pub fn location(&self) -> &TableLocation {
+        &self.location
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.location.store
+    }
+
+    fn log_dir(&self) -> Path {
+        self.location.child("_log")
+    }
+
+    pub fn commit_path(&self, version: u64) -> Path {
+        self.log_dir().join(format!("{version:020}.json"))
+    }
+
+    pub fn checkpoint_path(&self, version: u64) -> Path {
+        self.log_dir().join(format!("{version:020}.checkpoint.json"))
+    }
+
+    fn pointer_path(&self) -> Path {
+        self.log_dir().join("_last_checkpoint")
+    }
+
+    async fn get_opt(&self, path: &Path) -> Result<Option<Bytes>> {
+        match self.store().get(path).await {
+            Ok(r) => Ok(Some(r.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Read one commit; `None` if it does not exist.
+    pub async fn read_commit(&self, version: u64) -> Result<Option<LoggedCommit>> {
+        let path = self.commit_path(version);
+        let Some(bytes) = self.get_opt(&path).await? else {
+            return Ok(None);
+        };
+        Ok(Some(parse_commit(&path, version, &bytes)?))
+    }
+
+    /// Read commits `versions` concurrently, in order; any missing one is an error.
+    pub async fn read_commits(&self, versions: impl IntoIterator<Item = u64>) -> Result<Vec<LoggedCommit>> {
+        futures::stream::iter(versions.into_iter().map(|v| async move {
+            self.read_commit(v).await?.ok_or_else(|| Error::VersionNotFound {
+                version: v,
+                reason: "its log entry was removed".into(),
+            })
+        }))
+        .buffered(READ_CONCURRENCY)
+        .try_collect()
+        .await
+    }
+
+    /// List log entries; with `after`, only those after checkpoint `after` (S3 start-after).
+    pub async fn list(&self, after: Option<u64>) -> Result<LogListing> {
+        let dir = self.log_dir();
+        let stream = match after {
+            Some(v) => self.store().list_with_offset(Some(&dir), &self.checkpoint_path(v)),
+            None => self.store().list(Some(&dir)),
+        };
+        let metas: Vec<_> = stream.try_collect().await?;
+        let mut out = LogListing::default();
+        for m in metas {
+            let Some(name) = m.location.filename() else { continue };
+            if let Some(v) = name.strip_suffix(".checkpoint.json").and_then(parse_version) {
+                out.checkpoints.insert(v);
+            } else if let Some(v) = name.strip_suffix(".json").and_then(parse_version) {
+                out.commits.insert(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The version the pointer names, if any.
+    pub async fn read_pointer(&self) -> Result<Option<u64>> {
+        let path = self.pointer_path();
+        let Some(bytes) = self.get_opt(&path).await? else {
+            return Ok(None);
+        };
+        let p: LastCheckpoint = serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(&path, e))?;
+        Ok(Some(p.version))
+    }
+
+    pub async fn read_checkpoint(&self, version: u64) -> Result<Option<Snapshot>> {
+        let path = self.checkpoint_path(version);
+        let Some(bytes) = self.get_opt(&path).await? else {
+            return Ok(None);
+        };
+        let actions = from_json_lines(path.as_ref(), &bytes)?;
+        let s = Snapshot::from_checkpoint(path.as_ref(), actions)?;
+        if s.version != version {
+            return Err(Error::corrupt(&path, format!("checkpoint holds version {}", s.version)));
+        }
+        Ok(Some(s))
+    }
+
+    /// Write a checkpoint of `snapshot` and move the pointer to it (unless a newer one is there).
+    pub async fn write_checkpoint(&self, snapshot: &Snapshot, keep_tombstones_after_ms: i64) -> Result<()> {
+        let body = to_json_lines(&snapshot.checkpoint_actions(keep_tombstones_after_ms));
+        self.store()
+            .put(&self.checkpoint_path(snapshot.version), PutPayload::from(body))
+            .await?;
+        if self.read_pointer().await?.is_some_and(|p| p >= snapshot.version) {
+            return Ok(());
+        }
+        let pointer = serde_json::to_vec(&LastCheckpoint { version: snapshot.version }).expect("serialize");
+        self.store().put(&self.pointer_path(), PutPayload::from(pointer)).await?;
+        Ok(())
+    }
+
+    /// Create-only PUT of a commit.
+    pub(crate) async fn put_commit(&self, version: u64, body: Bytes) -> PutCommit {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self.store().put_opts(&self.commit_path(version), PutPayload::from(body), opts).await {
+            Ok(_) => PutCommit::Created,
+            Err(object_store::Error::AlreadyExists { .. }) => PutCommit::AlreadyExists,
+            Err(e) => PutCommit::Unknown(e),
+        }
+    }
+
+    /// The latest snapshot.
+    pub async fn load_latest(&self) -> Result<Snapshot> {
+        let pointer = self.read_pointer().await?;
+        let mut listing = self.list(pointer).await?;
+        let newest_ckpt = listing.checkpoints.iter().next_back().copied().max(pointer);
+        let mut base = match newest_ckpt {
+            Some(v) => self.read_checkpoint(v).await?,
+            None => None,
+        };
+        if base.is_none() && pointer.is_some() {
+            // The pointed checkpoint is gone (cleaned): fall back to a full listing.
+            listing = self.list(None).await?;
+            if let Some(&v) = listing.checkpoints.iter().next_back() {
+                base = self.read_checkpoint(v).await?;
+            }
+        }
+        let latest = listing.commits.iter().next_back().copied();
+        self.replay(base, latest, &listing).await
+    }
+
+    /// The snapshot at `version`.
+    pub async fn load_version(&self, version: u64) -> Result<Snapshot> {
+        let listing = self.list(None).await?;
+        let latest = listing.commits.iter().next_back().copied();
+        match latest {
+            None => return Err(self.not_found()),
+            Some(l) if version > l => {
+                return Err(Error::VersionNotFound {
+                    version,
+                    reason: format!("the latest version is {l}"),
+                })
+            }
+            _ => {}
+        }
+        let base = match listing.checkpoints.range(..=version).next_back() {
+            Some(&v) => self.read_checkpoint(v).await?,
+            None => None,
+        };
+        self.replay(base, Some(version), &listing).await
+    }
+
+    /// The snapshot current at `timestamp_ms`: the last version committed at or before it.
+    pub async fn load_at_timestamp(&self, timestamp_ms: i64) -> Result<Snapshot> {
+        let listing = self.list(None).await?;
+        let versions: Vec<u64> = listing.commits.iter().copied().collect();
+        if versions.is_empty() {
+            return Err(self.not_found());
+        }
+        let ts = crate::clock::format_millis(timestamp_ms);
+        // Commit timestamps strictly increase along the log, so binary search.
+        let (mut lo, mut hi) = (0usize, versions.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let c = self.read_commit(versions[mid]).await?.ok_or_else(|| Error::VersionNotFound {
+                version: versions[mid],
+                reason: "removed while reading".into(),
+            })?;
+            if c.info.timestamp <= timestamp_ms {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            return Err(Error::TimestampNotFound {
+                timestamp: ts,
+                reason: format!("the earliest retained version is {}", versions[0]),
+            });
+        }
+        self.load_version(versions[lo - 1]).await
+    }
+
+    fn not_found(&self) -> Error {
+        Error::TableNotFound {
+            location: self.location.display.clone(),
+        }
+    }
+
+    /// Replay commits after `base` up to `until` (inclusive).
+    async fn replay(&self, base: Option<Snapshot>, until: Option<u64>, listing: &LogListing) -> Result<Snapshot> {
+        let start = base.as_ref().map(|b| b.version + 1).unwrap_or(0);
+        let Some(until) = until.or(base.as_ref().map(|b| b.version)) else {
+            return Err(self.not_found());
+        };
+        if until + 1 < start {
+            return base.ok_or_else(|| self.not_found());
+        }
+        let wanted: Vec<u64> = (start..=until).collect();
+        if let Some(missing) = wanted.iter().find(|v| !listing.commits.contains(v)) {
+            if base.is_none() && *missing == 0 {
+                return Err(self.not_found());
+            }
+            return Err(Error::VersionNotFound {
+                version: *missing,
+                reason: "its log entry is missing (cleaned by GC?)".into(),
+            });
+        }
+        let commits = self.read_commits(wanted).await?;
+        let mut iter = commits.into_iter();
+        let mut snap = match base {
+            Some(b) => b,
+            None => {
+                let first = iter.next().ok_or_else(|| self.not_found())?;
+                Snapshot::from_first_commit(self.commit_path(0).as_ref(), &first.info, &first.actions)?
+            }
+        };
+        for c in iter {
+            snap.apply(self.commit_path(c.version).as_ref(), c.version, &c.info, &c.actions)?;
+        }
+        Ok(snap)
+    }
+
+    /// Bring `snapshot` up to the latest version; returns the commits applied.
+    pub async fn update(&self, snapshot: &mut Snapshot) -> Result<Vec<LoggedCommit>> {
+        let listing = self.list(Some(snapshot.version)).await?;
+        let newer: Vec<u64> = listing.commits.range(snapshot.version + 1..).copied().collect();
+        let commits = self.read_commits(newer).await?;
+        for c in &commits {
+            snapshot.apply(self.commit_path(c.version).as_ref(), c.version, &c.info, &c.actions)?;
+        }
+        Ok(commits)
+    }
+}
+
+fn parse_version(s: &str) -> Option<u64> {
+    (s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+}
+
+pub(crate) fn parse_commit(path: &Path, version: u64, bytes: &[u8]) -> Result<LoggedCommit> {
+    let mut actions = from_json_lines(path.as_ref(), bytes)?;
+    let pos = actions
+        .iter()
+        .position(|a| matches!(a, Action::CommitInfo(_)))
+        .ok_or_else(|| Error::corrupt(path, "commit without commitInfo"))?;
+    let Action::CommitInfo(info) = actions.remove(pos) else {
+        unreachable!()
+    };
+    Ok(LoggedCommit { version, info, actions })
+}

@@ -1,0 +1,254 @@
+//! Where a table lives: parse a table address into an object store and a root path.
+//!
+//! Addresses: `./dir`, `/abs/dir`, `file:///abs/dir`, `s3://bucket/prefix/table`, and
+//! `memory://name` (in-process, for tests). S3 settings come from the usual `AWS_*`
+//! environment variables; `AWS_ENDPOINT_URL` points at MinIO, and plain http is allowed
+//! for loopback endpoints (or when `AWS_ALLOW_HTTP=true`).
+
+use std::path::{Path as StdPath, PathBuf};
+use std::sync::Arc;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ClientOptions, ObjectStore, RetryConfig};
+
+use crate::error::{Error, Result};
+
+/// What kind of store a table lives on, with what external readers need to address it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A local directory (absolute path).
+    Local { dir: PathBuf },
+    /// An S3 bucket; `endpoint` is set for MinIO and other S3-compatible stores.
+    S3 {
+        bucket: String,
+        prefix: String,
+        endpoint: Option<String>,
+        region: String,
+    },
+    /// An in-process store, lost at exit.
+    Memory,
+}
+
+/// A table's store and root.
+#[derive(Debug, Clone)]
+pub struct TableLocation {
+    pub store: Arc<dyn ObjectStore>,
+    /// Root of the table inside the store; `_log/` and `_data/` live under it.
+    pub root: Path,
+    pub kind: StoreKind,
+    /// The address as the user gave it, for messages.
+    pub display: String,
+}
+
+impl TableLocation {
+    /// Parse a table address. Local directories are not created here.
+    pub fn parse(address: &str) -> Result<Self> {
+        let invalid = |reason: &str| Error::InvalidLocation {
+            location: address.to_string(),
+            reason: reason.to_string(),
+        };
+        if address.trim().is_empty() {
+            return Err(invalid("empty address"));
+        }
+        if let Some(rest) = address.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(invalid("missing bucket name"));
+            }
+            let prefix = prefix.trim_matches('/').to_string();
+            return Self::s3(address, bucket, &prefix);
+        }
+        if let Some(name) = address.strip_prefix("memory://") {
+            return Ok(Self::memory(name));
+        }
+        let path = if let Some(rest) = address.strip_prefix("file://") {
+            if !rest.starts_with('/') {
+                return Err(invalid("file:// URLs must be absolute (file:///abs/dir)"));
+            }
+            PathBuf::from(rest)
+        } else if address.contains("://") {
+            return Err(invalid("unsupported scheme (use a path, file://, or s3://)"));
+        } else {
+            PathBuf::from(address)
+        };
+        Self::local(address, &path)
+    }
+
+    /// A table in a local directory.
+    pub fn local(display: &str, dir: &StdPath) -> Result<Self> {
+        let abs = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map_err(|source| Error::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?
+                .join(dir)
+        };
+        let abs = normalize(&abs);
+        let root = Path::from_absolute_path(&abs).map_err(|e| Error::InvalidLocation {
+            location: display.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            store: Arc::new(LocalFileSystem::new()),
+            root,
+            kind: StoreKind::Local { dir: abs },
+            display: display.to_string(),
+        })
+    }
+
+    /// A fresh in-memory table (unit tests).
+    pub fn memory(name: &str) -> Self {
+        Self::with_store(Arc::new(InMemory::new()), name, StoreKind::Memory)
+    }
+
+    /// A table on a store built elsewhere (tests, embedding applications).
+    pub fn with_store(store: Arc<dyn ObjectStore>, root: &str, kind: StoreKind) -> Self {
+        Self {
+            store,
+            root: Path::from(root.trim_matches('/')),
+            kind,
+            display: root.to_string(),
+        }
+    }
+
+    fn s3(display: &str, bucket: &str, prefix: &str) -> Result<Self> {
+        let endpoint = std::env::var("AWS_ENDPOINT_URL")
+            .or_else(|_| std::env::var("AWS_ENDPOINT"))
+            .ok()
+            .filter(|e| !e.is_empty());
+        let region = std::env::var("AWS_REGION")
+            .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|_| "us-east-1".to_string());
+        let allow_http = std::env::var("AWS_ALLOW_HTTP")
+            .map(|v| v == "true" || v == "1")
+            .unwrap_or(false)
+            || endpoint.as_deref().is_some_and(is_loopback_http);
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_region(&region)
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(allow_http)
+                    .with_timeout(std::time::Duration::from_secs(60)),
+            )
+            .with_retry(RetryConfig::default());
+        if let Some(ep) = &endpoint {
+            builder = builder.with_endpoint(ep);
+        }
+        let store = builder.build().map_err(|e| Error::InvalidLocation {
+            location: display.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            store: Arc::new(store),
+            root: Path::from(prefix),
+            kind: StoreKind::S3 {
+                bucket: bucket.to_string(),
+                prefix: prefix.to_string(),
+                endpoint,
+                region,
+            },
+            display: display.to_string(),
+        })
+    }
+
+    /// Path of an object relative to the table root.
+    pub fn child(&self, relative: &str) -> Path {
+        let mut p = self.root.clone();
+        for part in relative.split('/').filter(|s| !s.is_empty()) {
+            p = p.join(part);
+        }
+        p
+    }
+
+    /// An address external engines can read a table-relative file at
+    /// (`s3://bucket/key` or an absolute local path).
+    pub fn file_url(&self, relative: &str) -> String {
+        match &self.kind {
+            StoreKind::Local { dir } => dir.join(relative).display().to_string(),
+            StoreKind::S3 { bucket, .. } => format!("s3://{bucket}/{}", self.child(relative)),
+            StoreKind::Memory => format!("memory://{}", self.child(relative)),
+        }
+    }
+
+    /// An http(s) URL for engines that want one (ClickHouse `s3()`); local paths as is.
+    pub fn http_url(&self, relative: &str) -> String {
+        match &self.kind {
+            StoreKind::S3 {
+                bucket,
+                endpoint,
+                region,
+                ..
+            } => {
+                let key = self.child(relative);
+                match endpoint {
+                    Some(ep) => format!("{}/{bucket}/{key}", ep.trim_end_matches('/')),
+                    None => format!("https://{bucket}.s3.{region}.amazonaws.com/{key}"),
+                }
+            }
+            _ => self.file_url(relative),
+        }
+    }
+}
+
+fn is_loopback_http(endpoint: &str) -> bool {
+    let Ok(url) = url::Url::parse(endpoint) else {
+        return false;
+    };
+    if url.scheme() != "http" {
+        return false;
+    }
+    match url.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// Lexically normalize `.` and `..` (the directory may not exist yet).
+fn normalize(p: &StdPath) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_addresses() {
+        let l = TableLocation::parse("/tmp/x/../t").unwrap();
+        assert_eq!(l.kind, StoreKind::Local { dir: "/tmp/t".into() });
+        assert_eq!(l.file_url("_data/a.parquet"), "/tmp/t/_data/a.parquet");
+        let f = TableLocation::parse("file:///tmp/t").unwrap();
+        assert_eq!(f.root.as_ref(), "tmp/t");
+        assert!(TableLocation::parse("file://rel/t").is_err());
+        assert!(TableLocation::parse("gs://b/t").is_err());
+        assert!(TableLocation::parse("s3:///t").is_err());
+        assert!(TableLocation::parse("").is_err());
+    }
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback_http("http://127.0.0.1:9000"));
+        assert!(is_loopback_http("http://localhost:9000"));
+        assert!(!is_loopback_http("http://10.0.0.1:9000"));
+        assert!(!is_loopback_http("https://127.0.0.1:9000"));
+    }
+}

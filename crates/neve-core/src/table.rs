@@ -1,0 +1,368 @@
+//! The public table API: create, open snapshots (latest, by version, by time), insert, history.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::log::{Action, Committer, LogStore, LoggedCommit, Metadata, Protocol, Snapshot, TableSettings, FORMAT_VERSION};
+use crate::partition::{check_source_type, PartitionField};
+use crate::schema::TableSchema;
+use crate::storage::TableLocation;
+use crate::write::input::{open_input, OpenedInput, ReadOptions};
+use crate::write::{DataWriter, NoProgress, Progress, WriteOptions};
+
+/// Which snapshot to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AsOf {
+    #[default]
+    Latest,
+    Version(u64),
+    /// Milliseconds since the epoch.
+    Timestamp(i64),
+}
+
+impl std::str::FromStr for AsOf {
+    type Err = Error;
+    /// A version number, or an RFC 3339 timestamp / `YYYY-MM-DD[ HH:MM:SS]` (UTC).
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.trim();
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            return s.parse().map(AsOf::Version).map_err(|_| bad_as_of(s));
+        }
+        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+            return Ok(AsOf::Timestamp(t.timestamp_millis()));
+        }
+        for f in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"] {
+            if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, f) {
+                return Ok(AsOf::Timestamp(t.and_utc().timestamp_millis()));
+            }
+        }
+        if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+            return Ok(AsOf::Timestamp(d.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis()));
+        }
+        Err(bad_as_of(s))
+    }
+}
+
+fn bad_as_of(s: &str) -> Error {
+    Error::InvalidSetting {
+        name: "as-of".into(),
+        reason: format!("'{s}' is neither a version number nor a timestamp (2024-05-01T12:00:00Z)"),
+    }
+}
+
+/// How to create a table.
+#[derive(Debug, Clone, Default)]
+pub struct CreateOptions {
+    pub partition_by: Vec<PartitionField>,
+    pub sort_by: Vec<String>,
+    pub settings: TableSettings,
+    /// Optional schema up front; otherwise the first insert sets it.
+    pub schema: TableSchema,
+}
+
+/// How to insert.
+#[derive(Debug, Clone, Default)]
+pub struct InsertOptions {
+    pub read: ReadOptions,
+    pub write: WriteOptions,
+}
+
+/// What an insert did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InsertReport {
+    /// The version committed; `None` when the input had no rows (nothing committed).
+    pub version: Option<u64>,
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    pub partitions: u64,
+    /// Commit attempts (more than 1 under contention).
+    pub attempts: u32,
+    pub schema_changed: bool,
+}
+
+/// Builds a [`Table`] with injected clock and randomness.
+pub struct TableBuilder {
+    location: TableLocation,
+    clock: Arc<dyn Clock>,
+    seed: Option<u64>,
+    writer: Option<String>,
+}
+
+impl TableBuilder {
+    pub fn new(location: TableLocation) -> Self {
+        Self { location, clock: Arc::new(SystemClock), seed: None, writer: None }
+    }
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// Seed for ids and backoff jitter (tests); random by default.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+    /// The `writer` recorded in commits.
+    pub fn with_writer(mut self, writer: impl Into<String>) -> Self {
+        self.writer = Some(writer.into());
+        self
+    }
+    pub fn build(self) -> Table {
+        let rng = match self.seed {
+            Some(s) => StdRng::seed_from_u64(s),
+            None => StdRng::from_os_rng(),
+        };
+        let writer = self.writer.unwrap_or_else(default_writer);
+        let log = LogStore::new(self.location.clone());
+        let committer = Committer::new(log.clone(), self.clock.clone(), Arc::new(Mutex::new(rng)), writer);
+        Table { location: self.location, log, committer, clock: self.clock }
+    }
+}
+
+fn default_writer() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    format!("neve/{} {host} pid {}", env!("CARGO_PKG_VERSION"), std::process::id())
+}
+
+/// A neve table.
+pub struct Table {
+    location: TableLocation,
+    log: LogStore,
+    committer: Committer,
+    clock: Arc<dyn Clock>,
+}
+
+impl Table {
+    /// Open the table at `address` with the system clock.
+    pub fn at(address: &str) -> Result<Self> {
+        Ok(TableBuilder::new(TableLocation::parse(address)?).build())
+    }
+
+    pub fn location(&self) -> &TableLocation {
+        &self.location
+    }
+
+    pub fn log(&self) -> &LogStore {
+        &self.log
+    }
+
+    /// Create the table (version 0). Fails with `TableExists` if any version 0 is there.
+    pub async fn create(&self, opts: CreateOptions) -> Result<Snapshot> {
+        for s in &opts.sort_by {
+            if opts.partition_by.iter().any(|p| p.name == *s) {
+                return Err(Error::InvalidSortKey { column: s.clone(), reason: "is a partition name, not a column".into() });
+            }
+        }
+        if !opts.schema.is_empty() {
+            validate_layout(&opts.schema, &opts.partition_by, &opts.sort_by)?;
+        }
+        if let crate::storage::StoreKind::Local { dir } = &self.location.kind {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+        }
+        let now = self.clock.now_millis();
+        let metadata = Metadata {
+            table_id: self.committer.new_id().to_string(),
+            created_time: now,
+            schema: opts.schema,
+            partition_by: opts.partition_by,
+            sort_by: opts.sort_by,
+            settings: opts.settings,
+        };
+        let info = crate::log::CommitInfo {
+            timestamp: now,
+            operation: "CREATE".into(),
+            commit_id: self.committer.new_id().to_string(),
+            writer: default_writer(),
+            read_version: None,
+            summary: Default::default(),
+        };
+        let actions = vec![
+            Action::CommitInfo(info),
+            Action::Protocol(Protocol { format_version: FORMAT_VERSION }),
+            Action::Metadata(metadata),
+        ];
+        let body = crate::log::actions::to_json_lines(&actions);
+        let opts = object_store::PutOptions { mode: object_store::PutMode::Create, ..Default::default() };
+        match self.location.store.put_opts(&self.log.commit_path(0), body.into(), opts).await {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(Error::TableExists { location: self.location.display.clone() })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.snapshot().await
+    }
+
+    /// The latest snapshot.
+    pub async fn snapshot(&self) -> Result<Snapshot> {
+        self.log.load_latest().await
+    }
+
+    /// The snapshot `as_of`.
+    pub async fn snapshot_as_of(&self, as_of: AsOf) -> Result<Snapshot> {
+        match as_of {
+            AsOf::Latest => self.log.load_latest().await,
+            AsOf::Version(v) => self.log.load_version(v).await,
+            AsOf::Timestamp(t) => self.log.load_at_timestamp(t).await,
+        }
+    }
+
+    /// Insert files (`-` is stdin) in one commit.
+    pub async fn insert_files(&self, paths: &[String], opts: &InsertOptions, progress: Arc<dyn Progress>) -> Result<InsertReport> {
+        let snapshot = self.snapshot().await?;
+        let paths = paths.to_vec();
+        let read = opts.read.clone();
+        let table_schema = snapshot.metadata.schema.clone();
+        let inputs = tokio::task::spawn_blocking(move || {
+            paths.iter().map(|p| open_input(p, &read, &table_schema)).collect::<Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|e| Error::TaskFailed(e.to_string()))??;
+        self.insert_inputs(snapshot, inputs, opts, progress).await
+    }
+
+    /// Insert in-memory Arrow batches in one commit.
+    pub async fn insert_batches(&self, schema: SchemaRef, batches: Vec<RecordBatch>, opts: &InsertOptions, progress: Arc<dyn Progress>) -> Result<InsertReport> {
+        let snapshot = self.snapshot().await?;
+        let input = OpenedInput {
+            name: "<batches>".into(),
+            format: crate::write::input::InputFormat::Arrow,
+            schema,
+            batches: Box::new(batches.into_iter().map(Ok)),
+        };
+        self.insert_inputs(snapshot, vec![input], opts, progress).await
+    }
+
+    async fn insert_inputs(&self, mut snapshot: Snapshot, inputs: Vec<OpenedInput>, opts: &InsertOptions, progress: Arc<dyn Progress>) -> Result<InsertReport> {
+        let meta = snapshot.metadata.clone();
+        let strict = meta.settings.strict_schema;
+        // Every input's schema is checked before any data is written.
+        let mut merged = meta.schema.clone();
+        for inp in &inputs {
+            let ts = TableSchema::from_arrow(&inp.schema)?;
+            for f in &meta.partition_by {
+                if ts.column(&f.source).is_none() {
+                    return Err(Error::MissingPartitionColumn { input: inp.name.clone(), column: f.source.clone() });
+                }
+            }
+            merged = merged.evolve(&ts, strict)?;
+        }
+        validate_layout(&merged, &meta.partition_by, &meta.sort_by)?;
+        let write_meta = Metadata { schema: merged.clone(), ..meta.clone() };
+        let committer = self.committer.clone();
+        let new_id: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || committer.new_id().to_string());
+        let mut writer = DataWriter::new(self.location.clone(), write_meta, opts.write.clone(), progress, new_id, self.clock.now_millis())?;
+        let written = async {
+            for inp in inputs {
+                let (tx, rx) = tokio::sync::mpsc::channel(8);
+                let reader = tokio::task::spawn_blocking(move || {
+                    for b in inp.batches {
+                        let stop = b.is_err();
+                        if tx.blocking_send(b).is_err() || stop {
+                            break;
+                        }
+                    }
+                });
+                let res = writer.write_stream(rx).await;
+                reader.await.map_err(|e| Error::TaskFailed(e.to_string()))?;
+                res?;
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        if let Err(e) = written {
+            writer.cleanup().await;
+            return Err(e);
+        }
+        let adds = writer.written.clone();
+        let mut report = InsertReport {
+            version: None,
+            files: adds.len() as u64,
+            rows: adds.iter().map(|a| a.rows).sum(),
+            bytes: adds.iter().map(|a| a.size).sum(),
+            partitions: adds.iter().map(|a| &a.partition_values).collect::<std::collections::BTreeSet<_>>().len() as u64,
+            attempts: 0,
+            schema_changed: false,
+        };
+        if adds.is_empty() {
+            return Ok(report);
+        }
+        crate::failpoint::hit("insert:after-data");
+        let mut schema_changed = false;
+        let result = self
+            .committer
+            .commit(&mut snapshot, "INSERT", |snap| {
+                if snap.metadata.partition_by != meta.partition_by {
+                    return Err(Error::CommitConflict {
+                        version: snap.version,
+                        reason: "the table's partitioning changed while inserting".into(),
+                    });
+                }
+                let schema = snap.metadata.schema.evolve(&merged, snap.metadata.settings.strict_schema)?;
+                let mut actions = Vec::with_capacity(adds.len() + 1);
+                schema_changed = schema != snap.metadata.schema;
+                if schema_changed {
+                    actions.push(Action::Metadata(Metadata { schema, ..snap.metadata.clone() }));
+                }
+                actions.extend(adds.iter().cloned().map(Action::Add));
+                Ok(actions)
+            })
+            .await;
+        match result {
+            Ok(outcome) => {
+                report.version = Some(outcome.version);
+                report.attempts = outcome.attempts;
+                report.schema_changed = schema_changed;
+                Ok(report)
+            }
+            Err(e) => {
+                writer.cleanup().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits in order, the last `limit` if given.
+    pub async fn history(&self, limit: Option<usize>) -> Result<Vec<LoggedCommit>> {
+        let listing = self.log.list(None).await?;
+        if listing.commits.is_empty() {
+            return Err(Error::TableNotFound { location: self.location.display.clone() });
+        }
+        let versions: Vec<u64> = listing.commits.iter().copied().collect();
+        let skip = limit.map(|l| versions.len().saturating_sub(l)).unwrap_or(0);
+        self.log.read_commits(versions[skip..].iter().copied()).await
+    }
+
+    /// Insert with no progress display.
+    pub async fn insert(&self, paths: &[String]) -> Result<InsertReport> {
+        self.insert_files(paths, &InsertOptions::default(), Arc::new(NoProgress)).await
+    }
+}
+
+/// Partition sources and sort keys must be columns of suitable types.
+fn validate_layout(schema: &TableSchema, partition_by: &[PartitionField], sort_by: &[String]) -> Result<()> {
+    for f in partition_by {
+        let c = schema.column(&f.source).ok_or_else(|| Error::InvalidPartitionSpec {
+            spec: crate::partition::format_spec(std::slice::from_ref(f)),
+            reason: format!("no column '{}'", f.source),
+        })?;
+        if c.column_type != crate::schema::ColumnType::Null {
+            check_source_type(f, &c.column_type.to_arrow())?;
+        }
+    }
+    for s in sort_by {
+        if schema.column(s).is_none() {
+            return Err(Error::InvalidSortKey { column: s.clone(), reason: "no such column in the table or the input".into() });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! CPU side of the write path: split a batch by partition, sort each part by the sort keys,
+//! encode Parquet and compute the per-column statistics the log records.
+
+use std::collections::BTreeMap;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::row::{RowConverter, SortField};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::SortingColumn;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::log::ColumnStats;
+use crate::partition::{self, PartitionField};
+
+/// One partition's rows, sorted.
+pub(crate) struct PartPlan {
+    pub values: Vec<Option<String>>,
+    pub batch: RecordBatch,
+}
+
+/// Parse `zstd(3)`, `zstd`, `snappy`, `lz4`, `none`.
+pub fn parse_compression(s: &str) -> Result<Compression, String> {
+    let s = s.trim().to_ascii_lowercase();
+    Ok(match s.as_str() {
+        "none" | "uncompressed" => Compression::UNCOMPRESSED,
+        "snappy" => Compression::SNAPPY,
+        "lz4" => Compression::LZ4_RAW,
+        "zstd" => Compression::ZSTD(ZstdLevel::default()),
+        _ => {
+            let level = s
+                .strip_prefix("zstd(")
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(|| "expected zstd(LEVEL), zstd, snappy, lz4 or none".to_string())?;
+            let level: i32 = level.parse().map_err(|_| format!("'{level}' is not a zstd level"))?;
+            Compression::ZSTD(ZstdLevel::try_new(level).map_err(|e| e.to_string())?)
+        }
+    })
+}
+
+/// Group rows by partition and sort each group by `sort_cols` (indices into the batch).
+pub(crate) fn partition_and_sort(batch: &RecordBatch, fields: &[PartitionField], sort_cols: &[usize]) -> Result<Vec<PartPlan>> {
+    let n = batch.num_rows();
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    let sources: Vec<ArrayRef> = fields
+        .iter()
+        .map(|f| batch.column(batch.schema().index_of(&f.source).expect("checked before")).clone())
+        .collect();
+    let assignment = partition::assign(fields, &sources, n)?;
+    let codes = &assignment.codes;
+    let mut indices: Vec<u32> = (0..n as u32).collect();
+    if sort_cols.is_empty() {
+        if assignment.labels.len() > 1 {
+            indices.sort_by_key(|&i| codes[i as usize]);
+        }
+    } else {
+        let converter = RowConverter::new(
+            sort_cols.iter().map(|&c| SortField::new(batch.column(c).data_type().clone())).collect(),
+        )?;
+        let cols: Vec<ArrayRef> = sort_cols.iter().map(|&c| batch.column(c).clone()).collect();
+        let rows = converter.convert_columns(&cols)?;
+        indices.sort_unstable_by(|&a, &b| {
+            codes[a as usize]
+                .cmp(&codes[b as usize])
+                .then_with(|| rows.row(a as usize).cmp(&rows.row(b as usize)))
+        });
+    }
+    let sorted = if indices.iter().enumerate().all(|(i, &v)| i as u32 == v) {
+        batch.clone()
+    } else {
+        take_record_batch(batch, &UInt32Array::from(indices.clone()))?
+    };
+    // Contiguous runs of one code are one partition.
+    let mut parts = Vec::with_capacity(assignment.labels.len());
+    let mut start = 0usize;
+    while start < n {
+        let code = codes[indices[start] as usize];
+        let mut end = start + 1;
+        while end < n && codes[indices[end] as usize] == code {
+            end += 1;
+        }
+        parts.push(PartPlan {
+            values: assignment.labels[code as usize].clone(),
+            batch: sorted.slice(start, end - start),
+        });
+        start = end;
+    }
+    Ok(parts)
+}
+
+/// Writer properties for a table's settings.
+pub(crate) fn writer_properties(compression: Compression, row_group_rows: usize, sort_cols: &[usize]) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_created_by(format!("neve version {}", env!("CARGO_PKG_VERSION")));
+    if !sort_cols.is_empty() {
+        b = b.set_sorting_columns(Some(
+            sort_cols
+                .iter()
+                .map(|&c| SortingColumn { column_idx: c as i32, descending: false, nulls_first: true })
+                .collect(),
+        ));
+    }
+    b.build()
+}
+
+/// Encode one part as a Parquet file in memory.
+pub(crate) fn encode_parquet(batch: &RecordBatch, props: WriterProperties) -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
+    w.write(batch)?;
+    w.close()?;
+    Ok(buf)
+}
+
+/// Longest string kept as a statistic; longer maxima are dropped (a truncated max would be wrong).
+const MAX_STAT_STRING: usize = 256;
+
+/// Per-column min/max/null counts of a batch.
+pub(crate) fn batch_stats(batch: &RecordBatch) -> BTreeMap<String, ColumnStats> {
+    batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(f, a)| (f.name().clone(), column_stats(a)))
+        .collect()
+}
+
+fn column_stats(a: &ArrayRef) -> ColumnStats {
+    let nulls = a.null_count() as u64;
+    let (min, max) = if nulls as usize == a.len() { (None, None) } else { min_max(a) };
+    ColumnStats { min, max, nulls }
+}
+
+fn min_max(a: &ArrayRef) -> (Option<Value>, Option<Value>) {
+    use arrow::compute::kernels::aggregate as agg;
+    use arrow::datatypes::*;
+    macro_rules! prim {
+        ($t:ty) => {{
+            let arr = a.as_primitive::<$t>();
+            (agg::min(arr).map(|v| Value::from(v)), agg::max(arr).map(|v| Value::from(v)))
+        }};
+    }
+    match a.data_type() {
+        DataType::Boolean => {
+            let arr = a.as_boolean();
+            (agg::min_boolean(arr).map(Value::from), agg::max_boolean(arr).map(Value::from))
+        }
+        DataType::Int8 => prim!(Int8Type),
+        DataType::Int16 => prim!(Int16Type),
+        DataType::Int32 => prim!(Int32Type),
+        DataType::Int64 => prim!(Int64Type),
+        DataType::UInt8 => prim!(UInt8Type),
+        DataType::UInt16 => prim!(UInt16Type),
+        DataType::UInt32 => prim!(UInt32Type),
+        DataType::UInt64 => prim!(UInt64Type),
+        DataType::Float32 => float_min_max(a.as_primitive::<Float32Type>().iter().map(|v| v.map(f64::from))),
+        DataType::Float64 => float_min_max(a.as_primitive::<Float64Type>().iter()),
+        DataType::Utf8 => {
+            let arr = a.as_string::<i32>();
+            let min = agg::min_string(arr).map(|s| {
+                // A prefix is still a valid lower bound.
+                let end = s.char_indices().nth(MAX_STAT_STRING).map(|(i, _)| i).unwrap_or(s.len());
+                Value::from(&s[..end])
+            });
+            let max = agg::max_string(arr).filter(|s| s.chars().count() <= MAX_STAT_STRING).map(Value::from);
+            (min, max)
+        }
+        DataType::Date32 => {
+            let arr = a.as_primitive::<Date32Type>();
+            let f = |d: i32| Value::from(date_string(d));
+            (agg::min(arr).map(f), agg::max(arr).map(f))
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+            let arr = a.as_primitive::<TimestampMicrosecondType>();
+            let z = tz.is_some();
+            let f = |us: i64| Value::from(timestamp_string(us, z));
+            (agg::min(arr).map(f), agg::max(arr).map(f))
+        }
+        DataType::Decimal128(_, s) => {
+            let arr = a.as_primitive::<Decimal128Type>();
+            let s = *s;
+            let f = |v: i128| Value::from(Decimal128Type::format_decimal(v, 38, s));
+            (agg::min(arr).map(f), agg::max(arr).map(f))
+        }
+        _ => (None, None),
+    }
+}
+
+fn float_min_max(values: impl Iterator<Item = Option<f64>>) -> (Option<Value>, Option<Value>) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut any = false;
+    for v in values.flatten() {
+        if v.is_nan() {
+            continue;
+        }
+        any = true;
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !any {
+        return (None, None);
+    }
+    (serde_json::Number::from_f64(lo).map(Value::Number), serde_json::Number::from_f64(hi).map(Value::Number))
+}
+
+fn date_string(days: i32) -> String {
+    let (y, m, d) = partition::civil_from_days(days as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// RFC 3339 with microseconds; `Z` when the column has a time zone (values are UTC instants).
+pub(crate) fn timestamp_string(us: i64, zoned: bool) -> String {
+    let t = chrono::DateTime::from_timestamp_micros(us).unwrap_or_default().naive_utc();
+    let s = t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string();
+    if zoned {
+        s + "Z"
+    } else {
+        s
+    }
+}
+
+/// Cast and complete `batch` to the `target` schema: table types, every table column
+/// (missing ones as nulls), table column order.
+pub(crate) fn conform(batch: &RecordBatch, target: &arrow::datatypes::SchemaRef) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let mut cols = Vec::with_capacity(target.fields().len());
+    for f in target.fields() {
+        let col = match schema.index_of(f.name()) {
+            Ok(i) => {
+                let c = batch.column(i);
+                if c.data_type() == f.data_type() {
+                    c.clone()
+                } else {
+                    arrow::compute::cast(c, f.data_type())?
+                }
+            }
+            Err(_) => arrow::array::new_null_array(f.data_type(), batch.num_rows()),
+        };
+        cols.push(col);
+    }
+    Ok(RecordBatch::try_new_with_options(
+        target.clone(),
+        cols,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?)
+}
+

@@ -1,0 +1,234 @@
+//! The write path: decode inputs in batches, conform them to the table schema, cut them into
+//! bounded chunks, split each chunk by partition, sort, encode Parquet in parallel and upload
+//! concurrently. Nothing here commits: the caller commits the returned files in one commit.
+
+mod encode;
+pub mod input;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use futures::{StreamExt, TryStreamExt};
+use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use rayon::prelude::*;
+use tokio::io::AsyncWriteExt;
+
+pub use encode::parse_compression;
+pub(crate) use encode::{batch_stats, conform, encode_parquet, partition_and_sort, writer_properties};
+
+use crate::error::{Error, Result};
+use crate::log::{AddFile, Metadata};
+use crate::partition::partition_path;
+use crate::storage::TableLocation;
+
+/// Callbacks for progress display; all optional.
+pub trait Progress: Send + Sync {
+    fn rows_read(&self, _rows: u64) {}
+    fn file_written(&self, _bytes: u64) {}
+}
+
+/// No progress display.
+#[derive(Debug, Default)]
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// Knobs of the write path (not table settings: these may differ per writer).
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// Rows buffered before a chunk is partitioned, sorted and written.
+    pub chunk_rows: usize,
+    /// Arrow bytes buffered before a chunk is written, whichever comes first.
+    pub chunk_bytes: usize,
+    /// Concurrent uploads.
+    pub upload_concurrency: usize,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        Self { chunk_rows: 2 << 20, chunk_bytes: 512 << 20, upload_concurrency: 16 }
+    }
+}
+
+/// A file written (uploaded, not yet committed).
+#[derive(Debug, Clone)]
+pub struct WrittenFile {
+    pub add: AddFile,
+}
+
+/// Writes data files for one insert.
+pub(crate) struct DataWriter {
+    location: TableLocation,
+    metadata: Metadata,
+    target: SchemaRef,
+    sort_cols: Vec<usize>,
+    compression: parquet::basic::Compression,
+    opts: WriteOptions,
+    progress: Arc<dyn Progress>,
+    new_id: Arc<dyn Fn() -> String + Send + Sync>,
+    now_ms: i64,
+    /// Every file uploaded so far, for cleanup on failure.
+    pub written: Vec<AddFile>,
+}
+
+impl DataWriter {
+    pub fn new(
+        location: TableLocation,
+        metadata: Metadata,
+        opts: WriteOptions,
+        progress: Arc<dyn Progress>,
+        new_id: Arc<dyn Fn() -> String + Send + Sync>,
+        now_ms: i64,
+    ) -> Result<Self> {
+        let target = metadata.schema.to_arrow();
+        let sort_cols = metadata
+            .sort_by
+            .iter()
+            .map(|c| {
+                target.index_of(c).map_err(|_| Error::InvalidSortKey {
+                    column: c.clone(),
+                    reason: "no such column in the table or the input".into(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let compression = parse_compression(&metadata.settings.compression).map_err(|reason| Error::InvalidSetting {
+            name: "compression".into(),
+            reason,
+        })?;
+        Ok(Self { location, metadata, target, sort_cols, compression, opts, progress, new_id, now_ms, written: Vec::new() })
+    }
+
+    /// Stream batches through chunking, encoding and upload.
+    pub async fn write_stream(&mut self, mut batches: tokio::sync::mpsc::Receiver<Result<RecordBatch>>) -> Result<()> {
+        let mut pending: Vec<RecordBatch> = Vec::new();
+        let (mut rows, mut bytes) = (0usize, 0usize);
+        while let Some(batch) = batches.recv().await {
+            let batch = conform(&batch?, &self.target)?;
+            self.progress.rows_read(batch.num_rows() as u64);
+            rows += batch.num_rows();
+            bytes += batch.get_array_memory_size();
+            pending.push(batch);
+            if rows >= self.opts.chunk_rows || bytes >= self.opts.chunk_bytes {
+                let chunk = arrow::compute::concat_batches(&self.target, &pending)?;
+                pending.clear();
+                (rows, bytes) = (0, 0);
+                self.write_chunk(chunk).await?;
+            }
+        }
+        if rows > 0 {
+            let chunk = arrow::compute::concat_batches(&self.target, &pending)?;
+            self.write_chunk(chunk).await?;
+        }
+        Ok(())
+    }
+
+    /// Partition, sort, encode (in parallel on the rayon pool) and upload (concurrently).
+    pub async fn write_chunk(&mut self, chunk: RecordBatch) -> Result<()> {
+        if chunk.num_rows() == 0 {
+            return Ok(());
+        }
+        let fields = self.metadata.partition_by.clone();
+        let sort_cols = self.sort_cols.clone();
+        let props = writer_properties(self.compression, self.metadata.settings.row_group_rows, &sort_cols);
+        let new_id = self.new_id.clone();
+        let now = self.now_ms;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Path, Vec<u8>, AddFile)>>(self.opts.upload_concurrency.max(1));
+        let root = self.location.clone();
+        let encoder = tokio::task::spawn_blocking(move || {
+            let parts = match partition_and_sort(&chunk, &fields, &sort_cols) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            drop(chunk);
+            let ids: Vec<String> = parts.iter().map(|_| new_id()).collect();
+            parts.into_par_iter().zip(ids).for_each_with(tx, |tx, (part, id)| {
+                let res = (|| {
+                    let bytes = encode_parquet(&part.batch, props.clone())?;
+                    let folder = partition_path(&fields, &part.values);
+                    let rel = if folder.is_empty() {
+                        format!("_data/part-{id}.parquet")
+                    } else {
+                        format!("_data/{folder}/part-{id}.parquet")
+                    };
+                    let partition_values: BTreeMap<String, Option<String>> =
+                        fields.iter().zip(&part.values).map(|(f, v)| (f.name.clone(), v.clone())).collect();
+                    let add = AddFile {
+                        path: rel.clone(),
+                        partition_values,
+                        size: bytes.len() as u64,
+                        rows: part.batch.num_rows() as u64,
+                        modification_time: now,
+                        stats: batch_stats(&part.batch),
+                    };
+                    Ok((root.child(&rel), bytes, add))
+                })();
+                let _ = tx.blocking_send(res);
+            });
+        });
+        let store = self.location.store.clone();
+        let progress = self.progress.clone();
+        let files = futures::stream::poll_fn(|cx| rx.poll_recv(cx))
+            .map(|item| {
+                let store = store.clone();
+                let progress = progress.clone();
+                async move {
+                    let (path, bytes, add) = item?;
+                    upload(store, &path, bytes).await?;
+                    progress.file_written(add.size);
+                    Ok::<_, Error>(add)
+                }
+            })
+            .buffer_unordered(self.opts.upload_concurrency.max(1));
+        futures::pin_mut!(files);
+        let mut first_err = None;
+        while let Some(r) = files.next().await {
+            match r {
+                Ok(add) => self.written.push(add),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        encoder.await.map_err(|e| Error::TaskFailed(e.to_string()))?;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Best-effort removal of the files this writer uploaded (after a failed insert).
+    pub async fn cleanup(&mut self) {
+        let store = self.location.store.clone();
+        let paths: Vec<Path> = self.written.drain(..).map(|a| self.location.child(&a.path)).collect();
+        let n = paths.len();
+        let res: Result<Vec<()>, _> = futures::stream::iter(paths.into_iter().map(|p| {
+            let store = store.clone();
+            async move { store.delete(&p).await }
+        }))
+        .buffer_unordered(16)
+        .try_collect()
+        .await;
+        if let Err(e) = res {
+            tracing::warn!(error = %e, files = n, "could not remove files of a failed insert; `neve gc` will");
+        }
+    }
+}
+
+/// Single PUT for small files, multipart for large ones.
+async fn upload(store: Arc<dyn object_store::ObjectStore>, path: &Path, bytes: Vec<u8>) -> Result<()> {
+    const MULTIPART_ABOVE: usize = 32 << 20;
+    if bytes.len() <= MULTIPART_ABOVE {
+        store.put(path, bytes.into()).await?;
+        return Ok(());
+    }
+    let mut w = BufWriter::with_capacity(store, path.clone(), 16 << 20).with_max_concurrency(8);
+    w.write_all(&bytes).await.map_err(|source| Error::Io { path: path.as_ref().into(), source })?;
+    w.shutdown().await.map_err(|source| Error::Io { path: path.as_ref().into(), source })?;
+    Ok(())
+}

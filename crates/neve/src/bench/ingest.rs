@@ -1,0 +1,130 @@
+//! `neve bench ingest`: month-partitioned, sorted loads of generated taxi rows, side by side
+//! with delta-rs `write_deltalake` on the same Arrow data in the same run.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::TryStreamExt;
+use neve_core::storage::StoreKind;
+use neve_core::write::NoProgress;
+use neve_core::{InsertOptions, Table, TableLocation};
+use object_store::ObjectStoreExt;
+
+use super::{median, taxi};
+use crate::cli::BenchIngestArgs;
+use crate::error::{CliError, Result};
+use crate::output::count;
+
+const DELTA_SCRIPT: &str = include_str!("../../../../scripts/bench_delta.py");
+
+pub async fn run(a: BenchIngestArgs) -> Result<()> {
+    let base = a.target.trim_end_matches('/').to_string();
+    let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
+    for &rows in &a.rows {
+        let t = Instant::now();
+        let batches = taxi::TaxiGenerator::new(a.seed).batches(rows, 65_536);
+        let arrow_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+        eprintln!("generated {} rows ({} MB of Arrow) in {:.1}s", count(rows as u64), arrow_bytes / 1_000_000, t.elapsed().as_secs_f64());
+        let mut secs = Vec::new();
+        let mut written = 0u64;
+        let mut files = 0u64;
+        for run in 0..a.runs {
+            let address = format!("{base}/neve-{rows}-{stamp}-{run}");
+            let table = Table::at(&address)?;
+            table.create(super::taxi_layout()).await?;
+            let started = Instant::now();
+            let report = table.insert_batches(taxi::schema(), batches.clone(), &InsertOptions::default(), Arc::new(NoProgress)).await?;
+            let s = started.elapsed().as_secs_f64();
+            eprintln!("  neve run {}: {:.2}s, {} files", run + 1, s, report.files);
+            secs.push(s);
+            written = report.bytes;
+            files = report.files;
+            remove_table(&address).await?;
+        }
+        let neve_s = median(secs.clone());
+        let mut result = serde_json::json!({
+            "bench": "ingest", "target": base, "rows": rows, "runs": a.runs,
+            "neve_median_s": neve_s, "neve_rows_per_s": rows as f64 / neve_s,
+            "neve_mb_per_s_written": written as f64 / 1e6 / neve_s,
+            "neve_mb_per_s_arrow": arrow_bytes as f64 / 1e6 / neve_s,
+            "neve_files": files, "neve_bytes": written, "neve_runs_s": secs,
+        });
+        if !a.python.is_empty() {
+            let (delta_s, delta_runs) = run_delta(&a, &base, rows, &batches, &stamp.to_string()).await?;
+            result["delta_median_s"] = delta_s.into();
+            result["delta_rows_per_s"] = (rows as f64 / delta_s).into();
+            result["delta_runs_s"] = delta_runs.into();
+            result["ratio_rows_per_s"] = (delta_s / neve_s).into();
+        }
+        if a.json {
+            println!("{result}");
+        } else {
+            println!(
+                "ingest {} rows into {}: neve {:.2}s median of {} = {} rows/s, {:.1} MB/s written ({} files)",
+                count(rows as u64), base, neve_s, a.runs, count((rows as f64 / neve_s) as u64),
+                written as f64 / 1e6 / neve_s, files
+            );
+            if let Some(d) = result.get("delta_median_s").and_then(|v| v.as_f64()) {
+                println!(
+                    "  delta-rs write_deltalake {:.2}s median = {} rows/s; neve/delta-rs = {:.2}x",
+                    d, count((rows as f64 / d) as u64), d / neve_s
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_delta(a: &BenchIngestArgs, base: &str, rows: usize, batches: &[arrow::array::RecordBatch], stamp: &str) -> Result<(f64, Vec<f64>)> {
+    let dir = tempfile::tempdir()?;
+    let ipc = dir.path().join("taxi.arrow");
+    {
+        let f = std::fs::File::create(&ipc)?;
+        let mut w = arrow::ipc::writer::FileWriter::try_new(f, &taxi::schema()).map_err(|e| CliError::Core(e.into()))?;
+        for b in batches {
+            w.write(b).map_err(|e| CliError::Core(e.into()))?;
+        }
+        w.finish().map_err(|e| CliError::Core(e.into()))?;
+    }
+    let script = dir.path().join("bench_delta.py");
+    std::fs::write(&script, DELTA_SCRIPT)?;
+    let target = format!("{base}/delta-{rows}-{stamp}");
+    let target_uri = if target.starts_with("s3://") { target.clone() } else { std::path::absolute(&target)?.display().to_string() };
+    let out = tokio::process::Command::new(&a.python)
+        .arg(&script)
+        .args(["--input", &ipc.display().to_string(), "--target", &target_uri, "--runs", &a.runs.to_string()])
+        .output()
+        .await?;
+    if !out.status.success() {
+        return Err(CliError::PeerFailed { peer: "delta-rs".into(), reason: String::from_utf8_lossy(&out.stderr).into_owned() });
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| CliError::PeerFailed { peer: "delta-rs".into(), reason: format!("bad output: {e}") })?;
+    let runs: Vec<f64> = v["runs_s"].as_array().map(|r| r.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default();
+    for (i, s) in runs.iter().enumerate() {
+        eprintln!("  delta-rs run {}: {:.2}s", i + 1, s);
+    }
+    for run in 0..a.runs {
+        remove_table(&format!("{target}-{run}")).await?;
+    }
+    Ok((median(runs.clone()), runs))
+}
+
+/// Delete a benchmark table (untimed).
+pub async fn remove_table(address: &str) -> Result<()> {
+    let loc = TableLocation::parse(address)?;
+    match &loc.kind {
+        StoreKind::Local { dir } => {
+            if dir.exists() {
+                std::fs::remove_dir_all(dir)?;
+            }
+        }
+        _ => {
+            let paths: Vec<_> = loc.store.list(Some(&loc.root)).map_ok(|m| m.location).try_collect().await.map_err(|e| CliError::Core(e.into()))?;
+            for p in paths {
+                loc.store.delete(&p).await.map_err(|e| CliError::Core(e.into()))?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! `neve bench ...` and `neve quickstart`: commands that print figures, never tests.
+
+mod ingest;
+mod log;
+pub mod taxi;
+
+use std::sync::Arc;
+
+use neve_core::partition::parse_spec;
+use neve_core::{CreateOptions, InsertOptions, Table};
+
+use crate::cli::{BenchCommand, BenchGenArgs, QuickstartArgs};
+use crate::error::{CliError, Result};
+use crate::output;
+
+pub async fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Ingest(a) => ingest::run(a).await,
+        BenchCommand::Log(a) => log::run(a).await,
+        BenchCommand::Gen(a) => gen(a),
+    }
+}
+
+/// The taxi table layout used by the quick start and the benchmarks.
+pub fn taxi_layout() -> CreateOptions {
+    CreateOptions {
+        partition_by: parse_spec("month(trip_start_timestamp) as d").expect("valid spec"),
+        sort_by: vec!["payment_type".into(), "trip_start_timestamp".into()],
+        ..Default::default()
+    }
+}
+
+pub async fn quickstart(a: QuickstartArgs) -> Result<()> {
+    let address = format!("{}/taxi", a.dir.trim_end_matches('/'));
+    let table = Table::at(&address)?;
+    match table.create(taxi_layout()).await {
+        Ok(_) => println!("created {address} partitioned by month(trip_start_timestamp) as d, sorted by payment_type, trip_start_timestamp"),
+        Err(neve_core::Error::TableExists { .. }) => println!("{address} exists; adding more rows"),
+        Err(e) => return Err(e.into()),
+    }
+    let seed = table.snapshot().await?.version;
+    let batches = taxi::TaxiGenerator::new(seed).batches(a.rows, 65_536);
+    let bar = Arc::new(crate::progress::Bar::new("loading taxi rows"));
+    let started = std::time::Instant::now();
+    let report = table.insert_batches(taxi::schema(), batches, &InsertOptions::default(), bar.clone()).await;
+    bar.finish();
+    let report = report?;
+    println!(
+        "inserted {} generated taxi rows into {} files in {:.2}s\n",
+        output::count(report.rows),
+        report.files,
+        started.elapsed().as_secs_f64()
+    );
+    let s = table.snapshot().await?;
+    print!("{}", output::info_text(&address, &s));
+    println!("\nnext: neve history {address} | neve files {address} --format duckdb");
+    Ok(())
+}
+
+fn gen(a: BenchGenArgs) -> Result<()> {
+    let batches = taxi::TaxiGenerator::new(a.seed).batches(a.rows, 65_536);
+    let schema = taxi::schema();
+    let file = std::fs::File::create(&a.output)?;
+    let ext = std::path::Path::new(&a.output).extension().and_then(|e| e.to_str()).unwrap_or("");
+    let arrow_err = |e: arrow::error::ArrowError| CliError::Core(e.into());
+    match ext {
+        "parquet" => {
+            let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, None).map_err(|e| CliError::Core(e.into()))?;
+            for b in &batches {
+                w.write(b).map_err(|e| CliError::Core(e.into()))?;
+            }
+            w.close().map_err(|e| CliError::Core(e.into()))?;
+        }
+        "csv" => {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(file);
+            for b in &batches {
+                w.write(b).map_err(arrow_err)?;
+            }
+        }
+        "ndjson" | "jsonl" | "json" => {
+            let mut w = arrow::json::LineDelimitedWriter::new(std::io::BufWriter::new(file));
+            for b in &batches {
+                w.write(b).map_err(arrow_err)?;
+            }
+            w.finish().map_err(arrow_err)?;
+        }
+        "arrow" | "ipc" => {
+            let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(arrow_err)?;
+            for b in &batches {
+                w.write(b).map_err(arrow_err)?;
+            }
+            w.finish().map_err(arrow_err)?;
+        }
+        other => return Err(CliError::Usage(format!("unknown output extension '.{other}' (parquet, csv, ndjson, arrow)"))),
+    }
+    eprintln!("wrote {} rows to {}", a.rows, a.output);
+    Ok(())
+}
+
+/// Median of measurements (seconds).
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    match xs.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}

@@ -1,0 +1,206 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// neve: a serverless data lake on object storage.
+///
+/// Tables are addressed by a path or URL: ./dir, file:///abs/dir, s3://bucket/prefix/table.
+/// S3 settings come from AWS_* variables (AWS_ENDPOINT_URL for MinIO).
+#[derive(Debug, Parser)]
+#[command(name = "neve", version, about, long_about = None)]
+pub struct Cli {
+    /// More logging (-v, -vv); NEVE_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a table.
+    Create(CreateArgs),
+    /// Insert Parquet, CSV, NDJSON/JSON or Arrow files (or `-` for stdin) in one commit.
+    Insert(InsertArgs),
+    /// Show a table's version, files, rows, bytes, partitions, schema and settings.
+    Info(InfoArgs),
+    /// List the alive files of a snapshot, as paths or ready for DuckDB / ClickHouse.
+    Files(FilesArgs),
+    /// One line per commit.
+    History(HistoryArgs),
+    /// Create a demo table under DIR, load generated taxi rows and show it.
+    Quickstart(QuickstartArgs),
+    /// Benchmarks and data generators.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct LayoutArgs {
+    /// Partition transforms, e.g. "month(trip_start_timestamp) as d, bucket(16, user_id)".
+    #[arg(long, default_value = "")]
+    pub partition_by: String,
+    /// Sort keys inside each file, comma-separated.
+    #[arg(long, default_value = "", value_delimiter = ',')]
+    pub sort_by: Vec<String>,
+    /// Table settings as key=value (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    pub table: String,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+    /// Reject inserts that bring new columns.
+    #[arg(long)]
+    pub strict_schema: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Parquet,
+    Csv,
+    Ndjson,
+    Json,
+    Arrow,
+}
+
+#[derive(Debug, Args)]
+pub struct InsertArgs {
+    pub table: String,
+    /// Input files; `-` reads stdin.
+    #[arg(required = true)]
+    pub inputs: Vec<String>,
+    /// Force the input format instead of detecting it from the extension or content.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Create the table if it does not exist, with --partition-by/--sort-by.
+    #[arg(long)]
+    pub create: bool,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+    /// Rows of a CSV/JSON input used to infer the types of new columns.
+    #[arg(long, default_value_t = 100_000)]
+    pub infer_rows: usize,
+    /// CSV field delimiter (one character; `\t` for tab).
+    #[arg(long, default_value = ",")]
+    pub delimiter: String,
+    /// CSV files have no header row (columns become column_1, column_2, ...).
+    #[arg(long)]
+    pub no_header: bool,
+    /// Rows buffered before a chunk is partitioned, sorted and written (bounds memory).
+    #[arg(long, default_value_t = 2 << 20)]
+    pub chunk_rows: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    pub table: String,
+    /// A version number or a timestamp (RFC 3339 or YYYY-MM-DD[ HH:MM:SS], UTC).
+    #[arg(long)]
+    pub as_of: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum FilesFormat {
+    Plain,
+    Json,
+    Duckdb,
+    Clickhouse,
+}
+
+#[derive(Debug, Args)]
+pub struct FilesArgs {
+    pub table: String,
+    #[arg(long)]
+    pub as_of: Option<String>,
+    #[arg(long, value_enum, default_value_t = FilesFormat::Plain)]
+    pub format: FilesFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    pub table: String,
+    /// Only the last N commits.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct QuickstartArgs {
+    /// Where to put the demo table.
+    #[arg(default_value = "./neve-data")]
+    pub dir: String,
+    /// Rows to generate.
+    #[arg(long, default_value_t = 200_000)]
+    pub rows: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Ingest generated taxi rows (month-partitioned, sorted) and compare with delta-rs.
+    Ingest(BenchIngestArgs),
+    /// Time opening a table with many commits (`neve info`).
+    Log(BenchLogArgs),
+    /// Write generated taxi rows to a file (parquet, csv, ndjson or arrow by extension).
+    Gen(BenchGenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchIngestArgs {
+    /// Where to write: a local directory or s3://bucket/prefix (tables are created under it).
+    #[arg(long, default_value = "./neve-bench")]
+    pub target: String,
+    /// Row counts to load, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000000")]
+    pub rows: Vec<usize>,
+    /// Runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Python with the `deltalake` package, to measure delta-rs on the same data; empty to skip.
+    #[arg(long, default_value = "")]
+    pub python: String,
+    /// Print results as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchLogArgs {
+    /// Table to build (must not exist) or reuse with --reuse.
+    #[arg(long)]
+    pub table: String,
+    /// Commits to make.
+    #[arg(long, default_value_t = 10_000)]
+    pub commits: u64,
+    /// Reuse an existing table instead of building one.
+    #[arg(long)]
+    pub reuse: bool,
+    /// Timed opens (the median is reported).
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Concurrent committers while building.
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchGenArgs {
+    /// Output file; the extension picks the format.
+    pub output: String,
+    #[arg(long, default_value_t = 100_000)]
+    pub rows: usize,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}

@@ -1,0 +1,108 @@
+//! One function per subcommand.
+
+mod files;
+mod insert;
+
+use std::io::Write;
+
+use neve_core::log::TableSettings;
+use neve_core::partition::parse_spec;
+use neve_core::{AsOf, CreateOptions, Table};
+
+use crate::cli::{Cli, Command, CreateArgs, HistoryArgs, InfoArgs, LayoutArgs};
+use crate::error::{CliError, Result};
+use crate::output;
+
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Create(a) => create(a).await,
+        Command::Insert(a) => insert::run(a).await,
+        Command::Info(a) => info(a).await,
+        Command::Files(a) => files::run(a).await,
+        Command::History(a) => history(a).await,
+        Command::Quickstart(a) => crate::bench::quickstart(a).await,
+        Command::Bench(b) => crate::bench::run(b).await,
+    }
+}
+
+/// Table layout from command-line flags.
+pub fn create_options(layout: &LayoutArgs, strict: bool) -> Result<CreateOptions> {
+    let mut settings = TableSettings { strict_schema: strict, ..Default::default() };
+    for kv in &layout.settings {
+        let (k, v) = kv.split_once('=').ok_or_else(|| CliError::Usage(format!("--set expects KEY=VALUE, got '{kv}'")))?;
+        settings.set(k.trim(), v.trim())?;
+    }
+    Ok(CreateOptions {
+        partition_by: parse_spec(&layout.partition_by)?,
+        sort_by: layout.sort_by.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        settings,
+        schema: Default::default(),
+    })
+}
+
+pub fn parse_as_of(s: &Option<String>) -> Result<AsOf> {
+    Ok(match s {
+        Some(s) => s.parse()?,
+        None => AsOf::Latest,
+    })
+}
+
+async fn create(a: CreateArgs) -> Result<()> {
+    let table = Table::at(&a.table)?;
+    let opts = create_options(&a.layout, a.strict_schema)?;
+    let s = table.create(opts).await?;
+    println!("created table {} (version {})", a.table, s.version);
+    Ok(())
+}
+
+async fn info(a: InfoArgs) -> Result<()> {
+    let table = Table::at(&a.table)?;
+    let s = table.snapshot_as_of(parse_as_of(&a.as_of)?).await?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", output::info_json(&a.table, &s))?;
+    } else {
+        write!(out, "{}", output::info_text(&a.table, &s))?;
+    }
+    Ok(())
+}
+
+async fn history(a: HistoryArgs) -> Result<()> {
+    let table = Table::at(&a.table)?;
+    let commits = table.history(a.limit).await?;
+    let mut out = std::io::stdout().lock();
+    if !a.json {
+        writeln!(out, "{:>8}  {:<24}  {:<9} {:>8} {:>8} {:>12} {:>12}  writer", "version", "time", "operation", "+files", "-files", "+rows", "-rows")?;
+    }
+    for c in commits {
+        let s = &c.info.summary;
+        if a.json {
+            let line = serde_json::json!({
+                "version": c.version,
+                "timestamp": neve_core::clock::format_millis(c.info.timestamp),
+                "operation": c.info.operation,
+                "commit_id": c.info.commit_id,
+                "writer": c.info.writer,
+                "read_version": c.info.read_version,
+                "files_added": s.files_added, "files_removed": s.files_removed,
+                "rows_added": s.rows_added, "rows_removed": s.rows_removed,
+                "bytes_added": s.bytes_added, "bytes_removed": s.bytes_removed,
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(
+                out,
+                "{:>8}  {:<24}  {:<9} {:>8} {:>8} {:>12} {:>12}  {}",
+                c.version,
+                neve_core::clock::format_millis(c.info.timestamp),
+                c.info.operation,
+                format!("+{}", s.files_added),
+                format!("-{}", s.files_removed),
+                format!("+{}", s.rows_added),
+                format!("-{}", s.rows_removed),
+                c.info.writer
+            )?;
+        }
+    }
+    Ok(())
+}

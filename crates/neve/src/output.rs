@@ -1,0 +1,85 @@
+//! Human-readable formatting helpers.
+
+use neve_core::log::Snapshot;
+use neve_core::partition::format_spec;
+use serde_json::{json, Value};
+
+pub fn bytes(n: u64) -> String {
+    humansize::format_size(n, humansize::DECIMAL)
+}
+
+/// `1234567` -> `1,234,567`.
+pub fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The `neve info --json` object.
+pub fn info_json(location: &str, s: &Snapshot) -> Value {
+    let parts = s.partitions();
+    json!({
+        "location": location,
+        "table_id": s.metadata.table_id,
+        "version": s.version,
+        "timestamp": neve_core::clock::format_millis(s.timestamp),
+        "files": s.files.len(),
+        "rows": s.rows(),
+        "bytes": s.bytes(),
+        "partitions": if s.metadata.partition_by.is_empty() { 0 } else { parts.len() },
+        "partition_details": parts.iter().map(|(p, (files, rows))| json!({"partition": p, "files": files, "rows": rows})).collect::<Vec<_>>(),
+        "partition_by": format_spec(&s.metadata.partition_by),
+        "sort_by": s.metadata.sort_by,
+        "schema": s.metadata.schema.columns.iter().map(|c| json!({"name": c.name, "type": c.column_type.to_string()})).collect::<Vec<_>>(),
+        "settings": s.metadata.settings,
+        "format_version": s.protocol.format_version,
+    })
+}
+
+/// The plain `neve info` text.
+pub fn info_text(location: &str, s: &Snapshot) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let parts = s.partitions();
+    let _ = writeln!(o, "table         {location}");
+    let _ = writeln!(o, "version       {}  ({})", s.version, neve_core::clock::format_millis(s.timestamp));
+    let _ = writeln!(o, "files         {}", count(s.files.len() as u64));
+    let _ = writeln!(o, "rows          {}", count(s.rows()));
+    let _ = writeln!(o, "bytes         {} ({})", count(s.bytes()), bytes(s.bytes()));
+    if s.metadata.partition_by.is_empty() {
+        let _ = writeln!(o, "partitions    none");
+    } else {
+        let _ = writeln!(o, "partitions    {}  by {}", parts.len(), format_spec(&s.metadata.partition_by));
+        let show = 5.min(parts.len());
+        for (p, (files, rows)) in parts.iter().rev().take(show) {
+            let _ = writeln!(o, "  {p:<28} {files:>6} files {:>14} rows", count(*rows));
+        }
+        if parts.len() > show {
+            let _ = writeln!(o, "  ... {} more", parts.len() - show);
+        }
+    }
+    let sort = if s.metadata.sort_by.is_empty() { "none".to_string() } else { s.metadata.sort_by.join(", ") };
+    let _ = writeln!(o, "sort by       {sort}");
+    let st = &s.metadata.settings;
+    let _ = writeln!(
+        o,
+        "settings      checkpoint_interval={} strict_schema={} compression={} row_group_rows={} log_retention_hours={}",
+        st.checkpoint_interval, st.strict_schema, st.compression, st.row_group_rows, st.log_retention_hours
+    );
+    if s.metadata.schema.is_empty() {
+        let _ = writeln!(o, "schema        (none yet: set by the first insert)");
+    } else {
+        let _ = writeln!(o, "schema        {} columns", s.metadata.schema.columns.len());
+        let w = s.metadata.schema.columns.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for c in &s.metadata.schema.columns {
+            let _ = writeln!(o, "  {:<w$}  {}", c.name, c.column_type);
+        }
+    }
+    o
+}
