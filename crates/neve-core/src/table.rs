@@ -181,7 +181,7 @@ impl Table {
             timestamp: now,
             operation: "CREATE".into(),
             commit_id: self.committer.new_id().to_string(),
-            writer: default_writer(),
+            writer: self.committer.writer().to_string(),
             read_version: None,
             summary: Default::default(),
         };

@@ -52,6 +52,11 @@ impl Committer {
         &self.log
     }
 
+    /// The `writer` recorded in commits.
+    pub fn writer(&self) -> &str {
+        &self.writer
+    }
+
     /// A fresh unique id from the injected randomness.
     pub fn new_id(&self) -> uuid::Uuid {
         let bytes: [u8; 16] = self.rng.lock().expect("rng").random();

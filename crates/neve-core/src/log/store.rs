@@ -275,7 +275,7 @@ impl LogStore {
         }
         let wanted: Vec<u64> = (start..=until).collect();
         if let Some(missing) = wanted.iter().find(|v| !listing.commits.contains(v)) {
-            if base.is_none() && *missing == 0 {
+            if listing.commits.is_empty() && listing.checkpoints.is_empty() {
                 return Err(self.not_found());
             }
             return Err(Error::VersionNotFound {

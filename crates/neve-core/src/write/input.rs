@@ -260,12 +260,13 @@ fn open_csv(name: String, path: &str, reader: Box<dyn BufRead + Send>, opts: &Re
     let format = arrow::csv::reader::Format::default().with_header(opts.csv_header).with_delimiter(delimiter);
     let (inferred, _) = format
         .infer_schema(Cursor::new(&head), Some(opts.infer_rows))
-        .map_err(|e| csv_error(&name, &inferred_names(&head, delimiter), e))?;
+        .map_err(|e| csv_error(&name, &inferred_names(&head, delimiter), 0, e))?;
     if inferred.fields().is_empty() {
         return Err(invalid(&name, None, None, "no columns (empty input?)"));
     }
     let schema = Arc::new(decode_schema(&inferred, table));
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let header_lines = u64::from(opts.csv_header);
     let rdr = arrow::csv::ReaderBuilder::new(schema.clone())
         .with_header(opts.csv_header)
         .with_delimiter(delimiter)
@@ -276,7 +277,7 @@ fn open_csv(name: String, path: &str, reader: Box<dyn BufRead + Send>, opts: &Re
         name,
         format: InputFormat::Csv,
         schema,
-        batches: Box::new(rdr.map(move |r| r.map_err(|e| csv_error(&n, &names, e)))),
+        batches: Box::new(rdr.map(move |r| r.map_err(|e| csv_error(&n, &names, header_lines, e)))),
     })
 }
 
@@ -286,7 +287,7 @@ fn inferred_names(head: &[u8], delimiter: u8) -> Vec<String> {
 }
 
 /// Turn arrow-csv's messages ("... for column 2 at line 5 ...") into a located error.
-fn csv_error(name: &str, names: &[String], e: ArrowError) -> Error {
+fn csv_error(name: &str, names: &[String], header_lines: u64, e: ArrowError) -> Error {
     let msg = match &e {
         ArrowError::ParseError(m) | ArrowError::CsvError(m) => m.clone(),
         other => other.to_string(),
@@ -296,12 +297,19 @@ fn csv_error(name: &str, names: &[String], e: ArrowError) -> Error {
         let digits: String = msg[i..].chars().take_while(|c| c.is_ascii_digit()).collect();
         digits.parse().ok()
     };
-    let line = number_after("at line ").or_else(|| number_after("for line "));
+    // Value errors count data records ("at line N" is the Nth record); field-count errors
+    // count file lines. Report file lines.
+    let line = number_after("at line ")
+        .map(|l| l + header_lines)
+        .or_else(|| number_after("for line "));
     let column = number_after("for column ").and_then(|c| names.get(c as usize).cloned());
-    let message = match msg.find(". Row data") {
+    let mut message = match msg.find(". Row data") {
         Some(i) => msg[..i].to_string(),
-        None => msg,
+        None => msg.clone(),
     };
+    if let Some(i) = message.find(" for column ") {
+        message.truncate(i);
+    }
     invalid(name, line, column, message)
 }
 

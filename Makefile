@@ -1,0 +1,35 @@
+# neve: two set-up commands on a fresh machine, `make run` and `make test`.
+SHELL := /bin/bash
+NEVE_CACHE ?= $(HOME)/.cache/neve
+CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
+export CARGO_TARGET_DIR NEVE_CACHE
+
+.PHONY: run build test lint unit bench-ingest bench-log
+
+## Build (release) and run the quick start on ./neve-data: no services needed.
+run:
+	cargo build --release -p neve
+	$(CARGO_TARGET_DIR)/release/neve quickstart ./neve-data
+
+build:
+	cargo build --release -p neve
+
+## Install what tests need (MinIO, a Python venv), start MinIO, run every test, stop MinIO.
+test:
+	scripts/test.sh
+
+## fmt and clippy, as CI runs them.
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## Unit tests only (no MinIO).
+unit:
+	cargo test -p neve-core
+
+## Benchmarks (figures for BENCHMARKS.md); they start MinIO like `make test`.
+bench-ingest:
+	scripts/test.sh bench-ingest
+
+bench-log:
+	scripts/test.sh bench-log

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
+# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-log`), stops MinIO.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+NEVE_CACHE=${NEVE_CACHE:-$HOME/.cache/neve}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/neve-target}
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO_BIN=$NEVE_CACHE/minio-$MINIO_VERSION/minio
+mkdir -p "$NEVE_CACHE"
+
+log() { printf '[test.sh] %s\n' "$*" >&2; }
+
+# --- MinIO, from the Go module proxy -------------------------------------------------------
+if [ ! -x "$MINIO_BIN" ]; then
+  log "installing MinIO $MINIO_VERSION (a few minutes, once)"
+  GOBIN=$(dirname "$MINIO_BIN") go install "github.com/minio/minio@$MINIO_VERSION"
+fi
+
+# --- Python venv for interop tests ----------------------------------------------------------
+REQ=tests/interop/requirements.txt
+VENV=$NEVE_CACHE/venv-$(sha256sum "$REQ" | cut -c1-12)
+if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.complete" ]; then
+  log "creating Python venv $VENV"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
+  touch "$VENV/.complete"
+fi
+PY=$VENV/bin/python
+
+# --- Start MinIO ------------------------------------------------------------------------------
+DATA=$(mktemp -d -t neve-minio-XXXXXX)
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export MINIO_ROOT_USER=neveadmin MINIO_ROOT_PASSWORD=nevesecret123
+"$MINIO_BIN" server --quiet --address "127.0.0.1:$PORT" --console-address "127.0.0.1:0" "$DATA" > "$DATA.log" 2>&1 &
+MINIO_PID=$!
+cleanup() {
+  kill "$MINIO_PID" 2>/dev/null || true
+  wait "$MINIO_PID" 2>/dev/null || true
+  rm -rf "$DATA" "$DATA.log"
+}
+trap cleanup EXIT
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$PORT/minio/health/live" >/dev/null && break
+  sleep 0.2
+done
+curl -sf "http://127.0.0.1:$PORT/minio/health/live" >/dev/null || { cat "$DATA.log"; log "MinIO did not start"; exit 1; }
+
+export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
+export AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD AWS_REGION=us-east-1
+export NEVE_TEST_BUCKET=neve-test NEVE_TEST_PYTHON=$PY
+"$PY" -c "import boto3; boto3.client('s3', endpoint_url='$AWS_ENDPOINT_URL').create_bucket(Bucket='$NEVE_TEST_BUCKET')"
+log "MinIO on $AWS_ENDPOINT_URL, bucket $NEVE_TEST_BUCKET"
+
+case "${1:-test}" in
+  test)
+    cargo build -p neve
+    cargo test --workspace -- --test-threads=2
+    export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve
+    "$PY" -m pytest -q tests/interop
+    ;;
+  bench-ingest)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    ROWS=${ROWS:-1000000,10000000}
+    RUNS=${RUNS:-3}
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    "$N" bench ingest --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    "$N" bench ingest --target "s3://$NEVE_TEST_BUCKET/bench" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    rm -rf "$LOCAL"
+    ;;
+  bench-log)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    "$N" bench log --table "s3://$NEVE_TEST_BUCKET/bench/log10k" --commits "${COMMITS:-10000}"
+    ;;
+  *) log "unknown mode $1"; exit 2 ;;
+esac
