@@ -61,6 +61,10 @@ case "${1:-test}" in
     export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve
     "$PY" -m pytest -q tests/interop
     ;;
+  interop)
+    cargo build -p neve
+    NEVE_BIN=$CARGO_TARGET_DIR/debug/neve "$PY" -m pytest -q tests/interop "${@:2}"
+    ;;
   bench-ingest)
     cargo build --release -p neve
     N=$CARGO_TARGET_DIR/release/neve

@@ -39,7 +39,7 @@ def duck():
     import duckdb
     import duckdb_ext  # noqa: F401  (the httpfs extension package)
 
-    ext_dir = pathlib.Path(duckdb_ext.__file__).parent / "extensions"
+    ext_dir = pathlib.Path(list(duckdb_ext.__path__)[0]) / "extensions"
     con = duckdb.connect()
     con.execute(f"SET extension_directory = '{ext_dir}'")
     con.execute("LOAD httpfs")

@@ -39,7 +39,9 @@ pub enum Error {
     },
 
     /// The input format could not be determined or is not supported.
-    #[error("unknown input format for '{input}': {reason} (use --format parquet|csv|ndjson|json|arrow)")]
+    #[error(
+        "unknown input format for '{input}': {reason} (use --format parquet|csv|ndjson|json|arrow)"
+    )]
     UnknownFormat { input: String, reason: String },
 
     /// The input is malformed: a line that does not parse, a value of the wrong type.

@@ -49,7 +49,9 @@ impl std::str::FromStr for Transform {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let num = |inner: &str| -> Result<u32, String> {
-            let n: u32 = inner.parse().map_err(|_| format!("'{inner}' is not a number"))?;
+            let n: u32 = inner
+                .parse()
+                .map_err(|_| format!("'{inner}' is not a number"))?;
             if n == 0 {
                 return Err("must be at least 1".into());
             }
@@ -64,7 +66,10 @@ impl std::str::FromStr for Transform {
             _ => {
                 if let Some(n) = s.strip_prefix("bucket[").and_then(|r| r.strip_suffix(']')) {
                     Transform::Bucket(num(n)?)
-                } else if let Some(n) = s.strip_prefix("truncate[").and_then(|r| r.strip_suffix(']')) {
+                } else if let Some(n) = s
+                    .strip_prefix("truncate[")
+                    .and_then(|r| r.strip_suffix(']'))
+                {
                     Transform::Truncate(num(n)?)
                 } else {
                     return Err(format!("unknown transform '{s}'"));
@@ -82,7 +87,9 @@ impl Serialize for Transform {
 
 impl<'de> Deserialize<'de> for Transform {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -234,20 +241,37 @@ pub fn format_spec(fields: &[PartitionField]) -> String {
 /// Check a transform applies to a column type (at create or first insert).
 pub fn check_source_type(field: &PartitionField, dt: &DataType) -> Result<()> {
     let ok = match field.transform {
-        Transform::Identity => !matches!(dt, DataType::Float32 | DataType::Float64 | DataType::Float16),
+        Transform::Identity => !matches!(
+            dt,
+            DataType::Float32 | DataType::Float64 | DataType::Float16
+        ),
         Transform::Year | Transform::Month | Transform::Day => {
-            matches!(dt, DataType::Timestamp(..) | DataType::Date32 | DataType::Date64)
+            matches!(
+                dt,
+                DataType::Timestamp(..) | DataType::Date32 | DataType::Date64
+            )
         }
         Transform::Hour => matches!(dt, DataType::Timestamp(..)),
         Transform::Bucket(_) => matches!(
             dt,
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
-                | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Date32
+            DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Date32
         ),
         Transform::Truncate(_) => matches!(
             dt,
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
-                | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
         ),
     };
     if ok {
@@ -255,7 +279,10 @@ pub fn check_source_type(field: &PartitionField, dt: &DataType) -> Result<()> {
     } else {
         Err(Error::InvalidPartitionSpec {
             spec: format_spec(std::slice::from_ref(field)),
-            reason: format!("{} cannot be applied to column '{}' of type {dt}", field.transform, field.source),
+            reason: format!(
+                "{} cannot be applied to column '{}' of type {dt}",
+                field.transform, field.source
+            ),
         })
     }
 }
@@ -269,7 +296,11 @@ pub struct PartitionAssignment {
 
 /// Compute each row's partition. `columns[i]` is the source column of `fields[i]`
 /// (already in the table's types: timestamps in microseconds, strings as Utf8).
-pub fn assign(fields: &[PartitionField], columns: &[ArrayRef], num_rows: usize) -> Result<PartitionAssignment> {
+pub fn assign(
+    fields: &[PartitionField],
+    columns: &[ArrayRef],
+    num_rows: usize,
+) -> Result<PartitionAssignment> {
     if fields.is_empty() {
         return Ok(PartitionAssignment {
             codes: vec![0; num_rows],
@@ -285,7 +316,12 @@ pub fn assign(fields: &[PartitionField], columns: &[ArrayRef], num_rows: usize) 
         level_labels.push(labels);
     }
     if fields.len() == 1 {
-        let labels = level_labels.pop().unwrap().into_iter().map(|l| vec![l]).collect();
+        let labels = level_labels
+            .pop()
+            .unwrap()
+            .into_iter()
+            .map(|l| vec![l])
+            .collect();
         return Ok(PartitionAssignment {
             codes: level_codes.pop().unwrap(),
             labels,
@@ -301,7 +337,12 @@ pub fn assign(fields: &[PartitionField], columns: &[ArrayRef], num_rows: usize) 
         }
         let next = combined.len() as u32;
         let code = *combined.entry(key.clone()).or_insert_with(|| {
-            labels.push(key.iter().enumerate().map(|(l, &c)| level_labels[l][c as usize].clone()).collect());
+            labels.push(
+                key.iter()
+                    .enumerate()
+                    .map(|(l, &c)| level_labels[l][c as usize].clone())
+                    .collect(),
+            );
             next
         });
         codes.push(code);
@@ -318,7 +359,11 @@ struct Interner<K> {
 
 impl<K: std::hash::Hash + Eq> Interner<K> {
     fn new() -> Self {
-        Self { map: HashMap::new(), labels: Vec::new(), null_code: None }
+        Self {
+            map: HashMap::new(),
+            labels: Vec::new(),
+            null_code: None,
+        }
     }
     fn code(&mut self, key: K, label: impl FnOnce(&K) -> String) -> u32 {
         if let Some(&c) = self.map.get(&key) {
@@ -349,7 +394,9 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let arr = col.as_primitive::<$ty>();
             let mut it: Interner<i64> = Interner::new();
             for i in 0..n {
-                codes.push(if arr.is_null(i) { it.null() } else {
+                codes.push(if arr.is_null(i) {
+                    it.null()
+                } else {
                     let k: i64 = $conv(arr.value(i) as i64);
                     it.code(k, $label)
                 });
@@ -358,7 +405,10 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
         }};
     }
     let labels = match (f.transform, col.data_type()) {
-        (Transform::Year | Transform::Month | Transform::Day | Transform::Hour, DataType::Timestamp(unit, _)) => {
+        (
+            Transform::Year | Transform::Month | Transform::Day | Transform::Hour,
+            DataType::Timestamp(unit, _),
+        ) => {
             let per_sec: i64 = match unit {
                 TimeUnit::Second => 1,
                 TimeUnit::Millisecond => 1_000,
@@ -370,7 +420,9 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let arr = as64.as_primitive::<Int64Type>();
             let mut it: Interner<i64> = Interner::new();
             for i in 0..n {
-                codes.push(if arr.is_null(i) { it.null() } else {
+                codes.push(if arr.is_null(i) {
+                    it.null()
+                } else {
                     let hours = arr.value(i).div_euclid(per_sec * 3600);
                     let k = time_key(t, hours);
                     it.code(k, |k| time_label(t, *k))
@@ -380,13 +432,22 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
         }
         (Transform::Year | Transform::Month | Transform::Day, DataType::Date32) => {
             let t = f.transform;
-            ints!(Date32Type, |d: i64| time_key(t, d * 24), |k: &i64| time_label(t, *k))
+            ints!(Date32Type, |d: i64| time_key(t, d * 24), |k: &i64| {
+                time_label(t, *k)
+            })
         }
         (Transform::Year | Transform::Month | Transform::Day, DataType::Date64) => {
             let t = f.transform;
-            ints!(arrow::datatypes::Date64Type, |ms: i64| time_key(t, ms.div_euclid(3_600_000)), |k: &i64| time_label(t, *k))
+            ints!(
+                arrow::datatypes::Date64Type,
+                |ms: i64| time_key(t, ms.div_euclid(3_600_000)),
+                |k: &i64| time_label(t, *k)
+            )
         }
-        (Transform::Identity | Transform::Truncate(_) | Transform::Bucket(_), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+        (
+            Transform::Identity | Transform::Truncate(_) | Transform::Bucket(_),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View,
+        ) => {
             let cast = arrow::compute::cast(col, &DataType::Utf8)?;
             let arr = cast.as_string::<i32>();
             let mut it: Interner<String> = Interner::new();
@@ -394,21 +455,41 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let bucket = matches!(f.transform, Transform::Bucket(_));
             for i in 0..n {
                 codes.push(if arr.is_null(i) {
-                    if bucket { it_b.null() } else { it.null() }
+                    if bucket {
+                        it_b.null()
+                    } else {
+                        it.null()
+                    }
                 } else {
                     let v = arr.value(i);
                     match f.transform {
-                        Transform::Bucket(nb) => it_b.code(bucket_bytes(v.as_bytes(), nb) as i64, |k| k.to_string()),
-                        Transform::Truncate(w) => {
-                            let end = v.char_indices().nth(w as usize).map(|(i, _)| i).unwrap_or(v.len());
-                            let s = &v[..end];
-                            match it.map.get(s) { Some(&c) => c, None => it.code(s.to_string(), |k| k.clone()) }
+                        Transform::Bucket(nb) => {
+                            it_b.code(bucket_bytes(v.as_bytes(), nb) as i64, |k| k.to_string())
                         }
-                        _ => match it.map.get(v) { Some(&c) => c, None => it.code(v.to_string(), |k| k.clone()) },
+                        Transform::Truncate(w) => {
+                            let end = v
+                                .char_indices()
+                                .nth(w as usize)
+                                .map(|(i, _)| i)
+                                .unwrap_or(v.len());
+                            let s = &v[..end];
+                            match it.map.get(s) {
+                                Some(&c) => c,
+                                None => it.code(s.to_string(), |k| k.clone()),
+                            }
+                        }
+                        _ => match it.map.get(v) {
+                            Some(&c) => c,
+                            None => it.code(v.to_string(), |k| k.clone()),
+                        },
                     }
                 });
             }
-            if bucket { it_b.labels } else { it.labels }
+            if bucket {
+                it_b.labels
+            } else {
+                it.labels
+            }
         }
         (tr, dt) if dt.is_integer() || matches!(dt, DataType::Date32) => {
             let as64 = arrow::compute::cast(col, &DataType::Int64)?;
@@ -416,7 +497,9 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let is_date = matches!(dt, DataType::Date32);
             let mut it: Interner<i64> = Interner::new();
             for i in 0..n {
-                codes.push(if arr.is_null(i) { it.null() } else {
+                codes.push(if arr.is_null(i) {
+                    it.null()
+                } else {
                     let v = arr.value(i);
                     match tr {
                         Transform::Bucket(nb) => {
@@ -438,7 +521,11 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let arr = col.as_boolean();
             let mut it: Interner<bool> = Interner::new();
             for i in 0..n {
-                codes.push(if arr.is_null(i) { it.null() } else { it.code(arr.value(i), |k| k.to_string()) });
+                codes.push(if arr.is_null(i) {
+                    it.null()
+                } else {
+                    it.code(arr.value(i), |k| k.to_string())
+                });
             }
             it.labels
         }

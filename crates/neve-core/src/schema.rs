@@ -232,12 +232,9 @@ impl ColumnType {
         }
         // Mixed signedness: uintN with intM widens to the signed type twice the unsigned width.
         use ColumnType::*;
-        for candidate in [Int16, Int32, Int64, Float64] {
-            if self.widens_to(&candidate) && other.widens_to(&candidate) {
-                return Some(candidate);
-            }
-        }
-        None
+        [Int16, Int32, Int64, Float64]
+            .into_iter()
+            .find(|c| self.widens_to(c) && other.widens_to(c))
     }
 }
 
@@ -341,9 +338,9 @@ impl TableSchema {
 fn conflict_hint(table: &ColumnType, input: &ColumnType) -> Option<String> {
     use ColumnType::*;
     match (table, input) {
-        (Int64 | UInt64, Float32 | Float64) | (Float32 | Float64, Int64 | UInt64) => Some(
-            "int64 to float64 is not lossless above 2^53; cast the column explicitly".into(),
-        ),
+        (Int64 | UInt64, Float32 | Float64) | (Float32 | Float64, Int64 | UInt64) => {
+            Some("int64 to float64 is not lossless above 2^53; cast the column explicitly".into())
+        }
         _ if table.int_rank().is_some() && input.int_rank().is_some() => {
             Some("the table's type cannot hold every value of the input's type".into())
         }

@@ -70,7 +70,9 @@ impl TableLocation {
             }
             PathBuf::from(rest)
         } else if address.contains("://") {
-            return Err(invalid("unsupported scheme (use a path, file://, or s3://)"));
+            return Err(invalid(
+                "unsupported scheme (use a path, file://, or s3://)",
+            ));
         } else {
             PathBuf::from(address)
         };
@@ -234,7 +236,12 @@ mod tests {
     #[test]
     fn parses_addresses() {
         let l = TableLocation::parse("/tmp/x/../t").unwrap();
-        assert_eq!(l.kind, StoreKind::Local { dir: "/tmp/t".into() });
+        assert_eq!(
+            l.kind,
+            StoreKind::Local {
+                dir: "/tmp/t".into()
+            }
+        );
         assert_eq!(l.file_url("_data/a.parquet"), "/tmp/t/_data/a.parquet");
         let f = TableLocation::parse("file:///tmp/t").unwrap();
         assert_eq!(f.root.as_ref(), "tmp/t");

@@ -9,7 +9,10 @@ use rand::SeedableRng;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
-use crate::log::{Action, Committer, LogStore, LoggedCommit, Metadata, Protocol, Snapshot, TableSettings, FORMAT_VERSION};
+use crate::log::{
+    Action, Committer, LogStore, LoggedCommit, Metadata, Protocol, Snapshot, TableSettings,
+    FORMAT_VERSION,
+};
 use crate::partition::{check_source_type, PartitionField};
 use crate::schema::TableSchema;
 use crate::storage::TableLocation;
@@ -43,7 +46,12 @@ impl std::str::FromStr for AsOf {
             }
         }
         if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-            return Ok(AsOf::Timestamp(d.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis()));
+            return Ok(AsOf::Timestamp(
+                d.and_hms_opt(0, 0, 0)
+                    .expect("midnight")
+                    .and_utc()
+                    .timestamp_millis(),
+            ));
         }
         Err(bad_as_of(s))
     }
@@ -97,7 +105,12 @@ pub struct TableBuilder {
 
 impl TableBuilder {
     pub fn new(location: TableLocation) -> Self {
-        Self { location, clock: Arc::new(SystemClock), seed: None, writer: None }
+        Self {
+            location,
+            clock: Arc::new(SystemClock),
+            seed: None,
+            writer: None,
+        }
     }
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -120,17 +133,35 @@ impl TableBuilder {
         };
         let writer = self.writer.unwrap_or_else(default_writer);
         let log = LogStore::new(self.location.clone());
-        let committer = Committer::new(log.clone(), self.clock.clone(), Arc::new(Mutex::new(rng)), writer);
-        Table { location: self.location, log, committer, clock: self.clock }
+        let committer = Committer::new(
+            log.clone(),
+            self.clock.clone(),
+            Arc::new(Mutex::new(rng)),
+            writer,
+        );
+        Table {
+            location: self.location,
+            log,
+            committer,
+            clock: self.clock,
+        }
     }
 }
 
 fn default_writer() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into());
-    format!("neve/{} {host} pid {}", env!("CARGO_PKG_VERSION"), std::process::id())
+    format!(
+        "neve/{} {host} pid {}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id()
+    )
 }
 
 /// A neve table.
@@ -159,14 +190,20 @@ impl Table {
     pub async fn create(&self, opts: CreateOptions) -> Result<Snapshot> {
         for s in &opts.sort_by {
             if opts.partition_by.iter().any(|p| p.name == *s) {
-                return Err(Error::InvalidSortKey { column: s.clone(), reason: "is a partition name, not a column".into() });
+                return Err(Error::InvalidSortKey {
+                    column: s.clone(),
+                    reason: "is a partition name, not a column".into(),
+                });
             }
         }
         if !opts.schema.is_empty() {
             validate_layout(&opts.schema, &opts.partition_by, &opts.sort_by)?;
         }
         if let crate::storage::StoreKind::Local { dir } = &self.location.kind {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                path: dir.clone(),
+                source,
+            })?;
         }
         let now = self.clock.now_millis();
         let metadata = Metadata {
@@ -187,15 +224,27 @@ impl Table {
         };
         let actions = vec![
             Action::CommitInfo(info),
-            Action::Protocol(Protocol { format_version: FORMAT_VERSION }),
+            Action::Protocol(Protocol {
+                format_version: FORMAT_VERSION,
+            }),
             Action::Metadata(metadata),
         ];
         let body = crate::log::actions::to_json_lines(&actions);
-        let opts = object_store::PutOptions { mode: object_store::PutMode::Create, ..Default::default() };
-        match self.location.store.put_opts(&self.log.commit_path(0), body.into(), opts).await {
+        let opts = object_store::PutOptions {
+            mode: object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .location
+            .store
+            .put_opts(&self.log.commit_path(0), body.into(), opts)
+            .await
+        {
             Ok(_) => {}
             Err(object_store::Error::AlreadyExists { .. }) => {
-                return Err(Error::TableExists { location: self.location.display.clone() })
+                return Err(Error::TableExists {
+                    location: self.location.display.clone(),
+                })
             }
             Err(e) => return Err(e.into()),
         }
@@ -217,13 +266,21 @@ impl Table {
     }
 
     /// Insert files (`-` is stdin) in one commit.
-    pub async fn insert_files(&self, paths: &[String], opts: &InsertOptions, progress: Arc<dyn Progress>) -> Result<InsertReport> {
+    pub async fn insert_files(
+        &self,
+        paths: &[String],
+        opts: &InsertOptions,
+        progress: Arc<dyn Progress>,
+    ) -> Result<InsertReport> {
         let snapshot = self.snapshot().await?;
         let paths = paths.to_vec();
         let read = opts.read.clone();
         let table_schema = snapshot.metadata.schema.clone();
         let inputs = tokio::task::spawn_blocking(move || {
-            paths.iter().map(|p| open_input(p, &read, &table_schema)).collect::<Result<Vec<_>>>()
+            paths
+                .iter()
+                .map(|p| open_input(p, &read, &table_schema))
+                .collect::<Result<Vec<_>>>()
         })
         .await
         .map_err(|e| Error::TaskFailed(e.to_string()))??;
@@ -231,7 +288,13 @@ impl Table {
     }
 
     /// Insert in-memory Arrow batches in one commit.
-    pub async fn insert_batches(&self, schema: SchemaRef, batches: Vec<RecordBatch>, opts: &InsertOptions, progress: Arc<dyn Progress>) -> Result<InsertReport> {
+    pub async fn insert_batches(
+        &self,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+        opts: &InsertOptions,
+        progress: Arc<dyn Progress>,
+    ) -> Result<InsertReport> {
         let snapshot = self.snapshot().await?;
         let input = OpenedInput {
             name: "<batches>".into(),
@@ -239,10 +302,17 @@ impl Table {
             schema,
             batches: Box::new(batches.into_iter().map(Ok)),
         };
-        self.insert_inputs(snapshot, vec![input], opts, progress).await
+        self.insert_inputs(snapshot, vec![input], opts, progress)
+            .await
     }
 
-    async fn insert_inputs(&self, mut snapshot: Snapshot, inputs: Vec<OpenedInput>, opts: &InsertOptions, progress: Arc<dyn Progress>) -> Result<InsertReport> {
+    async fn insert_inputs(
+        &self,
+        mut snapshot: Snapshot,
+        inputs: Vec<OpenedInput>,
+        opts: &InsertOptions,
+        progress: Arc<dyn Progress>,
+    ) -> Result<InsertReport> {
         let meta = snapshot.metadata.clone();
         let strict = meta.settings.strict_schema;
         // Every input's schema is checked before any data is written.
@@ -251,16 +321,30 @@ impl Table {
             let ts = TableSchema::from_arrow(&inp.schema)?;
             for f in &meta.partition_by {
                 if ts.column(&f.source).is_none() {
-                    return Err(Error::MissingPartitionColumn { input: inp.name.clone(), column: f.source.clone() });
+                    return Err(Error::MissingPartitionColumn {
+                        input: inp.name.clone(),
+                        column: f.source.clone(),
+                    });
                 }
             }
             merged = merged.evolve(&ts, strict)?;
         }
         validate_layout(&merged, &meta.partition_by, &meta.sort_by)?;
-        let write_meta = Metadata { schema: merged.clone(), ..meta.clone() };
+        let write_meta = Metadata {
+            schema: merged.clone(),
+            ..meta.clone()
+        };
         let committer = self.committer.clone();
-        let new_id: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || committer.new_id().to_string());
-        let mut writer = DataWriter::new(self.location.clone(), write_meta, opts.write.clone(), progress, new_id, self.clock.now_millis())?;
+        let new_id: Arc<dyn Fn() -> String + Send + Sync> =
+            Arc::new(move || committer.new_id().to_string());
+        let mut writer = DataWriter::new(
+            self.location.clone(),
+            write_meta,
+            opts.write.clone(),
+            progress,
+            new_id,
+            self.clock.now_millis(),
+        )?;
         let written = async {
             for inp in inputs {
                 let (tx, rx) = tokio::sync::mpsc::channel(8);
@@ -289,7 +373,11 @@ impl Table {
             files: adds.len() as u64,
             rows: adds.iter().map(|a| a.rows).sum(),
             bytes: adds.iter().map(|a| a.size).sum(),
-            partitions: adds.iter().map(|a| &a.partition_values).collect::<std::collections::BTreeSet<_>>().len() as u64,
+            partitions: adds
+                .iter()
+                .map(|a| &a.partition_values)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len() as u64,
             attempts: 0,
             schema_changed: false,
         };
@@ -307,11 +395,17 @@ impl Table {
                         reason: "the table's partitioning changed while inserting".into(),
                     });
                 }
-                let schema = snap.metadata.schema.evolve(&merged, snap.metadata.settings.strict_schema)?;
+                let schema = snap
+                    .metadata
+                    .schema
+                    .evolve(&merged, snap.metadata.settings.strict_schema)?;
                 let mut actions = Vec::with_capacity(adds.len() + 1);
                 schema_changed = schema != snap.metadata.schema;
                 if schema_changed {
-                    actions.push(Action::Metadata(Metadata { schema, ..snap.metadata.clone() }));
+                    actions.push(Action::Metadata(Metadata {
+                        schema,
+                        ..snap.metadata.clone()
+                    }));
                 }
                 actions.extend(adds.iter().cloned().map(Action::Add));
                 Ok(actions)
@@ -335,33 +429,47 @@ impl Table {
     pub async fn history(&self, limit: Option<usize>) -> Result<Vec<LoggedCommit>> {
         let listing = self.log.list(None).await?;
         if listing.commits.is_empty() {
-            return Err(Error::TableNotFound { location: self.location.display.clone() });
+            return Err(Error::TableNotFound {
+                location: self.location.display.clone(),
+            });
         }
         let versions: Vec<u64> = listing.commits.iter().copied().collect();
         let skip = limit.map(|l| versions.len().saturating_sub(l)).unwrap_or(0);
-        self.log.read_commits(versions[skip..].iter().copied()).await
+        self.log
+            .read_commits(versions[skip..].iter().copied())
+            .await
     }
 
     /// Insert with no progress display.
     pub async fn insert(&self, paths: &[String]) -> Result<InsertReport> {
-        self.insert_files(paths, &InsertOptions::default(), Arc::new(NoProgress)).await
+        self.insert_files(paths, &InsertOptions::default(), Arc::new(NoProgress))
+            .await
     }
 }
 
 /// Partition sources and sort keys must be columns of suitable types.
-fn validate_layout(schema: &TableSchema, partition_by: &[PartitionField], sort_by: &[String]) -> Result<()> {
+fn validate_layout(
+    schema: &TableSchema,
+    partition_by: &[PartitionField],
+    sort_by: &[String],
+) -> Result<()> {
     for f in partition_by {
-        let c = schema.column(&f.source).ok_or_else(|| Error::InvalidPartitionSpec {
-            spec: crate::partition::format_spec(std::slice::from_ref(f)),
-            reason: format!("no column '{}'", f.source),
-        })?;
+        let c = schema
+            .column(&f.source)
+            .ok_or_else(|| Error::InvalidPartitionSpec {
+                spec: crate::partition::format_spec(std::slice::from_ref(f)),
+                reason: format!("no column '{}'", f.source),
+            })?;
         if c.column_type != crate::schema::ColumnType::Null {
             check_source_type(f, &c.column_type.to_arrow())?;
         }
     }
     for s in sort_by {
         if schema.column(s).is_none() {
-            return Err(Error::InvalidSortKey { column: s.clone(), reason: "no such column in the table or the input".into() });
+            return Err(Error::InvalidSortKey {
+                column: s.clone(),
+                reason: "no such column in the table or the input".into(),
+            });
         }
     }
     Ok(())

@@ -14,7 +14,10 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     init_tracing(args.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -36,6 +39,11 @@ fn init_tracing(verbose: u8) {
         1 => "info,neve=debug,neve_core=debug",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NEVE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NEVE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }

@@ -13,7 +13,7 @@ pub fn count(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -48,14 +48,29 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
     let mut o = String::new();
     let parts = s.partitions();
     let _ = writeln!(o, "table         {location}");
-    let _ = writeln!(o, "version       {}  ({})", s.version, neve_core::clock::format_millis(s.timestamp));
+    let _ = writeln!(
+        o,
+        "version       {}  ({})",
+        s.version,
+        neve_core::clock::format_millis(s.timestamp)
+    );
     let _ = writeln!(o, "files         {}", count(s.files.len() as u64));
     let _ = writeln!(o, "rows          {}", count(s.rows()));
-    let _ = writeln!(o, "bytes         {} ({})", count(s.bytes()), bytes(s.bytes()));
+    let _ = writeln!(
+        o,
+        "bytes         {} ({})",
+        count(s.bytes()),
+        bytes(s.bytes())
+    );
     if s.metadata.partition_by.is_empty() {
         let _ = writeln!(o, "partitions    none");
     } else {
-        let _ = writeln!(o, "partitions    {}  by {}", parts.len(), format_spec(&s.metadata.partition_by));
+        let _ = writeln!(
+            o,
+            "partitions    {}  by {}",
+            parts.len(),
+            format_spec(&s.metadata.partition_by)
+        );
         let show = 5.min(parts.len());
         for (p, (files, rows)) in parts.iter().rev().take(show) {
             let _ = writeln!(o, "  {p:<28} {files:>6} files {:>14} rows", count(*rows));
@@ -64,7 +79,11 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
             let _ = writeln!(o, "  ... {} more", parts.len() - show);
         }
     }
-    let sort = if s.metadata.sort_by.is_empty() { "none".to_string() } else { s.metadata.sort_by.join(", ") };
+    let sort = if s.metadata.sort_by.is_empty() {
+        "none".to_string()
+    } else {
+        s.metadata.sort_by.join(", ")
+    };
     let _ = writeln!(o, "sort by       {sort}");
     let st = &s.metadata.settings;
     let _ = writeln!(
@@ -75,8 +94,19 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
     if s.metadata.schema.is_empty() {
         let _ = writeln!(o, "schema        (none yet: set by the first insert)");
     } else {
-        let _ = writeln!(o, "schema        {} columns", s.metadata.schema.columns.len());
-        let w = s.metadata.schema.columns.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "schema        {} columns",
+            s.metadata.schema.columns.len()
+        );
+        let w = s
+            .metadata
+            .schema
+            .columns
+            .iter()
+            .map(|c| c.name.len())
+            .max()
+            .unwrap_or(0);
         for c in &s.metadata.schema.columns {
             let _ = writeln!(o, "  {:<w$}  {}", c.name, c.column_type);
         }

@@ -19,12 +19,17 @@ impl Bar {
             ProgressBar::hidden()
         };
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {prefix} {human_pos} rows ({per_sec}) {msg} [{elapsed}]")
-                .expect("valid template"),
+            ProgressStyle::with_template(
+                "{spinner} {prefix} {human_pos} rows ({per_sec}) {msg} [{elapsed}]",
+            )
+            .expect("valid template"),
         );
         bar.set_prefix(what.to_string());
         bar.enable_steady_tick(std::time::Duration::from_millis(120));
-        Self { bar, bytes: Default::default() }
+        Self {
+            bar,
+            bytes: Default::default(),
+        }
     }
 
     pub fn finish(&self) {
@@ -37,7 +42,13 @@ impl Progress for Bar {
         self.bar.inc(rows);
     }
     fn file_written(&self, bytes: u64) {
-        let total = self.bytes.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes;
-        self.bar.set_message(format!("{} written", humansize::format_size(total, humansize::DECIMAL)));
+        let total = self
+            .bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed)
+            + bytes;
+        self.bar.set_message(format!(
+            "{} written",
+            humansize::format_size(total, humansize::DECIMAL)
+        ));
     }
 }

@@ -39,8 +39,19 @@ pub struct Committer {
 }
 
 impl Committer {
-    pub fn new(log: LogStore, clock: Arc<dyn Clock>, rng: Arc<Mutex<StdRng>>, writer: String) -> Self {
-        Self { log, clock, rng, writer, max_attempts: 200 }
+    pub fn new(
+        log: LogStore,
+        clock: Arc<dyn Clock>,
+        rng: Arc<Mutex<StdRng>>,
+        writer: String,
+    ) -> Self {
+        Self {
+            log,
+            clock,
+            rng,
+            writer,
+            max_attempts: 200,
+        }
     }
 
     pub fn with_max_attempts(mut self, n: u32) -> Self {
@@ -71,7 +82,12 @@ impl Committer {
 
     /// Commit the actions `prepare` builds against `snapshot` (re-run after each lost race).
     /// On success `snapshot` is at the new version.
-    pub async fn commit<F>(&self, snapshot: &mut Snapshot, operation: &str, mut prepare: F) -> Result<CommitOutcome>
+    pub async fn commit<F>(
+        &self,
+        snapshot: &mut Snapshot,
+        operation: &str,
+        mut prepare: F,
+    ) -> Result<CommitOutcome>
     where
         F: FnMut(&Snapshot) -> Result<Vec<Action>>,
     {
@@ -95,20 +111,31 @@ impl Committer {
             all.extend(actions.iter().cloned());
             let body = Bytes::from(to_json_lines(&all));
             crate::failpoint::hit("commit:before-put");
-            if self.put_resolving_unknown(version, body, &commit_id).await? {
+            if self
+                .put_resolving_unknown(version, body, &commit_id)
+                .await?
+            {
                 let path = self.log.commit_path(version);
                 snapshot.apply(path.as_ref(), version, &info, &actions)?;
                 crate::failpoint::hit("commit:after-put");
                 tracing::debug!(version, attempts, operation, "committed");
                 self.maybe_checkpoint(snapshot).await;
-                return Ok(CommitOutcome { version, commit_id, attempts });
+                return Ok(CommitOutcome {
+                    version,
+                    commit_id,
+                    attempts,
+                });
             }
             // Lost the race: catch up; our own commit may be among the new ones (a retried
             // PUT that had in fact landed).
             let newer = self.log.update(snapshot).await?;
             if let Some(mine) = newer.iter().find(|c| c.info.commit_id == commit_id) {
                 self.maybe_checkpoint(snapshot).await;
-                return Ok(CommitOutcome { version: mine.version, commit_id, attempts });
+                return Ok(CommitOutcome {
+                    version: mine.version,
+                    commit_id,
+                    attempts,
+                });
             }
             if attempts >= self.max_attempts {
                 return Err(Error::CommitRetriesExhausted { attempts });
@@ -119,7 +146,12 @@ impl Committer {
     }
 
     /// PUT `body` as `version`; true if it is ours, false if another commit holds the version.
-    async fn put_resolving_unknown(&self, version: u64, body: Bytes, commit_id: &str) -> Result<bool> {
+    async fn put_resolving_unknown(
+        &self,
+        version: u64,
+        body: Bytes,
+        commit_id: &str,
+    ) -> Result<bool> {
         let mut unknown = 0u32;
         loop {
             match self.log.put_commit(version, body.clone()).await {
@@ -148,12 +180,16 @@ impl Committer {
 
     /// Whose commit holds `version`: `Some(true)` ours, `Some(false)` another's, `None` absent.
     async fn owner_is(&self, version: u64, commit_id: &str) -> Result<Option<bool>> {
-        Ok(self.log.read_commit(version).await?.map(|c| c.info.commit_id == commit_id))
+        Ok(self
+            .log
+            .read_commit(version)
+            .await?
+            .map(|c| c.info.commit_id == commit_id))
     }
 
     async fn maybe_checkpoint(&self, snapshot: &Snapshot) {
         let interval = snapshot.metadata.settings.checkpoint_interval.max(1);
-        if snapshot.version == 0 || snapshot.version % interval != 0 {
+        if snapshot.version == 0 || !snapshot.version.is_multiple_of(interval) {
             return;
         }
         let retention_ms = snapshot.metadata.settings.log_retention_hours as i64 * 3_600_000;

@@ -7,8 +7,8 @@ mod snapshot;
 mod store;
 
 pub use actions::{
-    Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata, Protocol, RemoveFile,
-    TableSettings, FORMAT_VERSION,
+    Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata, Protocol,
+    RemoveFile, TableSettings, FORMAT_VERSION,
 };
 pub use commit::{CommitOutcome, Committer};
 pub use snapshot::Snapshot;

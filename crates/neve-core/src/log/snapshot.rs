@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::actions::{Action, AddFile, CheckpointHeader, CommitInfo, Metadata, Protocol, RemoveFile};
+use super::actions::{
+    Action, AddFile, CheckpointHeader, CommitInfo, Metadata, Protocol, RemoveFile,
+};
 use crate::error::{Error, Result};
 
 /// The state of a table at one version.
@@ -42,11 +44,16 @@ impl Snapshot {
             }
         }
         let header = header.ok_or_else(|| Error::corrupt(path, "checkpoint without header"))?;
-        let protocol = protocol.ok_or_else(|| Error::corrupt(path, "checkpoint without protocol"))?;
+        let protocol =
+            protocol.ok_or_else(|| Error::corrupt(path, "checkpoint without protocol"))?;
         protocol.check()?;
-        let metadata = metadata.ok_or_else(|| Error::corrupt(path, "checkpoint without metadata"))?;
+        let metadata =
+            metadata.ok_or_else(|| Error::corrupt(path, "checkpoint without metadata"))?;
         if header.files != files.len() as u64 {
-            return Err(Error::corrupt(path, format!("header says {} files, found {}", header.files, files.len())));
+            return Err(Error::corrupt(
+                path,
+                format!("header says {} files, found {}", header.files, files.len()),
+            ));
         }
         Ok(Self {
             version: header.version,
@@ -59,7 +66,11 @@ impl Snapshot {
     }
 
     /// Build from the first commit (version 0).
-    pub(crate) fn from_first_commit(path: &str, info: &CommitInfo, actions: &[Action]) -> Result<Self> {
+    pub(crate) fn from_first_commit(
+        path: &str,
+        info: &CommitInfo,
+        actions: &[Action],
+    ) -> Result<Self> {
         let protocol = actions.iter().find_map(|a| match a {
             Action::Protocol(p) => Some(p.clone()),
             _ => None,
@@ -69,7 +80,10 @@ impl Snapshot {
             _ => None,
         });
         let (Some(protocol), Some(metadata)) = (protocol, metadata) else {
-            return Err(Error::corrupt(path, "version 0 must carry protocol and metadata"));
+            return Err(Error::corrupt(
+                path,
+                "version 0 must carry protocol and metadata",
+            ));
         };
         protocol.check()?;
         let mut s = Self {
@@ -85,9 +99,18 @@ impl Snapshot {
     }
 
     /// Apply the commit at `version` (must be `self.version + 1`).
-    pub(crate) fn apply(&mut self, path: &str, version: u64, info: &CommitInfo, actions: &[Action]) -> Result<()> {
+    pub(crate) fn apply(
+        &mut self,
+        path: &str,
+        version: u64,
+        info: &CommitInfo,
+        actions: &[Action],
+    ) -> Result<()> {
         if version != self.version + 1 {
-            return Err(Error::corrupt(path, format!("expected version {}, got {version}", self.version + 1)));
+            return Err(Error::corrupt(
+                path,
+                format!("expected version {}, got {version}", self.version + 1),
+            ));
         }
         for a in actions {
             if let Action::Protocol(p) = a {

@@ -79,7 +79,8 @@ impl LogStore {
     }
 
     pub fn checkpoint_path(&self, version: u64) -> Path {
-        self.log_dir().join(format!("{version:020}.checkpoint.json"))
+        self.log_dir()
+            .join(format!("{version:020}.checkpoint.json"))
     }
 
     fn pointer_path(&self) -> Path {
@@ -104,12 +105,17 @@ impl LogStore {
     }
 
     /// Read commits `versions` concurrently, in order; any missing one is an error.
-    pub async fn read_commits(&self, versions: impl IntoIterator<Item = u64>) -> Result<Vec<LoggedCommit>> {
+    pub async fn read_commits(
+        &self,
+        versions: impl IntoIterator<Item = u64>,
+    ) -> Result<Vec<LoggedCommit>> {
         futures::stream::iter(versions.into_iter().map(|v| async move {
-            self.read_commit(v).await?.ok_or_else(|| Error::VersionNotFound {
-                version: v,
-                reason: "its log entry was removed".into(),
-            })
+            self.read_commit(v)
+                .await?
+                .ok_or_else(|| Error::VersionNotFound {
+                    version: v,
+                    reason: "its log entry was removed".into(),
+                })
         }))
         .buffered(READ_CONCURRENCY)
         .try_collect()
@@ -120,14 +126,21 @@ impl LogStore {
     pub async fn list(&self, after: Option<u64>) -> Result<LogListing> {
         let dir = self.log_dir();
         let stream = match after {
-            Some(v) => self.store().list_with_offset(Some(&dir), &self.checkpoint_path(v)),
+            Some(v) => self
+                .store()
+                .list_with_offset(Some(&dir), &self.checkpoint_path(v)),
             None => self.store().list(Some(&dir)),
         };
         let metas: Vec<_> = stream.try_collect().await?;
         let mut out = LogListing::default();
         for m in metas {
-            let Some(name) = m.location.filename() else { continue };
-            if let Some(v) = name.strip_suffix(".checkpoint.json").and_then(parse_version) {
+            let Some(name) = m.location.filename() else {
+                continue;
+            };
+            if let Some(v) = name
+                .strip_suffix(".checkpoint.json")
+                .and_then(parse_version)
+            {
                 out.checkpoints.insert(v);
             } else if let Some(v) = name.strip_suffix(".json").and_then(parse_version) {
                 out.commits.insert(v);
@@ -142,7 +155,8 @@ impl LogStore {
         let Some(bytes) = self.get_opt(&path).await? else {
             return Ok(None);
         };
-        let p: LastCheckpoint = serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(&path, e))?;
+        let p: LastCheckpoint =
+            serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(&path, e))?;
         Ok(Some(p.version))
     }
 
@@ -154,22 +168,41 @@ impl LogStore {
         let actions = from_json_lines(path.as_ref(), &bytes)?;
         let s = Snapshot::from_checkpoint(path.as_ref(), actions)?;
         if s.version != version {
-            return Err(Error::corrupt(&path, format!("checkpoint holds version {}", s.version)));
+            return Err(Error::corrupt(
+                &path,
+                format!("checkpoint holds version {}", s.version),
+            ));
         }
         Ok(Some(s))
     }
 
     /// Write a checkpoint of `snapshot` and move the pointer to it (unless a newer one is there).
-    pub async fn write_checkpoint(&self, snapshot: &Snapshot, keep_tombstones_after_ms: i64) -> Result<()> {
+    pub async fn write_checkpoint(
+        &self,
+        snapshot: &Snapshot,
+        keep_tombstones_after_ms: i64,
+    ) -> Result<()> {
         let body = to_json_lines(&snapshot.checkpoint_actions(keep_tombstones_after_ms));
         self.store()
-            .put(&self.checkpoint_path(snapshot.version), PutPayload::from(body))
+            .put(
+                &self.checkpoint_path(snapshot.version),
+                PutPayload::from(body),
+            )
             .await?;
-        if self.read_pointer().await?.is_some_and(|p| p >= snapshot.version) {
+        if self
+            .read_pointer()
+            .await?
+            .is_some_and(|p| p >= snapshot.version)
+        {
             return Ok(());
         }
-        let pointer = serde_json::to_vec(&LastCheckpoint { version: snapshot.version }).expect("serialize");
-        self.store().put(&self.pointer_path(), PutPayload::from(pointer)).await?;
+        let pointer = serde_json::to_vec(&LastCheckpoint {
+            version: snapshot.version,
+        })
+        .expect("serialize");
+        self.store()
+            .put(&self.pointer_path(), PutPayload::from(pointer))
+            .await?;
         Ok(())
     }
 
@@ -179,7 +212,11 @@ impl LogStore {
             mode: PutMode::Create,
             ..Default::default()
         };
-        match self.store().put_opts(&self.commit_path(version), PutPayload::from(body), opts).await {
+        match self
+            .store()
+            .put_opts(&self.commit_path(version), PutPayload::from(body), opts)
+            .await
+        {
             Ok(_) => PutCommit::Created,
             Err(object_store::Error::AlreadyExists { .. }) => PutCommit::AlreadyExists,
             Err(e) => PutCommit::Unknown(e),
@@ -239,10 +276,13 @@ impl LogStore {
         let (mut lo, mut hi) = (0usize, versions.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let c = self.read_commit(versions[mid]).await?.ok_or_else(|| Error::VersionNotFound {
-                version: versions[mid],
-                reason: "removed while reading".into(),
-            })?;
+            let c =
+                self.read_commit(versions[mid])
+                    .await?
+                    .ok_or_else(|| Error::VersionNotFound {
+                        version: versions[mid],
+                        reason: "removed while reading".into(),
+                    })?;
             if c.info.timestamp <= timestamp_ms {
                 lo = mid + 1;
             } else {
@@ -265,7 +305,12 @@ impl LogStore {
     }
 
     /// Replay commits after `base` up to `until` (inclusive).
-    async fn replay(&self, base: Option<Snapshot>, until: Option<u64>, listing: &LogListing) -> Result<Snapshot> {
+    async fn replay(
+        &self,
+        base: Option<Snapshot>,
+        until: Option<u64>,
+        listing: &LogListing,
+    ) -> Result<Snapshot> {
         let start = base.as_ref().map(|b| b.version + 1).unwrap_or(0);
         let Some(until) = until.or(base.as_ref().map(|b| b.version)) else {
             return Err(self.not_found());
@@ -289,11 +334,20 @@ impl LogStore {
             Some(b) => b,
             None => {
                 let first = iter.next().ok_or_else(|| self.not_found())?;
-                Snapshot::from_first_commit(self.commit_path(0).as_ref(), &first.info, &first.actions)?
+                Snapshot::from_first_commit(
+                    self.commit_path(0).as_ref(),
+                    &first.info,
+                    &first.actions,
+                )?
             }
         };
         for c in iter {
-            snap.apply(self.commit_path(c.version).as_ref(), c.version, &c.info, &c.actions)?;
+            snap.apply(
+                self.commit_path(c.version).as_ref(),
+                c.version,
+                &c.info,
+                &c.actions,
+            )?;
         }
         Ok(snap)
     }
@@ -301,17 +355,28 @@ impl LogStore {
     /// Bring `snapshot` up to the latest version; returns the commits applied.
     pub async fn update(&self, snapshot: &mut Snapshot) -> Result<Vec<LoggedCommit>> {
         let listing = self.list(Some(snapshot.version)).await?;
-        let newer: Vec<u64> = listing.commits.range(snapshot.version + 1..).copied().collect();
+        let newer: Vec<u64> = listing
+            .commits
+            .range(snapshot.version + 1..)
+            .copied()
+            .collect();
         let commits = self.read_commits(newer).await?;
         for c in &commits {
-            snapshot.apply(self.commit_path(c.version).as_ref(), c.version, &c.info, &c.actions)?;
+            snapshot.apply(
+                self.commit_path(c.version).as_ref(),
+                c.version,
+                &c.info,
+                &c.actions,
+            )?;
         }
         Ok(commits)
     }
 }
 
 fn parse_version(s: &str) -> Option<u64> {
-    (s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+    (s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| s.parse().ok())
+        .flatten()
 }
 
 pub(crate) fn parse_commit(path: &Path, version: u64, bytes: &[u8]) -> Result<LoggedCommit> {
@@ -323,5 +388,9 @@ pub(crate) fn parse_commit(path: &Path, version: u64, bytes: &[u8]) -> Result<Lo
     let Action::CommitInfo(info) = actions.remove(pos) else {
         unreachable!()
     };
-    Ok(LoggedCommit { version, info, actions })
+    Ok(LoggedCommit {
+        version,
+        info,
+        actions,
+    })
 }

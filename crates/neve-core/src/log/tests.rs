@@ -32,7 +32,10 @@ fn batch(ids: &[i64], region: &str) -> (Arc<Schema>, RecordBatch) {
     ]));
     let b = RecordBatch::try_new(
         schema.clone(),
-        vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(StringArray::from(vec![region; ids.len()]))],
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from(vec![region; ids.len()])),
+        ],
     )
     .unwrap();
     (schema, b)
@@ -40,31 +43,68 @@ fn batch(ids: &[i64], region: &str) -> (Arc<Schema>, RecordBatch) {
 
 async fn insert(t: &Table, ids: &[i64], region: &str) -> crate::InsertReport {
     let (s, b) = batch(ids, region);
-    t.insert_batches(s, vec![b], &InsertOptions::default(), Arc::new(NoProgress)).await.unwrap()
+    t.insert_batches(s, vec![b], &InsertOptions::default(), Arc::new(NoProgress))
+        .await
+        .unwrap()
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var("UPDATE_GOLDEN").is_ok() {
         std::fs::write(&path, actual).unwrap();
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
-    assert_eq!(actual, expected, "golden file {name} differs (UPDATE_GOLDEN=1 to accept a deliberate format change)");
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
+    assert_eq!(
+        actual, expected,
+        "golden file {name} differs (UPDATE_GOLDEN=1 to accept a deliberate format change)"
+    );
 }
 
 #[tokio::test]
 async fn golden_create_commit() {
     let t = table(ManualClock::new(T0));
-    let opts = CreateOptions { partition_by: parse_spec("identity(region)").unwrap(), sort_by: vec!["id".into()], ..Default::default() };
+    let opts = CreateOptions {
+        partition_by: parse_spec("identity(region)").unwrap(),
+        sort_by: vec!["id".into()],
+        ..Default::default()
+    };
     t.create(opts).await.unwrap();
-    let bytes = t.location().store.get(&t.log().commit_path(0)).await.unwrap().bytes().await.unwrap();
-    golden("00000000000000000000.json", std::str::from_utf8(&bytes).unwrap());
+    let bytes = t
+        .location()
+        .store
+        .get(&t.log().commit_path(0))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    golden(
+        "00000000000000000000.json",
+        std::str::from_utf8(&bytes).unwrap(),
+    );
 }
 
 fn sample_add() -> AddFile {
     let mut stats = BTreeMap::new();
-    stats.insert("id".into(), ColumnStats { min: Some(1.into()), max: Some(3.into()), nulls: 0 });
-    stats.insert("ts".into(), ColumnStats { min: Some("2021-08-01T00:00:00.000000".into()), max: Some("2021-08-31T23:45:00.000000".into()), nulls: 2 });
+    stats.insert(
+        "id".into(),
+        ColumnStats {
+            min: Some(1.into()),
+            max: Some(3.into()),
+            nulls: 0,
+        },
+    );
+    stats.insert(
+        "ts".into(),
+        ColumnStats {
+            min: Some("2021-08-01T00:00:00.000000".into()),
+            max: Some("2021-08-31T23:45:00.000000".into()),
+            nulls: 2,
+        },
+    );
     AddFile {
         path: "_data/d=2021-08/part-00000000-0000-4000-8000-000000000001.parquet".into(),
         partition_values: [("d".to_string(), Some("2021-08".to_string()))].into(),
@@ -88,7 +128,12 @@ fn golden_insert_commit() {
             summary: CommitSummary::of(&[Action::Add(add.clone())]),
         }),
         Action::Add(add),
-        Action::Remove(RemoveFile { path: "_data/d=2021-07/part-old.parquet".into(), deletion_timestamp: T0 + 1, size: Some(100), rows: Some(1) }),
+        Action::Remove(RemoveFile {
+            path: "_data/d=2021-07/part-old.parquet".into(),
+            deletion_timestamp: T0 + 1,
+            size: Some(100),
+            rows: Some(1),
+        }),
     ];
     let text = String::from_utf8(to_json_lines(&actions)).unwrap();
     golden("00000000000000000001.json", &text);
@@ -100,13 +145,27 @@ fn golden_insert_commit() {
 async fn golden_checkpoint() {
     let clock = ManualClock::new(T0);
     let t = table(clock.clone());
-    let opts = CreateOptions { settings: TableSettings { checkpoint_interval: 2, ..Default::default() }, ..Default::default() };
+    let opts = CreateOptions {
+        settings: TableSettings {
+            checkpoint_interval: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     t.create(opts).await.unwrap();
     clock.advance(1000);
     insert(&t, &[1, 2], "eu").await;
     clock.advance(1000);
     insert(&t, &[3], "us").await;
-    let bytes = t.location().store.get(&t.log().checkpoint_path(2)).await.unwrap().bytes().await.unwrap();
+    let bytes = t
+        .location()
+        .store
+        .get(&t.log().checkpoint_path(2))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     let text = std::str::from_utf8(&bytes).unwrap();
     // Data file sizes depend on the Parquet encoder; blank them so the format is what is pinned.
     let normalized: String = text
@@ -126,14 +185,23 @@ async fn golden_checkpoint() {
 async fn create_twice_is_an_error() {
     let t = table(ManualClock::new(T0));
     t.create(CreateOptions::default()).await.unwrap();
-    assert!(matches!(t.create(CreateOptions::default()).await, Err(crate::Error::TableExists { .. })));
+    assert!(matches!(
+        t.create(CreateOptions::default()).await,
+        Err(crate::Error::TableExists { .. })
+    ));
 }
 
 #[tokio::test]
 async fn checkpoints_bound_what_opening_reads() {
     let clock = ManualClock::new(T0);
     let t = table(clock.clone());
-    let opts = CreateOptions { settings: TableSettings { checkpoint_interval: 3, ..Default::default() }, ..Default::default() };
+    let opts = CreateOptions {
+        settings: TableSettings {
+            checkpoint_interval: 3,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     t.create(opts).await.unwrap();
     for i in 0..8 {
         clock.advance(10);
@@ -142,7 +210,11 @@ async fn checkpoints_bound_what_opening_reads() {
     let log = t.log();
     assert_eq!(log.read_pointer().await.unwrap(), Some(6));
     let listing = log.list(Some(6)).await.unwrap();
-    assert_eq!(listing.commits.iter().copied().collect::<Vec<_>>(), vec![6, 7, 8], "only the tail is listed");
+    assert_eq!(
+        listing.commits.iter().copied().collect::<Vec<_>>(),
+        vec![6, 7, 8],
+        "only the tail is listed"
+    );
     let latest = t.snapshot().await.unwrap();
     assert_eq!(latest.version, 8);
     assert_eq!(latest.rows(), 8);
@@ -154,10 +226,17 @@ async fn checkpoints_bound_what_opening_reads() {
     }
     // Removing the old commits does not prevent opening the latest snapshot.
     for v in 0..6 {
-        t.location().store.delete(&log.commit_path(v)).await.unwrap();
+        t.location()
+            .store
+            .delete(&log.commit_path(v))
+            .await
+            .unwrap();
     }
     assert_eq!(t.snapshot().await.unwrap().files, latest.files);
-    assert!(matches!(t.snapshot_as_of(AsOf::Version(2)).await, Err(crate::Error::VersionNotFound { .. })));
+    assert!(matches!(
+        t.snapshot_as_of(AsOf::Version(2)).await,
+        Err(crate::Error::VersionNotFound { .. })
+    ));
 }
 
 #[tokio::test]
@@ -171,15 +250,23 @@ async fn time_travel_by_timestamp() {
     }
     // Version v was committed at T0 + 1000 * v.
     for v in 0..=5u64 {
-        let s = t.snapshot_as_of(AsOf::Timestamp(T0 + 1000 * v as i64 + 500)).await.unwrap();
+        let s = t
+            .snapshot_as_of(AsOf::Timestamp(T0 + 1000 * v as i64 + 500))
+            .await
+            .unwrap();
         assert_eq!(s.version, v);
     }
-    assert!(matches!(t.snapshot_as_of(AsOf::Timestamp(T0 - 1)).await, Err(crate::Error::TimestampNotFound { .. })));
+    assert!(matches!(
+        t.snapshot_as_of(AsOf::Timestamp(T0 - 1)).await,
+        Err(crate::Error::TimestampNotFound { .. })
+    ));
     // A clock that goes backwards still yields increasing commit timestamps.
     clock.set(T0);
     insert(&t, &[9], "eu").await;
     let h = t.history(None).await.unwrap();
-    assert!(h.windows(2).all(|w| w[0].info.timestamp < w[1].info.timestamp));
+    assert!(h
+        .windows(2)
+        .all(|w| w[0].info.timestamp < w[1].info.timestamp));
 }
 
 #[tokio::test]
@@ -193,7 +280,9 @@ async fn stale_writer_retries_on_the_next_version() {
     let committer = Committer::new(
         t.log().clone(),
         clock,
-        Arc::new(std::sync::Mutex::new(<rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1))),
+        Arc::new(std::sync::Mutex::new(
+            <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1),
+        )),
         "neve/test".into(),
     );
     let mut prepared_at = Vec::new();
@@ -206,7 +295,11 @@ async fn stale_writer_retries_on_the_next_version() {
         .unwrap();
     assert_eq!(out.version, 3);
     assert_eq!(out.attempts, 2);
-    assert_eq!(prepared_at, vec![0, 2], "prepare re-ran against the caught-up snapshot");
+    assert_eq!(
+        prepared_at,
+        vec![0, 2],
+        "prepare re-ran against the caught-up snapshot"
+    );
     assert_eq!(stale.version, 3);
 }
 
@@ -215,9 +308,25 @@ async fn schema_conflict_commits_nothing() {
     let t = table(ManualClock::new(T0));
     t.create(CreateOptions::default()).await.unwrap();
     insert(&t, &[1], "eu").await;
-    let schema = Arc::new(Schema::new(vec![Field::new("region", DataType::Int64, true)]));
-    let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![5]))]).unwrap();
-    let err = t.insert_batches(schema, vec![b], &InsertOptions::default(), Arc::new(NoProgress)).await.unwrap_err();
-    assert!(matches!(err, crate::Error::SchemaConflict { ref column, .. } if column == "region"), "{err}");
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "region",
+        DataType::Int64,
+        true,
+    )]));
+    let b =
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![5]))]).unwrap();
+    let err = t
+        .insert_batches(
+            schema,
+            vec![b],
+            &InsertOptions::default(),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, crate::Error::SchemaConflict { ref column, .. } if column == "region"),
+        "{err}"
+    );
     assert_eq!(t.snapshot().await.unwrap().version, 1);
 }

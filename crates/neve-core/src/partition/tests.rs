@@ -15,14 +15,32 @@ fn parses_specs() {
     assert_eq!(f[1].name, "user_id_bucket");
     assert_eq!(f[2].transform, Transform::Identity);
     assert_eq!(parse_spec(&format_spec(&f)).unwrap(), f);
-    for bad in ["month(a", "bucket(a)", "bucket(0, a)", "frob(a)", "a, a", "month(a) as x/y"] {
-        assert!(matches!(parse_spec(bad), Err(Error::InvalidPartitionSpec { .. })), "{bad}");
+    for bad in [
+        "month(a",
+        "bucket(a)",
+        "bucket(0, a)",
+        "frob(a)",
+        "a, a",
+        "month(a) as x/y",
+    ] {
+        assert!(
+            matches!(parse_spec(bad), Err(Error::InvalidPartitionSpec { .. })),
+            "{bad}"
+        );
     }
 }
 
 #[test]
 fn transform_serde_round_trip() {
-    for t in [Transform::Identity, Transform::Year, Transform::Month, Transform::Day, Transform::Hour, Transform::Bucket(7), Transform::Truncate(3)] {
+    for t in [
+        Transform::Identity,
+        Transform::Year,
+        Transform::Month,
+        Transform::Day,
+        Transform::Hour,
+        Transform::Bucket(7),
+        Transform::Truncate(3),
+    ] {
         let s = serde_json::to_string(&t).unwrap();
         assert_eq!(serde_json::from_str::<Transform>(&s).unwrap(), t);
     }
@@ -32,40 +50,76 @@ fn transform_serde_round_trip() {
 fn time_labels() {
     // 2021-08-15T13:45:00Z
     let us = 1_629_035_100_000_000i64;
-    let col: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![Some(us), None, Some(-1)]));
+    let col: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![
+        Some(us),
+        None,
+        Some(-1),
+    ]));
     for (t, want) in [
         (Transform::Year, ["2021", "1969"]),
         (Transform::Month, ["2021-08", "1969-12"]),
         (Transform::Day, ["2021-08-15", "1969-12-31"]),
         (Transform::Hour, ["2021-08-15-13", "1969-12-31-23"]),
     ] {
-        let f = PartitionField { source: "ts".into(), transform: t, name: "p".into() };
-        let a = assign(&[f], &[col.clone()], 3).unwrap();
-        let labels: Vec<_> = a.codes.iter().map(|&c| a.labels[c as usize][0].clone()).collect();
-        assert_eq!(labels, vec![Some(want[0].to_string()), None, Some(want[1].to_string())]);
+        let f = PartitionField {
+            source: "ts".into(),
+            transform: t,
+            name: "p".into(),
+        };
+        let a = assign(&[f], std::slice::from_ref(&col), 3).unwrap();
+        let labels: Vec<_> = a
+            .codes
+            .iter()
+            .map(|&c| a.labels[c as usize][0].clone())
+            .collect();
+        assert_eq!(
+            labels,
+            vec![Some(want[0].to_string()), None, Some(want[1].to_string())]
+        );
     }
 }
 
 #[test]
 fn iceberg_bucket_values() {
     // Reference values from the Iceberg spec (appendix B).
-    assert_eq!(murmur3::murmur3_32(&mut std::io::Cursor::new(34i64.to_le_bytes()), 0).unwrap() as i32, 2017239379);
-    assert_eq!(murmur3::murmur3_32(&mut std::io::Cursor::new(b"iceberg"), 0).unwrap() as i32, 1210000089);
-    assert_eq!(bucket_bytes(&34i64.to_le_bytes(), 16), (2017239379u32 & i32::MAX as u32) % 16);
+    assert_eq!(
+        murmur3::murmur3_32(&mut std::io::Cursor::new(34i64.to_le_bytes()), 0).unwrap() as i32,
+        2017239379
+    );
+    assert_eq!(
+        murmur3::murmur3_32(&mut std::io::Cursor::new(b"iceberg"), 0).unwrap() as i32,
+        1210000089
+    );
+    assert_eq!(
+        bucket_bytes(&34i64.to_le_bytes(), 16),
+        (2017239379u32 & i32::MAX as u32) % 16
+    );
 }
 
 #[test]
 fn truncate_and_identity() {
     let s: ArrayRef = Arc::new(StringArray::from(vec![Some("héllo"), Some("he"), None]));
-    let f = PartitionField { source: "s".into(), transform: Transform::Truncate(2), name: "p".into() };
+    let f = PartitionField {
+        source: "s".into(),
+        transform: Transform::Truncate(2),
+        name: "p".into(),
+    };
     let a = assign(&[f], &[s], 3).unwrap();
     assert_eq!(a.labels[a.codes[0] as usize][0].as_deref(), Some("hé"));
     assert_eq!(a.labels[a.codes[1] as usize][0].as_deref(), Some("he"));
     assert_eq!(a.labels[a.codes[2] as usize][0], None);
     let i: ArrayRef = Arc::new(Int64Array::from(vec![-3, 7, 10]));
-    let f = PartitionField { source: "i".into(), transform: Transform::Truncate(5), name: "p".into() };
+    let f = PartitionField {
+        source: "i".into(),
+        transform: Transform::Truncate(5),
+        name: "p".into(),
+    };
     let a = assign(&[f], &[i], 3).unwrap();
-    let got: Vec<_> = a.codes.iter().map(|&c| a.labels[c as usize][0].clone().unwrap()).collect();
+    let got: Vec<_> = a
+        .codes
+        .iter()
+        .map(|&c| a.labels[c as usize][0].clone().unwrap())
+        .collect();
     assert_eq!(got, ["-5", "5", "10"]);
 }
 
@@ -79,9 +133,17 @@ fn escaping_is_path_safe() {
 
 #[test]
 fn float_identity_rejected() {
-    let f = PartitionField { source: "x".into(), transform: Transform::Identity, name: "x".into() };
+    let f = PartitionField {
+        source: "x".into(),
+        transform: Transform::Identity,
+        name: "x".into(),
+    };
     assert!(check_source_type(&f, &DataType::Float64).is_err());
-    let f = PartitionField { source: "x".into(), transform: Transform::Month, name: "x".into() };
+    let f = PartitionField {
+        source: "x".into(),
+        transform: Transform::Month,
+        name: "x".into(),
+    };
     assert!(check_source_type(&f, &DataType::Utf8).is_err());
 }
 
@@ -92,7 +154,7 @@ proptest! {
         let col: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![us]));
         for (t, fmt) in [(Transform::Month, "%Y-%m"), (Transform::Day, "%Y-%m-%d"), (Transform::Hour, "%Y-%m-%d-%H"), (Transform::Year, "%Y")] {
             let f = PartitionField { source: "ts".into(), transform: t, name: "p".into() };
-            let a = assign(&[f], &[col.clone()], 1).unwrap();
+            let a = assign(&[f], std::slice::from_ref(&col), 1).unwrap();
             let want = chrono::DateTime::from_timestamp_micros(us).unwrap().format(fmt).to_string();
             prop_assert_eq!(a.labels[a.codes[0] as usize][0].clone().unwrap(), want);
         }

@@ -8,9 +8,24 @@ fn t(s: &str) -> ColumnType {
 #[test]
 fn type_names_round_trip() {
     for s in [
-        "null", "boolean", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-        "uint64", "float32", "float64", "string", "binary", "date", "timestamp",
-        "timestamp(UTC)", "decimal(10,2)",
+        "null",
+        "boolean",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float32",
+        "float64",
+        "string",
+        "binary",
+        "date",
+        "timestamp",
+        "timestamp(UTC)",
+        "decimal(10,2)",
     ] {
         assert_eq!(t(s).to_string(), s);
         assert_eq!(ColumnType::from_arrow("c", &t(s).to_arrow()).unwrap(), t(s));
@@ -37,14 +52,26 @@ fn widening_rules() {
 fn evolve_adds_and_widens_and_rejects() {
     let table = TableSchema {
         columns: vec![
-            Column { name: "a".into(), column_type: t("int32") },
-            Column { name: "b".into(), column_type: t("string") },
+            Column {
+                name: "a".into(),
+                column_type: t("int32"),
+            },
+            Column {
+                name: "b".into(),
+                column_type: t("string"),
+            },
         ],
     };
     let input = TableSchema {
         columns: vec![
-            Column { name: "a".into(), column_type: t("int64") },
-            Column { name: "c".into(), column_type: t("float64") },
+            Column {
+                name: "a".into(),
+                column_type: t("int64"),
+            },
+            Column {
+                name: "c".into(),
+                column_type: t("float64"),
+            },
         ],
     };
     let out = table.evolve(&input, false).unwrap();
@@ -55,19 +82,37 @@ fn evolve_adds_and_widens_and_rejects() {
     assert!(err.to_string().contains("c"), "{err}");
 
     let bad = TableSchema {
-        columns: vec![Column { name: "b".into(), column_type: t("int64") }],
+        columns: vec![Column {
+            name: "b".into(),
+            column_type: t("int64"),
+        }],
     };
     let err = table.evolve(&bad, false).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("'b'") && msg.contains("string") && msg.contains("int64"), "{msg}");
+    assert!(
+        msg.contains("'b'") && msg.contains("string") && msg.contains("int64"),
+        "{msg}"
+    );
 }
 
 fn any_type() -> impl Strategy<Value = ColumnType> {
     prop_oneof![
-        Just(t("null")), Just(t("boolean")), Just(t("int8")), Just(t("int16")),
-        Just(t("int32")), Just(t("int64")), Just(t("uint8")), Just(t("uint16")),
-        Just(t("uint32")), Just(t("uint64")), Just(t("float32")), Just(t("float64")),
-        Just(t("string")), Just(t("binary")), Just(t("date")), Just(t("timestamp")),
+        Just(t("null")),
+        Just(t("boolean")),
+        Just(t("int8")),
+        Just(t("int16")),
+        Just(t("int32")),
+        Just(t("int64")),
+        Just(t("uint8")),
+        Just(t("uint16")),
+        Just(t("uint32")),
+        Just(t("uint64")),
+        Just(t("float32")),
+        Just(t("float64")),
+        Just(t("string")),
+        Just(t("binary")),
+        Just(t("date")),
+        Just(t("timestamp")),
     ]
 }
 

@@ -35,21 +35,31 @@ pub fn parse_compression(s: &str) -> Result<Compression, String> {
                 .strip_prefix("zstd(")
                 .and_then(|r| r.strip_suffix(')'))
                 .ok_or_else(|| "expected zstd(LEVEL), zstd, snappy, lz4 or none".to_string())?;
-            let level: i32 = level.parse().map_err(|_| format!("'{level}' is not a zstd level"))?;
+            let level: i32 = level
+                .parse()
+                .map_err(|_| format!("'{level}' is not a zstd level"))?;
             Compression::ZSTD(ZstdLevel::try_new(level).map_err(|e| e.to_string())?)
         }
     })
 }
 
 /// Group rows by partition and sort each group by `sort_cols` (indices into the batch).
-pub(crate) fn partition_and_sort(batch: &RecordBatch, fields: &[PartitionField], sort_cols: &[usize]) -> Result<Vec<PartPlan>> {
+pub(crate) fn partition_and_sort(
+    batch: &RecordBatch,
+    fields: &[PartitionField],
+    sort_cols: &[usize],
+) -> Result<Vec<PartPlan>> {
     let n = batch.num_rows();
     if n == 0 {
         return Ok(vec![]);
     }
     let sources: Vec<ArrayRef> = fields
         .iter()
-        .map(|f| batch.column(batch.schema().index_of(&f.source).expect("checked before")).clone())
+        .map(|f| {
+            batch
+                .column(batch.schema().index_of(&f.source).expect("checked before"))
+                .clone()
+        })
         .collect();
     let assignment = partition::assign(fields, &sources, n)?;
     let codes = &assignment.codes;
@@ -60,7 +70,10 @@ pub(crate) fn partition_and_sort(batch: &RecordBatch, fields: &[PartitionField],
         }
     } else {
         let converter = RowConverter::new(
-            sort_cols.iter().map(|&c| SortField::new(batch.column(c).data_type().clone())).collect(),
+            sort_cols
+                .iter()
+                .map(|&c| SortField::new(batch.column(c).data_type().clone()))
+                .collect(),
         )?;
         let cols: Vec<ArrayRef> = sort_cols.iter().map(|&c| batch.column(c).clone()).collect();
         let rows = converter.convert_columns(&cols)?;
@@ -94,7 +107,11 @@ pub(crate) fn partition_and_sort(batch: &RecordBatch, fields: &[PartitionField],
 }
 
 /// Writer properties for a table's settings.
-pub(crate) fn writer_properties(compression: Compression, row_group_rows: usize, sort_cols: &[usize]) -> WriterProperties {
+pub(crate) fn writer_properties(
+    compression: Compression,
+    row_group_rows: usize,
+    sort_cols: &[usize],
+) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows))
@@ -104,7 +121,11 @@ pub(crate) fn writer_properties(compression: Compression, row_group_rows: usize,
         b = b.set_sorting_columns(Some(
             sort_cols
                 .iter()
-                .map(|&c| SortingColumn { column_idx: c as i32, descending: false, nulls_first: true })
+                .map(|&c| SortingColumn {
+                    column_idx: c as i32,
+                    descending: false,
+                    nulls_first: true,
+                })
                 .collect(),
         ));
     }
@@ -136,7 +157,11 @@ pub(crate) fn batch_stats(batch: &RecordBatch) -> BTreeMap<String, ColumnStats> 
 
 fn column_stats(a: &ArrayRef) -> ColumnStats {
     let nulls = a.null_count() as u64;
-    let (min, max) = if nulls as usize == a.len() { (None, None) } else { min_max(a) };
+    let (min, max) = if nulls as usize == a.len() {
+        (None, None)
+    } else {
+        min_max(a)
+    };
     ColumnStats { min, max, nulls }
 }
 
@@ -146,13 +171,19 @@ fn min_max(a: &ArrayRef) -> (Option<Value>, Option<Value>) {
     macro_rules! prim {
         ($t:ty) => {{
             let arr = a.as_primitive::<$t>();
-            (agg::min(arr).map(|v| Value::from(v)), agg::max(arr).map(|v| Value::from(v)))
+            (
+                agg::min(arr).map(|v| Value::from(v)),
+                agg::max(arr).map(|v| Value::from(v)),
+            )
         }};
     }
     match a.data_type() {
         DataType::Boolean => {
             let arr = a.as_boolean();
-            (agg::min_boolean(arr).map(Value::from), agg::max_boolean(arr).map(Value::from))
+            (
+                agg::min_boolean(arr).map(Value::from),
+                agg::max_boolean(arr).map(Value::from),
+            )
         }
         DataType::Int8 => prim!(Int8Type),
         DataType::Int16 => prim!(Int16Type),
@@ -162,16 +193,26 @@ fn min_max(a: &ArrayRef) -> (Option<Value>, Option<Value>) {
         DataType::UInt16 => prim!(UInt16Type),
         DataType::UInt32 => prim!(UInt32Type),
         DataType::UInt64 => prim!(UInt64Type),
-        DataType::Float32 => float_min_max(a.as_primitive::<Float32Type>().iter().map(|v| v.map(f64::from))),
+        DataType::Float32 => float_min_max(
+            a.as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(f64::from)),
+        ),
         DataType::Float64 => float_min_max(a.as_primitive::<Float64Type>().iter()),
         DataType::Utf8 => {
             let arr = a.as_string::<i32>();
             let min = agg::min_string(arr).map(|s| {
                 // A prefix is still a valid lower bound.
-                let end = s.char_indices().nth(MAX_STAT_STRING).map(|(i, _)| i).unwrap_or(s.len());
+                let end = s
+                    .char_indices()
+                    .nth(MAX_STAT_STRING)
+                    .map(|(i, _)| i)
+                    .unwrap_or(s.len());
                 Value::from(&s[..end])
             });
-            let max = agg::max_string(arr).filter(|s| s.chars().count() <= MAX_STAT_STRING).map(Value::from);
+            let max = agg::max_string(arr)
+                .filter(|s| s.chars().count() <= MAX_STAT_STRING)
+                .map(Value::from);
             (min, max)
         }
         DataType::Date32 => {
@@ -209,7 +250,10 @@ fn float_min_max(values: impl Iterator<Item = Option<f64>>) -> (Option<Value>, O
     if !any {
         return (None, None);
     }
-    (serde_json::Number::from_f64(lo).map(Value::Number), serde_json::Number::from_f64(hi).map(Value::Number))
+    (
+        serde_json::Number::from_f64(lo).map(Value::Number),
+        serde_json::Number::from_f64(hi).map(Value::Number),
+    )
 }
 
 fn date_string(days: i32) -> String {
@@ -219,7 +263,9 @@ fn date_string(days: i32) -> String {
 
 /// RFC 3339 with microseconds; `Z` when the column has a time zone (values are UTC instants).
 pub(crate) fn timestamp_string(us: i64, zoned: bool) -> String {
-    let t = chrono::DateTime::from_timestamp_micros(us).unwrap_or_default().naive_utc();
+    let t = chrono::DateTime::from_timestamp_micros(us)
+        .unwrap_or_default()
+        .naive_utc();
     let s = t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string();
     if zoned {
         s + "Z"
@@ -230,7 +276,10 @@ pub(crate) fn timestamp_string(us: i64, zoned: bool) -> String {
 
 /// Cast and complete `batch` to the `target` schema: table types, every table column
 /// (missing ones as nulls), table column order.
-pub(crate) fn conform(batch: &RecordBatch, target: &arrow::datatypes::SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn conform(
+    batch: &RecordBatch,
+    target: &arrow::datatypes::SchemaRef,
+) -> Result<RecordBatch> {
     let schema = batch.schema();
     let mut cols = Vec::with_capacity(target.fields().len());
     for f in target.fields() {
@@ -253,4 +302,3 @@ pub(crate) fn conform(batch: &RecordBatch, target: &arrow::datatypes::SchemaRef)
         &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
     )?)
 }
-

@@ -82,14 +82,24 @@ pub struct OpenedInput {
 
 impl std::fmt::Debug for OpenedInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenedInput").field("name", &self.name).field("format", &self.format).finish()
+        f.debug_struct("OpenedInput")
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .finish()
     }
 }
 
 /// Open `path` (`-` for stdin). `table` types the columns of text inputs it already has.
 pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result<OpenedInput> {
-    let name = if path == "-" { "<stdin>".to_string() } else { path.to_string() };
-    let unreadable = |source| Error::InputUnreadable { input: name.clone(), source };
+    let name = if path == "-" {
+        "<stdin>".to_string()
+    } else {
+        path.to_string()
+    };
+    let unreadable = |source| Error::InputUnreadable {
+        input: name.clone(),
+        source,
+    };
     let mut reader: Box<dyn BufRead + Send> = if path == "-" {
         Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()))
     } else {
@@ -112,7 +122,11 @@ pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result
     }
 }
 
-fn detect_format(name: &str, path: &str, reader: &mut Box<dyn BufRead + Send>) -> Result<InputFormat> {
+fn detect_format(
+    name: &str,
+    path: &str,
+    reader: &mut Box<dyn BufRead + Send>,
+) -> Result<InputFormat> {
     let ext = std::path::Path::new(path)
         .extension()
         .and_then(|e| e.to_str())
@@ -130,7 +144,10 @@ fn detect_format(name: &str, path: &str, reader: &mut Box<dyn BufRead + Send>) -
         }
         _ => {}
     }
-    let head = reader.fill_buf().map_err(|source| Error::InputUnreadable { input: name.into(), source })?;
+    let head = reader.fill_buf().map_err(|source| Error::InputUnreadable {
+        input: name.into(),
+        source,
+    })?;
     if head.starts_with(b"PAR1") {
         return Ok(InputFormat::Parquet);
     }
@@ -142,7 +159,10 @@ fn detect_format(name: &str, path: &str, reader: &mut Box<dyn BufRead + Send>) -
         Some(b'{') => Ok(InputFormat::Ndjson),
         Some(b'[') => Ok(InputFormat::Json),
         _ if ext.as_deref() == Some("json") => Ok(InputFormat::Ndjson),
-        None => Err(Error::UnknownFormat { input: name.into(), reason: "the input is empty".into() }),
+        None => Err(Error::UnknownFormat {
+            input: name.into(),
+            reason: "the input is empty".into(),
+        }),
         Some(_) if std::str::from_utf8(&head[..head.len().min(4096)]).is_ok() && ext.is_none() => {
             Ok(InputFormat::Csv)
         }
@@ -159,22 +179,50 @@ fn detect_format(name: &str, path: &str, reader: &mut Box<dyn BufRead + Send>) -
 /// A seekable local file for formats that need one (stdin is spooled to a temp file).
 fn seekable(name: &str, path: &str, mut reader: Box<dyn BufRead + Send>) -> Result<File> {
     if path != "-" {
-        return File::open(path).map_err(|source| Error::InputUnreadable { input: name.into(), source });
+        return File::open(path).map_err(|source| Error::InputUnreadable {
+            input: name.into(),
+            source,
+        });
     }
-    let mut tmp = tempfile::tempfile().map_err(|source| Error::Io { path: std::env::temp_dir(), source })?;
-    std::io::copy(&mut reader, &mut tmp).map_err(|source| Error::InputUnreadable { input: name.into(), source })?;
-    tmp.rewind().map_err(|source| Error::Io { path: std::env::temp_dir(), source })?;
+    let mut tmp = tempfile::tempfile().map_err(|source| Error::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    std::io::copy(&mut reader, &mut tmp).map_err(|source| Error::InputUnreadable {
+        input: name.into(),
+        source,
+    })?;
+    tmp.rewind().map_err(|source| Error::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
     Ok(tmp)
 }
 
 fn invalid(name: &str, line: Option<u64>, column: Option<String>, message: impl ToString) -> Error {
-    Error::InvalidInput { input: name.to_string(), line, column, message: message.to_string() }
+    Error::InvalidInput {
+        input: name.to_string(),
+        line,
+        column,
+        message: message.to_string(),
+    }
 }
 
-fn open_parquet(name: String, path: &str, reader: Box<dyn BufRead + Send>, opts: &ReadOptions) -> Result<OpenedInput> {
+fn open_parquet(
+    name: String,
+    path: &str,
+    reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+) -> Result<OpenedInput> {
     let file = seekable(&name, path, reader)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| invalid(&name, None, None, format!("not a readable Parquet file: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+        invalid(
+            &name,
+            None,
+            None,
+            format!("not a readable Parquet file: {e}"),
+        )
+    })?;
     let schema = builder.schema().clone();
     let rdr = builder.with_batch_size(opts.batch_rows).build()?;
     let n = name.clone();
@@ -186,13 +234,26 @@ fn open_parquet(name: String, path: &str, reader: Box<dyn BufRead + Send>, opts:
     })
 }
 
-fn open_arrow(name: String, path: &str, mut reader: Box<dyn BufRead + Send>) -> Result<OpenedInput> {
-    let head = reader.fill_buf().map_err(|source| Error::InputUnreadable { input: name.clone(), source })?;
+fn open_arrow(
+    name: String,
+    path: &str,
+    mut reader: Box<dyn BufRead + Send>,
+) -> Result<OpenedInput> {
+    let head = reader.fill_buf().map_err(|source| Error::InputUnreadable {
+        input: name.clone(),
+        source,
+    })?;
     let n = name.clone();
     if head.starts_with(b"ARROW1") {
         let file = seekable(&name, path, reader)?;
-        let rdr = arrow::ipc::reader::FileReader::try_new(file, None)
-            .map_err(|e| invalid(&name, None, None, format!("not a readable Arrow IPC file: {e}")))?;
+        let rdr = arrow::ipc::reader::FileReader::try_new(file, None).map_err(|e| {
+            invalid(
+                &name,
+                None,
+                None,
+                format!("not a readable Arrow IPC file: {e}"),
+            )
+        })?;
         let schema = rdr.schema();
         return Ok(OpenedInput {
             name,
@@ -201,8 +262,14 @@ fn open_arrow(name: String, path: &str, mut reader: Box<dyn BufRead + Send>) -> 
             batches: Box::new(rdr.map(move |r| r.map_err(|e| invalid(&n, None, None, e)))),
         });
     }
-    let rdr = arrow::ipc::reader::StreamReader::try_new(reader, None)
-        .map_err(|e| invalid(&name, None, None, format!("not a readable Arrow IPC stream: {e}")))?;
+    let rdr = arrow::ipc::reader::StreamReader::try_new(reader, None).map_err(|e| {
+        invalid(
+            &name,
+            None,
+            None,
+            format!("not a readable Arrow IPC stream: {e}"),
+        )
+    })?;
     let schema = rdr.schema();
     Ok(OpenedInput {
         name,
@@ -213,13 +280,21 @@ fn open_arrow(name: String, path: &str, mut reader: Box<dyn BufRead + Send>) -> 
 }
 
 /// Read up to `rows` lines (bounded to 256 MiB) for inference; returns them and the rest.
-fn read_head(name: &str, mut reader: Box<dyn BufRead + Send>, rows: usize) -> Result<(Vec<u8>, Box<dyn BufRead + Send>)> {
+fn read_head(
+    name: &str,
+    mut reader: Box<dyn BufRead + Send>,
+    rows: usize,
+) -> Result<(Vec<u8>, Box<dyn BufRead + Send>)> {
     let mut head = Vec::new();
     let mut n = 0;
     while n < rows && head.len() < (256 << 20) {
-        let read = reader
-            .read_until(b'\n', &mut head)
-            .map_err(|source| Error::InputUnreadable { input: name.into(), source })?;
+        let read =
+            reader
+                .read_until(b'\n', &mut head)
+                .map_err(|source| Error::InputUnreadable {
+                    input: name.into(),
+                    source,
+                })?;
         if read == 0 {
             break;
         }
@@ -254,10 +329,22 @@ fn decode_schema(inferred: &Schema, table: &TableSchema) -> Schema {
     )
 }
 
-fn open_csv(name: String, path: &str, reader: Box<dyn BufRead + Send>, opts: &ReadOptions, table: &TableSchema) -> Result<OpenedInput> {
-    let delimiter = if opts.csv_delimiter == b',' && path.to_ascii_lowercase().ends_with(".tsv") { b'\t' } else { opts.csv_delimiter };
+fn open_csv(
+    name: String,
+    path: &str,
+    reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    table: &TableSchema,
+) -> Result<OpenedInput> {
+    let delimiter = if opts.csv_delimiter == b',' && path.to_ascii_lowercase().ends_with(".tsv") {
+        b'\t'
+    } else {
+        opts.csv_delimiter
+    };
     let (head, rest) = read_head(&name, reader, opts.infer_rows + 1)?;
-    let format = arrow::csv::reader::Format::default().with_header(opts.csv_header).with_delimiter(delimiter);
+    let format = arrow::csv::reader::Format::default()
+        .with_header(opts.csv_header)
+        .with_delimiter(delimiter);
     let (inferred, _) = format
         .infer_schema(Cursor::new(&head), Some(opts.infer_rows))
         .map_err(|e| csv_error(&name, &inferred_names(&head, delimiter), 0, e))?;
@@ -283,7 +370,11 @@ fn open_csv(name: String, path: &str, reader: Box<dyn BufRead + Send>, opts: &Re
 
 fn inferred_names(head: &[u8], delimiter: u8) -> Vec<String> {
     let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    String::from_utf8_lossy(first).trim_end().split(delimiter as char).map(|s| s.trim_matches('"').to_string()).collect()
+    String::from_utf8_lossy(first)
+        .trim_end()
+        .split(delimiter as char)
+        .map(|s| s.trim_matches('"').to_string())
+        .collect()
 }
 
 /// Turn arrow-csv's messages ("... for column 2 at line 5 ...") into a located error.
@@ -294,7 +385,10 @@ fn csv_error(name: &str, names: &[String], header_lines: u64, e: ArrowError) -> 
     };
     let number_after = |key: &str| -> Option<u64> {
         let i = msg.find(key)? + key.len();
-        let digits: String = msg[i..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = msg[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         digits.parse().ok()
     };
     // Value errors count data records ("at line N" is the Nth record); field-count errors
@@ -325,9 +419,12 @@ fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema 
             let mut kind: Option<DataType> = None;
             let mut seen = false;
             for v in samples {
-                let Some(s) = v.get(f.name()).and_then(|x| x.as_str()) else { continue };
+                let Some(s) = v.get(f.name()).and_then(|x| x.as_str()) else {
+                    continue;
+                };
                 seen = true;
-                let k = if s.len() == 10 && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok() {
+                let k = if s.len() == 10 && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+                {
                     DataType::Date32
                 } else if looks_like_timestamp(s) {
                     DataType::Timestamp(TimeUnit::Microsecond, None)
@@ -344,7 +441,11 @@ fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema 
                     }
                 }
             }
-            let dt = if seen { kind.unwrap_or(DataType::Utf8) } else { DataType::Utf8 };
+            let dt = if seen {
+                kind.unwrap_or(DataType::Utf8)
+            } else {
+                DataType::Utf8
+            };
             Field::new(f.name(), dt, true)
         })
         .collect::<Vec<_>>();
@@ -361,30 +462,62 @@ fn looks_like_timestamp(s: &str) -> bool {
 }
 
 fn infer_json(name: &str, samples: &[serde_json::Value], table: &TableSchema) -> Result<SchemaRef> {
-    let inferred = arrow::json::reader::infer_json_schema_from_iterator(samples.iter().map(|v| Ok(v.clone())))
-        .map_err(|e| invalid(name, None, None, format!("cannot infer a schema: {e}")))?;
+    let inferred =
+        arrow::json::reader::infer_json_schema_from_iterator(samples.iter().map(|v| Ok(v.clone())))
+            .map_err(|e| invalid(name, None, None, format!("cannot infer a schema: {e}")))?;
     for f in inferred.fields() {
-        if matches!(f.data_type(), DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_)) && table.column(f.name()).is_none() {
-            return Err(Error::UnsupportedType { column: f.name().clone(), data_type: f.data_type().to_string() });
+        if matches!(
+            f.data_type(),
+            DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_)
+        ) && table.column(f.name()).is_none()
+        {
+            return Err(Error::UnsupportedType {
+                column: f.name().clone(),
+                data_type: f.data_type().to_string(),
+            });
         }
     }
     if inferred.fields().is_empty() {
-        return Err(invalid(name, None, None, "no fields found in the first rows"));
+        return Err(invalid(
+            name,
+            None,
+            None,
+            "no fields found in the first rows",
+        ));
     }
-    Ok(Arc::new(decode_schema(&refine_json_types(inferred, samples), table)))
+    Ok(Arc::new(decode_schema(
+        &refine_json_types(inferred, samples),
+        table,
+    )))
 }
 
-fn open_ndjson(name: String, reader: Box<dyn BufRead + Send>, opts: &ReadOptions, table: &TableSchema) -> Result<OpenedInput> {
+fn open_ndjson(
+    name: String,
+    reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    table: &TableSchema,
+) -> Result<OpenedInput> {
     let (head, rest) = read_head(&name, reader, opts.infer_rows)?;
     let mut samples = Vec::new();
     for (i, line) in head.split(|&b| b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_slice(line)
-            .map_err(|e| invalid(&name, Some(i as u64 + 1), None, format!("malformed JSON: {e}")))?;
+        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+            invalid(
+                &name,
+                Some(i as u64 + 1),
+                None,
+                format!("malformed JSON: {e}"),
+            )
+        })?;
         if !v.is_object() {
-            return Err(invalid(&name, Some(i as u64 + 1), None, "expected a JSON object per line"));
+            return Err(invalid(
+                &name,
+                Some(i as u64 + 1),
+                None,
+                "expected a JSON object per line",
+            ));
         }
         samples.push(v);
     }
@@ -399,7 +532,16 @@ fn open_ndjson(name: String, reader: Box<dyn BufRead + Send>, opts: &ReadOptions
         name: name.clone(),
         format: InputFormat::Ndjson,
         schema: schema.clone(),
-        batches: Box::new(NdjsonBatches { name, schema, decoder, lines, line_no: 0, pending: Vec::new(), batch_rows: opts.batch_rows, done: false }),
+        batches: Box::new(NdjsonBatches {
+            name,
+            schema,
+            decoder,
+            lines,
+            line_no: 0,
+            pending: Vec::new(),
+            batch_rows: opts.batch_rows,
+            done: false,
+        }),
     })
 }
 
@@ -421,7 +563,10 @@ impl NdjsonBatches {
     /// Find which pending line fails, decoding each alone.
     fn locate(&self, e: ArrowError) -> Error {
         for (no, line) in &self.pending {
-            let mut d = match arrow::json::ReaderBuilder::new(self.schema.clone()).with_strict_mode(true).build_decoder() {
+            let mut d = match arrow::json::ReaderBuilder::new(self.schema.clone())
+                .with_strict_mode(true)
+                .build_decoder()
+            {
                 Ok(d) => d,
                 Err(_) => break,
             };
@@ -441,7 +586,11 @@ fn json_error(name: &str, line: Option<u64>, e: ArrowError) -> Error {
         let i = msg.find(k)? + k.len();
         msg[i..].split('\'').next().map(str::to_string)
     });
-    let hint = if msg.contains("missing from schema") { " (a field not seen in the rows used to infer the schema; raise --infer-rows)" } else { "" };
+    let hint = if msg.contains("missing from schema") {
+        " (a field not seen in the rows used to infer the schema; raise --infer-rows)"
+    } else {
+        ""
+    };
     invalid(name, line, column, format!("{msg}{hint}"))
 }
 
@@ -460,7 +609,10 @@ impl Iterator for NdjsonBatches {
                 Ok(_) => {}
                 Err(source) => {
                     self.done = true;
-                    return Some(Err(Error::InputUnreadable { input: self.name.clone(), source }));
+                    return Some(Err(Error::InputUnreadable {
+                        input: self.name.clone(),
+                        source,
+                    }));
                 }
             }
             self.line_no += 1;
@@ -470,7 +622,12 @@ impl Iterator for NdjsonBatches {
             let trimmed = buf.trim_ascii();
             if !trimmed.starts_with(b"{") || !trimmed.ends_with(b"}") {
                 self.done = true;
-                return Some(Err(invalid(&self.name, Some(self.line_no), None, "malformed JSON: expected one object per line")));
+                return Some(Err(invalid(
+                    &self.name,
+                    Some(self.line_no),
+                    None,
+                    "malformed JSON: expected one object per line",
+                )));
             }
             if let Err(e) = self.decoder.decode(&buf) {
                 self.pending.push((self.line_no, buf.clone()));
@@ -499,30 +656,59 @@ impl Iterator for NdjsonBatches {
     }
 }
 
-fn open_json_array(name: String, mut reader: Box<dyn BufRead + Send>, opts: &ReadOptions, table: &TableSchema) -> Result<OpenedInput> {
+fn open_json_array(
+    name: String,
+    mut reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    table: &TableSchema,
+) -> Result<OpenedInput> {
     let mut text = Vec::new();
-    reader.read_to_end(&mut text).map_err(|source| Error::InputUnreadable { input: name.clone(), source })?;
-    let values: Vec<serde_json::Value> = serde_json::from_slice(&text)
-        .map_err(|e| invalid(&name, Some(e.line() as u64), None, format!("malformed JSON array: {e}")))?;
+    reader
+        .read_to_end(&mut text)
+        .map_err(|source| Error::InputUnreadable {
+            input: name.clone(),
+            source,
+        })?;
+    let values: Vec<serde_json::Value> = serde_json::from_slice(&text).map_err(|e| {
+        invalid(
+            &name,
+            Some(e.line() as u64),
+            None,
+            format!("malformed JSON array: {e}"),
+        )
+    })?;
     drop(text);
     if let Some(i) = values.iter().position(|v| !v.is_object()) {
-        return Err(invalid(&name, None, None, format!("element {} is not an object", i + 1)));
+        return Err(invalid(
+            &name,
+            None,
+            None,
+            format!("element {} is not an object", i + 1),
+        ));
     }
     let schema = infer_json(&name, &values[..values.len().min(opts.infer_rows)], table)?;
     let batch_rows = opts.batch_rows;
     let n = name.clone();
     let s = schema.clone();
-    let chunks: Vec<Vec<serde_json::Value>> = values.chunks(batch_rows).map(|c| c.to_vec()).collect();
+    let chunks: Vec<Vec<serde_json::Value>> =
+        values.chunks(batch_rows).map(|c| c.to_vec()).collect();
     let iter = chunks.into_iter().enumerate().map(move |(ci, chunk)| {
-        let mut d = arrow::json::ReaderBuilder::new(s.clone()).with_strict_mode(true).build_decoder()?;
+        let mut d = arrow::json::ReaderBuilder::new(s.clone())
+            .with_strict_mode(true)
+            .build_decoder()?;
         match d.serialize(&chunk).and_then(|_| d.flush()) {
             Ok(Some(b)) => Ok(b),
             Ok(None) => Err(invalid(&n, None, None, "empty batch")),
             Err(e) => {
                 // Locate the element.
                 for (i, v) in chunk.iter().enumerate() {
-                    let mut one = arrow::json::ReaderBuilder::new(s.clone()).with_strict_mode(true).build_decoder()?;
-                    if let Err(err) = one.serialize(std::slice::from_ref(v)).and_then(|_| one.flush()) {
+                    let mut one = arrow::json::ReaderBuilder::new(s.clone())
+                        .with_strict_mode(true)
+                        .build_decoder()?;
+                    if let Err(err) = one
+                        .serialize(std::slice::from_ref(v))
+                        .and_then(|_| one.flush())
+                    {
                         let mut located = json_error(&n, None, err);
                         if let Error::InvalidInput { message, .. } = &mut located {
                             *message = format!("element {}: {message}", ci * batch_rows + i + 1);
@@ -534,5 +720,10 @@ fn open_json_array(name: String, mut reader: Box<dyn BufRead + Send>, opts: &Rea
             }
         }
     });
-    Ok(OpenedInput { name, format: InputFormat::Json, schema, batches: Box::new(iter) })
+    Ok(OpenedInput {
+        name,
+        format: InputFormat::Json,
+        schema,
+        batches: Box::new(iter),
+    })
 }

@@ -18,7 +18,9 @@ use rayon::prelude::*;
 use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
-pub(crate) use encode::{batch_stats, conform, encode_parquet, partition_and_sort, writer_properties};
+pub(crate) use encode::{
+    batch_stats, conform, encode_parquet, partition_and_sort, writer_properties,
+};
 
 use crate::error::{Error, Result};
 use crate::log::{AddFile, Metadata};
@@ -49,7 +51,11 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        Self { chunk_rows: 2 << 20, chunk_bytes: 512 << 20, upload_concurrency: 16 }
+        Self {
+            chunk_rows: 2 << 20,
+            chunk_bytes: 512 << 20,
+            upload_concurrency: 16,
+        }
     }
 }
 
@@ -94,15 +100,31 @@ impl DataWriter {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let compression = parse_compression(&metadata.settings.compression).map_err(|reason| Error::InvalidSetting {
-            name: "compression".into(),
-            reason,
+        let compression = parse_compression(&metadata.settings.compression).map_err(|reason| {
+            Error::InvalidSetting {
+                name: "compression".into(),
+                reason,
+            }
         })?;
-        Ok(Self { location, metadata, target, sort_cols, compression, opts, progress, new_id, now_ms, written: Vec::new() })
+        Ok(Self {
+            location,
+            metadata,
+            target,
+            sort_cols,
+            compression,
+            opts,
+            progress,
+            new_id,
+            now_ms,
+            written: Vec::new(),
+        })
     }
 
     /// Stream batches through chunking, encoding and upload.
-    pub async fn write_stream(&mut self, mut batches: tokio::sync::mpsc::Receiver<Result<RecordBatch>>) -> Result<()> {
+    pub async fn write_stream(
+        &mut self,
+        mut batches: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
+    ) -> Result<()> {
         let mut pending: Vec<RecordBatch> = Vec::new();
         let (mut rows, mut bytes) = (0usize, 0usize);
         while let Some(batch) = batches.recv().await {
@@ -132,10 +154,16 @@ impl DataWriter {
         }
         let fields = self.metadata.partition_by.clone();
         let sort_cols = self.sort_cols.clone();
-        let props = writer_properties(self.compression, self.metadata.settings.row_group_rows, &sort_cols);
+        let props = writer_properties(
+            self.compression,
+            self.metadata.settings.row_group_rows,
+            &sort_cols,
+        );
         let new_id = self.new_id.clone();
         let now = self.now_ms;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Path, Vec<u8>, AddFile)>>(self.opts.upload_concurrency.max(1));
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Path, Vec<u8>, AddFile)>>(
+            self.opts.upload_concurrency.max(1),
+        );
         let root = self.location.clone();
         let encoder = tokio::task::spawn_blocking(move || {
             let parts = match partition_and_sort(&chunk, &fields, &sort_cols) {
@@ -147,29 +175,35 @@ impl DataWriter {
             };
             drop(chunk);
             let ids: Vec<String> = parts.iter().map(|_| new_id()).collect();
-            parts.into_par_iter().zip(ids).for_each_with(tx, |tx, (part, id)| {
-                let res = (|| {
-                    let bytes = encode_parquet(&part.batch, props.clone())?;
-                    let folder = partition_path(&fields, &part.values);
-                    let rel = if folder.is_empty() {
-                        format!("_data/part-{id}.parquet")
-                    } else {
-                        format!("_data/{folder}/part-{id}.parquet")
-                    };
-                    let partition_values: BTreeMap<String, Option<String>> =
-                        fields.iter().zip(&part.values).map(|(f, v)| (f.name.clone(), v.clone())).collect();
-                    let add = AddFile {
-                        path: rel.clone(),
-                        partition_values,
-                        size: bytes.len() as u64,
-                        rows: part.batch.num_rows() as u64,
-                        modification_time: now,
-                        stats: batch_stats(&part.batch),
-                    };
-                    Ok((root.child(&rel), bytes, add))
-                })();
-                let _ = tx.blocking_send(res);
-            });
+            parts
+                .into_par_iter()
+                .zip(ids)
+                .for_each_with(tx, |tx, (part, id)| {
+                    let res = (|| {
+                        let bytes = encode_parquet(&part.batch, props.clone())?;
+                        let folder = partition_path(&fields, &part.values);
+                        let rel = if folder.is_empty() {
+                            format!("_data/part-{id}.parquet")
+                        } else {
+                            format!("_data/{folder}/part-{id}.parquet")
+                        };
+                        let partition_values: BTreeMap<String, Option<String>> = fields
+                            .iter()
+                            .zip(&part.values)
+                            .map(|(f, v)| (f.name.clone(), v.clone()))
+                            .collect();
+                        let add = AddFile {
+                            path: rel.clone(),
+                            partition_values,
+                            size: bytes.len() as u64,
+                            rows: part.batch.num_rows() as u64,
+                            modification_time: now,
+                            stats: batch_stats(&part.batch),
+                        };
+                        Ok((root.child(&rel), bytes, add))
+                    })();
+                    let _ = tx.blocking_send(res);
+                });
         });
         let store = self.location.store.clone();
         let progress = self.progress.clone();
@@ -195,7 +229,9 @@ impl DataWriter {
                 }
             }
         }
-        encoder.await.map_err(|e| Error::TaskFailed(e.to_string()))?;
+        encoder
+            .await
+            .map_err(|e| Error::TaskFailed(e.to_string()))?;
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -205,7 +241,11 @@ impl DataWriter {
     /// Best-effort removal of the files this writer uploaded (after a failed insert).
     pub async fn cleanup(&mut self) {
         let store = self.location.store.clone();
-        let paths: Vec<Path> = self.written.drain(..).map(|a| self.location.child(&a.path)).collect();
+        let paths: Vec<Path> = self
+            .written
+            .drain(..)
+            .map(|a| self.location.child(&a.path))
+            .collect();
         let n = paths.len();
         let res: Result<Vec<()>, _> = futures::stream::iter(paths.into_iter().map(|p| {
             let store = store.clone();
@@ -221,14 +261,24 @@ impl DataWriter {
 }
 
 /// Single PUT for small files, multipart for large ones.
-async fn upload(store: Arc<dyn object_store::ObjectStore>, path: &Path, bytes: Vec<u8>) -> Result<()> {
+async fn upload(
+    store: Arc<dyn object_store::ObjectStore>,
+    path: &Path,
+    bytes: Vec<u8>,
+) -> Result<()> {
     const MULTIPART_ABOVE: usize = 32 << 20;
     if bytes.len() <= MULTIPART_ABOVE {
         store.put(path, bytes.into()).await?;
         return Ok(());
     }
     let mut w = BufWriter::with_capacity(store, path.clone(), 16 << 20).with_max_concurrency(8);
-    w.write_all(&bytes).await.map_err(|source| Error::Io { path: path.as_ref().into(), source })?;
-    w.shutdown().await.map_err(|source| Error::Io { path: path.as_ref().into(), source })?;
+    w.write_all(&bytes).await.map_err(|source| Error::Io {
+        path: path.as_ref().into(),
+        source,
+    })?;
+    w.shutdown().await.map_err(|source| Error::Io {
+        path: path.as_ref().into(),
+        source,
+    })?;
     Ok(())
 }

@@ -24,7 +24,12 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
         let t = Instant::now();
         let batches = taxi::TaxiGenerator::new(a.seed).batches(rows, 65_536);
         let arrow_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
-        eprintln!("generated {} rows ({} MB of Arrow) in {:.1}s", count(rows as u64), arrow_bytes / 1_000_000, t.elapsed().as_secs_f64());
+        eprintln!(
+            "generated {} rows ({} MB of Arrow) in {:.1}s",
+            count(rows as u64),
+            arrow_bytes / 1_000_000,
+            t.elapsed().as_secs_f64()
+        );
         let mut secs = Vec::new();
         let mut written = 0u64;
         let mut files = 0u64;
@@ -33,7 +38,14 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
             let table = Table::at(&address)?;
             table.create(super::taxi_layout()).await?;
             let started = Instant::now();
-            let report = table.insert_batches(taxi::schema(), batches.clone(), &InsertOptions::default(), Arc::new(NoProgress)).await?;
+            let report = table
+                .insert_batches(
+                    taxi::schema(),
+                    batches.clone(),
+                    &InsertOptions::default(),
+                    Arc::new(NoProgress),
+                )
+                .await?;
             let s = started.elapsed().as_secs_f64();
             eprintln!("  neve run {}: {:.2}s, {} files", run + 1, s, report.files);
             secs.push(s);
@@ -50,7 +62,8 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
             "neve_files": files, "neve_bytes": written, "neve_runs_s": secs,
         });
         if !a.python.is_empty() {
-            let (delta_s, delta_runs) = run_delta(&a, &base, rows, &batches, &stamp.to_string()).await?;
+            let (delta_s, delta_runs) =
+                run_delta(&a, &base, rows, &batches, &stamp.to_string()).await?;
             result["delta_median_s"] = delta_s.into();
             result["delta_rows_per_s"] = (rows as f64 / delta_s).into();
             result["delta_runs_s"] = delta_runs.into();
@@ -67,7 +80,9 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
             if let Some(d) = result.get("delta_median_s").and_then(|v| v.as_f64()) {
                 println!(
                     "  delta-rs write_deltalake {:.2}s median = {} rows/s; neve/delta-rs = {:.2}x",
-                    d, count((rows as f64 / d) as u64), d / neve_s
+                    d,
+                    count((rows as f64 / d) as u64),
+                    d / neve_s
                 );
             }
         }
@@ -75,12 +90,19 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
     Ok(())
 }
 
-async fn run_delta(a: &BenchIngestArgs, base: &str, rows: usize, batches: &[arrow::array::RecordBatch], stamp: &str) -> Result<(f64, Vec<f64>)> {
+async fn run_delta(
+    a: &BenchIngestArgs,
+    base: &str,
+    rows: usize,
+    batches: &[arrow::array::RecordBatch],
+    stamp: &str,
+) -> Result<(f64, Vec<f64>)> {
     let dir = tempfile::tempdir()?;
     let ipc = dir.path().join("taxi.arrow");
     {
         let f = std::fs::File::create(&ipc)?;
-        let mut w = arrow::ipc::writer::FileWriter::try_new(f, &taxi::schema()).map_err(|e| CliError::Core(e.into()))?;
+        let mut w = arrow::ipc::writer::FileWriter::try_new(f, &taxi::schema())
+            .map_err(|e| CliError::Core(e.into()))?;
         for b in batches {
             w.write(b).map_err(|e| CliError::Core(e.into()))?;
         }
@@ -89,18 +111,38 @@ async fn run_delta(a: &BenchIngestArgs, base: &str, rows: usize, batches: &[arro
     let script = dir.path().join("bench_delta.py");
     std::fs::write(&script, DELTA_SCRIPT)?;
     let target = format!("{base}/delta-{rows}-{stamp}");
-    let target_uri = if target.starts_with("s3://") { target.clone() } else { std::path::absolute(&target)?.display().to_string() };
+    let target_uri = if target.starts_with("s3://") {
+        target.clone()
+    } else {
+        std::path::absolute(&target)?.display().to_string()
+    };
     let out = tokio::process::Command::new(&a.python)
         .arg(&script)
-        .args(["--input", &ipc.display().to_string(), "--target", &target_uri, "--runs", &a.runs.to_string()])
+        .args([
+            "--input",
+            &ipc.display().to_string(),
+            "--target",
+            &target_uri,
+            "--runs",
+            &a.runs.to_string(),
+        ])
         .output()
         .await?;
     if !out.status.success() {
-        return Err(CliError::PeerFailed { peer: "delta-rs".into(), reason: String::from_utf8_lossy(&out.stderr).into_owned() });
+        return Err(CliError::PeerFailed {
+            peer: "delta-rs".into(),
+            reason: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| CliError::PeerFailed { peer: "delta-rs".into(), reason: format!("bad output: {e}") })?;
-    let runs: Vec<f64> = v["runs_s"].as_array().map(|r| r.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| CliError::PeerFailed {
+            peer: "delta-rs".into(),
+            reason: format!("bad output: {e}"),
+        })?;
+    let runs: Vec<f64> = v["runs_s"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|x| x.as_f64()).collect())
+        .unwrap_or_default();
     for (i, s) in runs.iter().enumerate() {
         eprintln!("  delta-rs run {}: {:.2}s", i + 1, s);
     }
@@ -120,9 +162,18 @@ pub async fn remove_table(address: &str) -> Result<()> {
             }
         }
         _ => {
-            let paths: Vec<_> = loc.store.list(Some(&loc.root)).map_ok(|m| m.location).try_collect().await.map_err(|e| CliError::Core(e.into()))?;
+            let paths: Vec<_> = loc
+                .store
+                .list(Some(&loc.root))
+                .map_ok(|m| m.location)
+                .try_collect()
+                .await
+                .map_err(|e| CliError::Core(e.into()))?;
             for p in paths {
-                loc.store.delete(&p).await.map_err(|e| CliError::Core(e.into()))?;
+                loc.store
+                    .delete(&p)
+                    .await
+                    .map_err(|e| CliError::Core(e.into()))?;
             }
         }
     }

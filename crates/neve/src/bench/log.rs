@@ -28,9 +28,14 @@ pub async fn run(a: BenchLogArgs) -> Result<()> {
     let mut procs = Vec::new();
     for _ in 0..a.runs {
         let t = Instant::now();
-        let out = tokio::process::Command::new(&exe).args(["info", "--json", &a.table]).output().await?;
+        let out = tokio::process::Command::new(&exe)
+            .args(["info", "--json", &a.table])
+            .output()
+            .await?;
         if !out.status.success() {
-            return Err(CliError::Usage(String::from_utf8_lossy(&out.stderr).into_owned()));
+            return Err(CliError::Usage(
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ));
         }
         procs.push(t.elapsed().as_secs_f64());
     }
@@ -58,15 +63,29 @@ async fn build(a: &BenchLogArgs) -> Result<()> {
     let per = a.commits / a.writers.max(1) as u64;
     let mut tasks = Vec::new();
     for w in 0..a.writers.max(1) as u64 {
-        let n = if w == 0 { a.commits - per * (a.writers.max(1) as u64 - 1) } else { per };
+        let n = if w == 0 {
+            a.commits - per * (a.writers.max(1) as u64 - 1)
+        } else {
+            per
+        };
         let table = table.clone();
         let schema = schema.clone();
         let bar = bar.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..n {
-                let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![(w << 32 | i) as i64]))])
-                    .map_err(|e| CliError::Core(e.into()))?;
-                table.insert_batches(schema.clone(), vec![b], &InsertOptions::default(), Arc::new(NoProgress)).await?;
+                let b = RecordBatch::try_new(
+                    schema.clone(),
+                    vec![Arc::new(Int64Array::from(vec![(w << 32 | i) as i64]))],
+                )
+                .map_err(|e| CliError::Core(e.into()))?;
+                table
+                    .insert_batches(
+                        schema.clone(),
+                        vec![b],
+                        &InsertOptions::default(),
+                        Arc::new(NoProgress),
+                    )
+                    .await?;
                 bar.inc(1);
             }
             Ok::<_, CliError>(())

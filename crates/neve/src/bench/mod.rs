@@ -42,7 +42,14 @@ pub async fn quickstart(a: QuickstartArgs) -> Result<()> {
     let batches = taxi::TaxiGenerator::new(seed).batches(a.rows, 65_536);
     let bar = Arc::new(crate::progress::Bar::new("loading taxi rows"));
     let started = std::time::Instant::now();
-    let report = table.insert_batches(taxi::schema(), batches, &InsertOptions::default(), bar.clone()).await;
+    let report = table
+        .insert_batches(
+            taxi::schema(),
+            batches,
+            &InsertOptions::default(),
+            bar.clone(),
+        )
+        .await;
     bar.finish();
     let report = report?;
     println!(
@@ -61,18 +68,24 @@ fn gen(a: BenchGenArgs) -> Result<()> {
     let batches = taxi::TaxiGenerator::new(a.seed).batches(a.rows, 65_536);
     let schema = taxi::schema();
     let file = std::fs::File::create(&a.output)?;
-    let ext = std::path::Path::new(&a.output).extension().and_then(|e| e.to_str()).unwrap_or("");
+    let ext = std::path::Path::new(&a.output)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
     let arrow_err = |e: arrow::error::ArrowError| CliError::Core(e.into());
     match ext {
         "parquet" => {
-            let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, None).map_err(|e| CliError::Core(e.into()))?;
+            let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, None)
+                .map_err(|e| CliError::Core(e.into()))?;
             for b in &batches {
                 w.write(b).map_err(|e| CliError::Core(e.into()))?;
             }
             w.close().map_err(|e| CliError::Core(e.into()))?;
         }
         "csv" => {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(file);
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(file);
             for b in &batches {
                 w.write(b).map_err(arrow_err)?;
             }
@@ -85,13 +98,18 @@ fn gen(a: BenchGenArgs) -> Result<()> {
             w.finish().map_err(arrow_err)?;
         }
         "arrow" | "ipc" => {
-            let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(arrow_err)?;
+            let mut w =
+                arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(arrow_err)?;
             for b in &batches {
                 w.write(b).map_err(arrow_err)?;
             }
             w.finish().map_err(arrow_err)?;
         }
-        other => return Err(CliError::Usage(format!("unknown output extension '.{other}' (parquet, csv, ndjson, arrow)"))),
+        other => {
+            return Err(CliError::Usage(format!(
+                "unknown output extension '.{other}' (parquet, csv, ndjson, arrow)"
+            )))
+        }
     }
     eprintln!("wrote {} rows to {}", a.rows, a.output);
     Ok(())
@@ -102,7 +120,7 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     match xs.len() {
         0 => f64::NAN,
-        n if n % 2 == 1 => xs[n / 2],
+        n if !n.is_multiple_of(2) => xs[n / 2],
         n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
     }
 }

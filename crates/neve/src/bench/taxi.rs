@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder};
+use arrow::array::{
+    ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -50,10 +52,22 @@ const PAYMENT: [(&str, u32); 7] = [
 ];
 
 const COMPANIES: [&str; 16] = [
-    "Flash Cab", "Taxi Affiliation Services", "Yellow Cab", "Sun Taxi", "Chicago Carriage Cab Corp",
-    "City Service", "Medallion Leasin", "Taxicab Insurance Agency, LLC", "Star North Management LLC",
-    "Blue Ribbon Taxi Association Inc.", "Choice Taxi Association", "Globe Taxi", "Dispatch Taxi Affiliation",
-    "Northwest Management LLC", "KOAM Taxi Association", "5 Star Taxi",
+    "Flash Cab",
+    "Taxi Affiliation Services",
+    "Yellow Cab",
+    "Sun Taxi",
+    "Chicago Carriage Cab Corp",
+    "City Service",
+    "Medallion Leasin",
+    "Taxicab Insurance Agency, LLC",
+    "Star North Management LLC",
+    "Blue Ribbon Taxi Association Inc.",
+    "Choice Taxi Association",
+    "Globe Taxi",
+    "Dispatch Taxi Affiliation",
+    "Northwest Management LLC",
+    "KOAM Taxi Association",
+    "5 Star Taxi",
 ];
 
 /// Relative trips per year 2013..=2023 (the real data peaks in 2014–2015 and collapses in 2020).
@@ -71,8 +85,18 @@ impl TaxiGenerator {
         let mut rng = SmallRng::seed_from_u64(seed);
         let taxis = (0..6000).map(|_| hex(&mut rng, 64)).collect();
         let mut acc = 0;
-        let year_cdf = YEAR_WEIGHTS.iter().map(|w| { acc += w; acc }).collect();
-        Self { rng, taxis, year_cdf }
+        let year_cdf = YEAR_WEIGHTS
+            .iter()
+            .map(|w| {
+                acc += w;
+                acc
+            })
+            .collect();
+        Self {
+            rng,
+            taxis,
+            year_cdf,
+        }
     }
 
     /// `rows` rows in batches of at most `batch_rows`.
@@ -121,27 +145,59 @@ impl TaxiGenerator {
             let day = r.random_range(0..365);
             let date = chrono::NaiveDate::from_yo_opt(year, day + 1).unwrap();
             let quarter = r.random_range(0..96) as i64; // 15-minute slots, as the real data rounds
-            let start_us = date.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_micros() + quarter * 900_000_000;
+            let start_us = date
+                .and_hms_opt(0, 0, 0)
+                .unwrap()
+                .and_utc()
+                .timestamp_micros()
+                + quarter * 900_000_000;
             let dur: f64 = (r.random::<f64>() * 2.0 + 5.5).exp(); // ~250 s to ~2,700 s
             let dur = dur.round() as i64;
             start.append_value(start_us);
             end.append_value(start_us + ((dur + 899) / 900) * 900_000_000);
-            if r.random_ratio(1, 50) { secs.append_null() } else { secs.append_value(dur) }
+            if r.random_ratio(1, 50) {
+                secs.append_null()
+            } else {
+                secs.append_value(dur)
+            }
             let m = (-(1.0 - r.random::<f64>()).ln() * 3.5 * 100.0).round() / 100.0;
             miles.append_value(m);
             let tract = |r: &mut SmallRng, b: &mut Int64Builder| {
-                if r.random_ratio(1, 3) { b.append_null() } else { b.append_value(17_031_000_000 + r.random_range(100..990_000)) }
+                if r.random_ratio(1, 3) {
+                    b.append_null()
+                } else {
+                    b.append_value(17_031_000_000 + r.random_range(100..990_000))
+                }
             };
             tract(r, &mut p_tract);
             tract(r, &mut d_tract);
             let area = |r: &mut SmallRng, b: &mut Int64Builder| {
-                if r.random_ratio(1, 12) { b.append_null() } else { b.append_value(r.random_range(1..78)) }
+                if r.random_ratio(1, 12) {
+                    b.append_null()
+                } else {
+                    b.append_value(r.random_range(1..78))
+                }
             };
             area(r, &mut p_area);
             area(r, &mut d_area);
             let f = ((3.25 + 2.25 * m + r.random::<f64>() * 3.0) * 4.0).round() / 4.0;
-            let pt = { let x = r.random_range(0..100); let mut acc = 0; PAYMENT.iter().find(|(_, w)| { acc += w; x < acc }).unwrap().0 };
-            let t = if pt == "Credit Card" || pt == "Mobile" { (f * r.random_range(0.0..0.3) * 100.0).round() / 100.0 } else { 0.0 };
+            let pt = {
+                let x = r.random_range(0..100);
+                let mut acc = 0;
+                PAYMENT
+                    .iter()
+                    .find(|(_, w)| {
+                        acc += w;
+                        x < acc
+                    })
+                    .unwrap()
+                    .0
+            };
+            let t = if pt == "Credit Card" || pt == "Mobile" {
+                (f * r.random_range(0.0..0.3) * 100.0).round() / 100.0
+            } else {
+                0.0
+            };
             let tl = if r.random_ratio(1, 100) { 2.5 } else { 0.0 };
             let ex = [0.0, 0.0, 0.0, 1.0, 1.5, 4.0][r.random_range(0..6)];
             fare.append_value(f);
@@ -151,7 +207,10 @@ impl TaxiGenerator {
             total.append_value(((f + t + tl + ex) * 100.0).round() / 100.0);
             payment.append_value(pt);
             company.append_value(COMPANIES[r.random_range(0..COMPANIES.len())]);
-            let point = |r: &mut SmallRng, lat: &mut Float64Builder, lon: &mut Float64Builder, loc: &mut StringBuilder| {
+            let point = |r: &mut SmallRng,
+                         lat: &mut Float64Builder,
+                         lon: &mut Float64Builder,
+                         loc: &mut StringBuilder| {
                 if r.random_ratio(1, 10) {
                     lat.append_null();
                     lon.append_null();
@@ -168,12 +227,29 @@ impl TaxiGenerator {
             point(r, &mut d_lat, &mut d_lon, &mut d_loc);
         }
         let cols: Vec<ArrayRef> = vec![
-            Arc::new(trip_id.finish()), Arc::new(taxi_id.finish()), Arc::new(start.finish()), Arc::new(end.finish()),
-            Arc::new(secs.finish()), Arc::new(miles.finish()), Arc::new(p_tract.finish()), Arc::new(d_tract.finish()),
-            Arc::new(p_area.finish()), Arc::new(d_area.finish()), Arc::new(fare.finish()), Arc::new(tips.finish()),
-            Arc::new(tolls.finish()), Arc::new(extras.finish()), Arc::new(total.finish()), Arc::new(payment.finish()),
-            Arc::new(company.finish()), Arc::new(p_lat.finish()), Arc::new(p_lon.finish()), Arc::new(p_loc.finish()),
-            Arc::new(d_lat.finish()), Arc::new(d_lon.finish()), Arc::new(d_loc.finish()),
+            Arc::new(trip_id.finish()),
+            Arc::new(taxi_id.finish()),
+            Arc::new(start.finish()),
+            Arc::new(end.finish()),
+            Arc::new(secs.finish()),
+            Arc::new(miles.finish()),
+            Arc::new(p_tract.finish()),
+            Arc::new(d_tract.finish()),
+            Arc::new(p_area.finish()),
+            Arc::new(d_area.finish()),
+            Arc::new(fare.finish()),
+            Arc::new(tips.finish()),
+            Arc::new(tolls.finish()),
+            Arc::new(extras.finish()),
+            Arc::new(total.finish()),
+            Arc::new(payment.finish()),
+            Arc::new(company.finish()),
+            Arc::new(p_lat.finish()),
+            Arc::new(p_lon.finish()),
+            Arc::new(p_loc.finish()),
+            Arc::new(d_lat.finish()),
+            Arc::new(d_lon.finish()),
+            Arc::new(d_loc.finish()),
         ];
         RecordBatch::try_new(schema(), cols).expect("taxi batch matches its schema")
     }
@@ -194,8 +270,20 @@ mod tests {
         let b = TaxiGenerator::new(7).batch(2000);
         assert_eq!(a, b);
         assert_eq!(a.num_columns(), 23);
-        let ts = a.column(2).as_any().downcast_ref::<arrow::array::TimestampMicrosecondArray>().unwrap();
-        let months: std::collections::BTreeSet<i64> = ts.values().iter().map(|us| us / 1_000_000 / 86_400 / 30).collect();
-        assert!(months.len() > 100, "rows spread over many months: {}", months.len());
+        let ts = a
+            .column(2)
+            .as_any()
+            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+            .unwrap();
+        let months: std::collections::BTreeSet<i64> = ts
+            .values()
+            .iter()
+            .map(|us| us / 1_000_000 / 86_400 / 30)
+            .collect();
+        assert!(
+            months.len() > 100,
+            "rows spread over many months: {}",
+            months.len()
+        );
     }
 }

@@ -31,20 +31,36 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                     })
                 })
                 .collect();
-            writeln!(out, "{}", serde_json::json!({"version": s.version, "files": files}))?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"version": s.version, "files": files})
+            )?;
         }
         FilesFormat::Duckdb => {
             if s.files.is_empty() {
                 // An empty list is an error in DuckDB; an empty relation of the same shape is not known here.
                 writeln!(out, "read_parquet([])")?;
             } else {
-                let list: Vec<String> = s.files.values().map(|f| quote(&loc.file_url(&f.path))).collect();
-                writeln!(out, "read_parquet([{}], union_by_name = true)", list.join(", "))?;
+                let list: Vec<String> = s
+                    .files
+                    .values()
+                    .map(|f| quote(&loc.file_url(&f.path)))
+                    .collect();
+                writeln!(
+                    out,
+                    "read_parquet([{}], union_by_name = true)",
+                    list.join(", ")
+                )?;
             }
         }
         FilesFormat::Clickhouse => {
             let rels: Vec<&str> = s.files.values().map(|f| f.path.as_str()).collect();
-            let func = if matches!(loc.kind, StoreKind::S3 { .. }) { "s3" } else { "file" };
+            let func = if matches!(loc.kind, StoreKind::S3 { .. }) {
+                "s3"
+            } else {
+                "file"
+            };
             let url = match rels.as_slice() {
                 [] => String::new(),
                 [one] => loc.http_url(one),

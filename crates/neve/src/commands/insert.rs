@@ -21,12 +21,18 @@ pub async fn run(a: InsertArgs) -> Result<()> {
             Err(e) => return Err(e.into()),
         }
     } else if !a.layout.partition_by.is_empty() || a.layout.sort_by.iter().any(|s| !s.is_empty()) {
-        return Err(CliError::Usage("--partition-by/--sort-by apply with --create or `neve create`".into()));
+        return Err(CliError::Usage(
+            "--partition-by/--sort-by apply with --create or `neve create`".into(),
+        ));
     }
     let delimiter = match a.delimiter.as_str() {
         "\\t" | "tab" => b'\t',
         d if d.len() == 1 => d.as_bytes()[0],
-        d => return Err(CliError::Usage(format!("--delimiter must be one character, got '{d}'"))),
+        d => {
+            return Err(CliError::Usage(format!(
+                "--delimiter must be one character, got '{d}'"
+            )))
+        }
     };
     if a.inputs.iter().filter(|i| *i == "-").count() > 1 {
         return Err(CliError::Usage("stdin (`-`) can be given once".into()));
@@ -45,7 +51,10 @@ pub async fn run(a: InsertArgs) -> Result<()> {
             csv_header: !a.no_header,
             ..Default::default()
         },
-        write: WriteOptions { chunk_rows: a.chunk_rows.max(1), ..Default::default() },
+        write: WriteOptions {
+            chunk_rows: a.chunk_rows.max(1),
+            ..Default::default()
+        },
     };
     let bar = Arc::new(Bar::new("inserting"));
     let started = Instant::now();
@@ -54,7 +63,10 @@ pub async fn run(a: InsertArgs) -> Result<()> {
     let report = result?;
     let secs = started.elapsed().as_secs_f64();
     if a.json {
-        println!("{}", serde_json::to_string(&report).expect("report serializes"));
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serializes")
+        );
         return Ok(());
     }
     match report.version {

@@ -27,14 +27,24 @@ pub async fn run(cli: Cli) -> Result<()> {
 
 /// Table layout from command-line flags.
 pub fn create_options(layout: &LayoutArgs, strict: bool) -> Result<CreateOptions> {
-    let mut settings = TableSettings { strict_schema: strict, ..Default::default() };
+    let mut settings = TableSettings {
+        strict_schema: strict,
+        ..Default::default()
+    };
     for kv in &layout.settings {
-        let (k, v) = kv.split_once('=').ok_or_else(|| CliError::Usage(format!("--set expects KEY=VALUE, got '{kv}'")))?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--set expects KEY=VALUE, got '{kv}'")))?;
         settings.set(k.trim(), v.trim())?;
     }
     Ok(CreateOptions {
         partition_by: parse_spec(&layout.partition_by)?,
-        sort_by: layout.sort_by.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        sort_by: layout
+            .sort_by
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
         settings,
         schema: Default::default(),
     })
@@ -72,7 +82,11 @@ async fn history(a: HistoryArgs) -> Result<()> {
     let commits = table.history(a.limit).await?;
     let mut out = std::io::stdout().lock();
     if !a.json {
-        writeln!(out, "{:>8}  {:<24}  {:<9} {:>8} {:>8} {:>12} {:>12}  writer", "version", "time", "operation", "+files", "-files", "+rows", "-rows")?;
+        writeln!(
+            out,
+            "{:>8}  {:<24}  {:<9} {:>8} {:>8} {:>12} {:>12}  writer",
+            "version", "time", "operation", "+files", "-files", "+rows", "-rows"
+        )?;
     }
     for c in commits {
         let s = &c.info.summary;

@@ -6,7 +6,14 @@ use crate::common::{info, local_table, neve, neve_ok, s3_table, write_ndjson};
 
 /// A table with a month partition on `ts`, sorted by id.
 fn create(table: &str) {
-    neve_ok(&["create", table, "--partition-by", "month(ts) as d", "--sort-by", "id"]);
+    neve_ok(&[
+        "create",
+        table,
+        "--partition-by",
+        "month(ts) as d",
+        "--sort-by",
+        "id",
+    ]);
 }
 
 fn version(table: &str) -> u64 {
@@ -16,7 +23,19 @@ fn version(table: &str) -> u64 {
 /// Every data file referenced by the log, and every file under _data/ (local tables).
 fn data_files(dir: &Path) -> usize {
     fn walk(p: &Path) -> usize {
-        std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum()).unwrap_or(0)
+        std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| {
+                        if e.path().is_dir() {
+                            walk(&e.path())
+                        } else {
+                            1
+                        }
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
     }
     walk(&dir.join("_data"))
 }
@@ -26,57 +45,132 @@ fn cli_flow(table: &str, dir: &Path) {
     let nd = dir.join("a.ndjson");
     write_ndjson(&nd, 0..100, 1);
     let csv = dir.join("b.csv");
-    std::fs::write(&csv, "id,ts,note\n100,2021-03-01 00:00:00,x\n101,2021-04-01 12:30:00,\n").unwrap();
+    std::fs::write(
+        &csv,
+        "id,ts,note\n100,2021-03-01 00:00:00,x\n101,2021-04-01 12:30:00,\n",
+    )
+    .unwrap();
     let json = dir.join("c.json");
-    std::fs::write(&json, r#"[{"id": 102, "ts": "2021-05-05T05:05:05"}, {"id": 103, "ts": null}]"#).unwrap();
-    let out = neve_ok(&["insert", table, nd.to_str().unwrap(), csv.to_str().unwrap(), json.to_str().unwrap()]);
+    std::fs::write(
+        &json,
+        r#"[{"id": 102, "ts": "2021-05-05T05:05:05"}, {"id": 103, "ts": null}]"#,
+    )
+    .unwrap();
+    let out = neve_ok(&[
+        "insert",
+        table,
+        nd.to_str().unwrap(),
+        csv.to_str().unwrap(),
+        json.to_str().unwrap(),
+    ]);
     assert!(out.contains("inserted 104 rows"), "{out}");
     let i = info(table);
     assert_eq!(i["version"], 1);
     assert_eq!(i["rows"], 104);
     // 12 months from the NDJSON, March..May overlap, plus the null partition.
     assert_eq!(i["partitions"], 13);
-    let cols: Vec<String> = i["schema"].as_array().unwrap().iter().map(|c| format!("{}:{}", c["name"].as_str().unwrap(), c["type"].as_str().unwrap())).collect();
-    assert_eq!(cols, ["id:int64", "writer:int64", "ts:timestamp", "note:string"]);
+    let cols: Vec<String> = i["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}:{}",
+                c["name"].as_str().unwrap(),
+                c["type"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        cols,
+        ["id:int64", "writer:int64", "ts:timestamp", "note:string"]
+    );
     assert!(i["files"].as_u64().unwrap() >= 13);
     assert!(i["bytes"].as_u64().unwrap() > 0);
     // Parquet and Arrow inputs, through stdin too.
     let pq = dir.join("gen.parquet");
     neve_ok(&["bench", "gen", pq.to_str().unwrap(), "--rows", "500"]);
     let other = format!("{table}-taxi");
-    neve_ok(&["create", &other, "--partition-by", "month(trip_start_timestamp)", "--sort-by", "payment_type,trip_start_timestamp"]);
+    neve_ok(&[
+        "create",
+        &other,
+        "--partition-by",
+        "month(trip_start_timestamp)",
+        "--sort-by",
+        "payment_type,trip_start_timestamp",
+    ]);
     neve_ok(&["insert", &other, pq.to_str().unwrap()]);
     let arrow_file = dir.join("gen.arrow");
-    neve_ok(&["bench", "gen", arrow_file.to_str().unwrap(), "--rows", "300"]);
+    neve_ok(&[
+        "bench",
+        "gen",
+        arrow_file.to_str().unwrap(),
+        "--rows",
+        "300",
+    ]);
     let status = std::process::Command::new(crate::common::neve_bin())
         .args(["insert", &other, "-"])
         .stdin(std::fs::File::open(&arrow_file).unwrap())
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let ti = info(&other);
     assert_eq!(ti["rows"], 800);
     assert_eq!(ti["version"], 2);
-    let partition_names: Vec<&str> = ti["partition_details"].as_array().unwrap().iter().map(|p| p["partition"].as_str().unwrap()).collect();
-    assert!(partition_names.iter().all(|p| p.starts_with("trip_start_timestamp_month=20")), "{partition_names:?}");
+    let partition_names: Vec<&str> = ti["partition_details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["partition"].as_str().unwrap())
+        .collect();
+    assert!(
+        partition_names
+            .iter()
+            .all(|p| p.starts_with("trip_start_timestamp_month=20")),
+        "{partition_names:?}"
+    );
     // History and time travel.
     let h = neve_ok(&["history", &other, "--json"]);
-    let lines: Vec<serde_json::Value> = h.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.iter().map(|l| l["operation"].as_str().unwrap()).collect::<Vec<_>>(), ["CREATE", "INSERT", "INSERT"]);
+    let lines: Vec<serde_json::Value> = h
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| l["operation"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["CREATE", "INSERT", "INSERT"]
+    );
     assert_eq!(lines[2]["rows_added"], 300);
-    let at1: serde_json::Value = serde_json::from_str(&neve_ok(&["info", &other, "--json", "--as-of", "1"])).unwrap();
+    let at1: serde_json::Value =
+        serde_json::from_str(&neve_ok(&["info", &other, "--json", "--as-of", "1"])).unwrap();
     assert_eq!(at1["rows"], 500);
     let ts = lines[1]["timestamp"].as_str().unwrap();
-    let at_ts: serde_json::Value = serde_json::from_str(&neve_ok(&["info", &other, "--json", "--as-of", ts])).unwrap();
+    let at_ts: serde_json::Value =
+        serde_json::from_str(&neve_ok(&["info", &other, "--json", "--as-of", ts])).unwrap();
     assert_eq!(at_ts["version"], 1);
     // Files in each format.
     let plain = neve_ok(&["files", &other, "--as-of", "1"]);
     assert_eq!(plain.lines().count() as u64, at1["files"].as_u64().unwrap());
-    let json: serde_json::Value = serde_json::from_str(&neve_ok(&["files", &other, "--format", "json"])).unwrap();
-    let total: u64 = json["files"].as_array().unwrap().iter().map(|f| f["rows"].as_u64().unwrap()).sum();
+    let json: serde_json::Value =
+        serde_json::from_str(&neve_ok(&["files", &other, "--format", "json"])).unwrap();
+    let total: u64 = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rows"].as_u64().unwrap())
+        .sum();
     assert_eq!(total, 800);
     let duck = neve_ok(&["files", &other, "--format", "duckdb"]);
-    assert!(duck.starts_with("read_parquet(['") && duck.contains("union_by_name = true"), "{duck}");
+    assert!(
+        duck.starts_with("read_parquet(['") && duck.contains("union_by_name = true"),
+        "{duck}"
+    );
     let ch = neve_ok(&["files", &other, "--format", "clickhouse"]);
     assert!(ch.contains("'Parquet')"), "{ch}");
 }
@@ -85,7 +179,9 @@ fn cli_flow(table: &str, dir: &Path) {
 fn cli_flow_local() {
     let (d, t) = local_table("flow");
     cli_flow(&t, d.path());
-    assert!(Path::new(&t).join("_log/00000000000000000001.json").exists());
+    assert!(Path::new(&t)
+        .join("_log/00000000000000000001.json")
+        .exists());
 }
 
 #[test]
@@ -103,10 +199,16 @@ fn rejected(table: &str, args: &[&str], code: i32, needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     for n in needles {
-        assert!(err.contains(n), "{args:?}: error should mention {n:?}: {err}");
+        assert!(
+            err.contains(n),
+            "{args:?}: error should mention {n:?}: {err}"
+        );
     }
     let after = info(table);
-    assert_eq!(after["version"], before["version"], "{args:?} changed the table");
+    assert_eq!(
+        after["version"], before["version"],
+        "{args:?} changed the table"
+    );
     assert_eq!(after["files"], before["files"]);
 }
 
@@ -121,44 +223,101 @@ fn bad_input(table: &str, dir: &Path, local_dir: Option<&Path>) {
         std::fs::write(&p, text).unwrap();
         p.to_str().unwrap().to_string()
     };
-    let csv_fields = w("fields.csv", "id,ts\n1,2021-01-01 00:00:00\n2,2021-01-01 00:00:00,extra\n");
+    let csv_fields = w(
+        "fields.csv",
+        "id,ts\n1,2021-01-01 00:00:00\n2,2021-01-01 00:00:00,extra\n",
+    );
     rejected(table, &[&csv_fields], 65, &["fields.csv", "line 3"]);
-    let csv_type = w("type.csv", "id,ts\n1,2021-01-01 00:00:00\nabc,2021-01-01 00:00:00\n");
-    rejected(table, &[&csv_type], 65, &["type.csv", "line 3", "'id'", "abc"]);
+    let csv_type = w(
+        "type.csv",
+        "id,ts\n1,2021-01-01 00:00:00\nabc,2021-01-01 00:00:00\n",
+    );
+    rejected(
+        table,
+        &[&csv_type],
+        65,
+        &["type.csv", "line 3", "'id'", "abc"],
+    );
     let nd_bad = w("bad.ndjson", "{\"id\": 1, \"ts\": \"2021-01-01T00:00:00\"}\n{\"id\": 2, \"ts\": \"2021-01-01T00:00:00\"}\n{\"id\": 3, \"ts\": \n");
     rejected(table, &[&nd_bad], 65, &["bad.ndjson", "line 3"]);
     let nd_type = w("type.ndjson", "{\"id\": 1, \"ts\": \"2021-01-01T00:00:00\"}\n{\"id\": \"x\", \"ts\": \"2021-01-01T00:00:00\"}\n");
     rejected(table, &[&nd_type], 65, &["type.ndjson", "line 2", "id"]);
     let no_part = w("nopart.ndjson", "{\"id\": 1}\n");
-    rejected(table, &[&no_part], 65, &["nopart.ndjson", "'ts'", "partitioned by"]);
+    rejected(
+        table,
+        &[&no_part],
+        65,
+        &["nopart.ndjson", "'ts'", "partitioned by"],
+    );
     let unknown = w("blob.xyz", "\u{1}\u{2}\u{3}binary");
-    rejected(table, &[&unknown], 65, &["unknown input format", "blob.xyz"]);
+    rejected(
+        table,
+        &[&unknown],
+        65,
+        &["unknown input format", "blob.xyz"],
+    );
     let missing = dir.join("missing.csv");
-    rejected(table, &[missing.to_str().unwrap()], 66, &["cannot read input", "missing.csv"]);
+    rejected(
+        table,
+        &[missing.to_str().unwrap()],
+        66,
+        &["cannot read input", "missing.csv"],
+    );
     let forced = w("really.csv", "id,ts\n1,2021-01-01 00:00:00\n");
-    rejected(table, &[&forced, "--format", "parquet"], 65, &["really.csv", "Parquet"]);
+    rejected(
+        table,
+        &[&forced, "--format", "parquet"],
+        65,
+        &["really.csv", "Parquet"],
+    );
     // A good file with a bad one: nothing from the good one is committed either.
-    rejected(table, &[good.to_str().unwrap(), &csv_type], 65, &["type.csv"]);
+    rejected(
+        table,
+        &[good.to_str().unwrap(), &csv_type],
+        65,
+        &["type.csv"],
+    );
     // Typed input whose column conflicts with the table.
     let pq = dir.join("conflict.parquet");
     {
         use std::sync::Arc;
         let schema = Arc::new(arrow::datatypes::Schema::new(vec![
             arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Utf8, true),
-            arrow::datatypes::Field::new("ts", arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None), true),
+            arrow::datatypes::Field::new(
+                "ts",
+                arrow::datatypes::DataType::Timestamp(
+                    arrow::datatypes::TimeUnit::Microsecond,
+                    None,
+                ),
+                true,
+            ),
         ]));
         let b = arrow::array::RecordBatch::try_new(
             schema.clone(),
-            vec![Arc::new(arrow::array::StringArray::from(vec!["x"])), Arc::new(arrow::array::TimestampMicrosecondArray::from(vec![0]))],
+            vec![
+                Arc::new(arrow::array::StringArray::from(vec!["x"])),
+                Arc::new(arrow::array::TimestampMicrosecondArray::from(vec![0])),
+            ],
         )
         .unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None).unwrap();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
+                .unwrap();
         w.write(&b).unwrap();
         w.close().unwrap();
     }
-    rejected(table, &[pq.to_str().unwrap()], 65, &["schema conflict", "'id'", "int64", "string"]);
+    rejected(
+        table,
+        &[pq.to_str().unwrap()],
+        65,
+        &["schema conflict", "'id'", "int64", "string"],
+    );
     if let (Some(d), Some(before)) = (local_dir, files_before) {
-        assert_eq!(data_files(d), before, "failed inserts left no data files behind");
+        assert_eq!(
+            data_files(d),
+            before,
+            "failed inserts left no data files behind"
+        );
     }
     // And the table still takes good input.
     neve_ok(&["insert", table, good.to_str().unwrap()]);

@@ -36,7 +36,10 @@ pub fn local_table(name: &str) -> (tempfile::TempDir, String) {
 
 /// Run the neve binary.
 pub fn neve(args: &[&str]) -> Output {
-    Command::new(neve_bin()).args(args).output().expect("run neve")
+    Command::new(neve_bin())
+        .args(args)
+        .output()
+        .expect("run neve")
 }
 
 /// Run neve and require success; returns stdout.
@@ -60,9 +63,24 @@ pub fn info(table: &str) -> serde_json::Value {
 pub async fn read_files(loc: &TableLocation, snap: &Snapshot) -> Vec<RecordBatch> {
     let mut out = Vec::new();
     for f in snap.files.values() {
-        let bytes = loc.store.get(&loc.child(&f.path)).await.unwrap().bytes().await.unwrap();
-        assert_eq!(bytes.len() as u64, f.size, "size in the log matches {}", f.path);
-        let rdr = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap().build().unwrap();
+        let bytes = loc
+            .store
+            .get(&loc.child(&f.path))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(
+            bytes.len() as u64,
+            f.size,
+            "size in the log matches {}",
+            f.path
+        );
+        let rdr = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
         let mut rows = 0;
         for b in rdr {
             let b = b.unwrap();
@@ -78,7 +96,9 @@ pub async fn read_files(loc: &TableLocation, snap: &Snapshot) -> Vec<RecordBatch
 pub fn int_counts(batches: &[RecordBatch], column: &str) -> BTreeMap<i64, usize> {
     let mut m = BTreeMap::new();
     for b in batches {
-        let Ok(i) = b.schema().index_of(column) else { continue };
+        let Ok(i) = b.schema().index_of(column) else {
+            continue;
+        };
         let a = arrow::compute::cast(b.column(i), &arrow::datatypes::DataType::Int64).unwrap();
         let a = a.as_primitive::<Int64Type>();
         for j in 0..a.len() {
@@ -101,7 +121,10 @@ pub fn write_ndjson(path: &std::path::Path, ids: impl Iterator<Item = i64>, writ
     let mut s = String::new();
     for id in ids {
         let month = (id.rem_euclid(12)) + 1;
-        let _ = writeln!(s, r#"{{"id": {id}, "writer": {writer}, "ts": "2021-{month:02}-15T10:00:00"}}"#);
+        let _ = writeln!(
+            s,
+            r#"{{"id": {id}, "writer": {writer}, "ts": "2021-{month:02}-15T10:00:00"}}"#
+        );
     }
     std::fs::write(path, s).unwrap();
 }

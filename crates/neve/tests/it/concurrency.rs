@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 
-use crate::common::{info, int_counts, local_table, neve, neve_bin, neve_ok, read_files, s3_table, table, write_ndjson};
+use crate::common::{
+    info, int_counts, local_table, neve, neve_bin, neve_ok, read_files, s3_table, table,
+    write_ndjson,
+};
 
 const PROCESSES: u32 = 8;
 const COMMITS_EACH: i64 = 50;
@@ -26,7 +29,11 @@ async fn many_processes(addr: &str) {
                 let f = dir.join(format!("w{w}-c{c}.ndjson"));
                 write_ndjson(&f, base..base + ROWS_EACH, w);
                 let out = neve(&["insert", &addr, f.to_str().unwrap(), "--json"]);
-                assert!(out.status.success(), "writer {w} commit {c}: {}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "writer {w} commit {c}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
         }));
     }
@@ -36,10 +43,24 @@ async fn many_processes(addr: &str) {
     let total = PROCESSES as i64 * COMMITS_EACH;
     let t = table(addr);
     let history = t.history(None).await.unwrap();
-    assert_eq!(history.iter().map(|c| c.version).collect::<Vec<_>>(), (0..=total as u64).collect::<Vec<_>>(), "versions contiguous");
-    assert_eq!(history.iter().filter(|c| c.info.operation == "INSERT").count() as i64, total, "no commit lost");
+    assert_eq!(
+        history.iter().map(|c| c.version).collect::<Vec<_>>(),
+        (0..=total as u64).collect::<Vec<_>>(),
+        "versions contiguous"
+    );
+    assert_eq!(
+        history
+            .iter()
+            .filter(|c| c.info.operation == "INSERT")
+            .count() as i64,
+        total,
+        "no commit lost"
+    );
     let writers: BTreeSet<&str> = history.iter().map(|c| c.info.writer.as_str()).collect();
-    assert!(writers.len() as i64 > total / 2, "commits came from many processes");
+    assert!(
+        writers.len() as i64 > total / 2,
+        "commits came from many processes"
+    );
     let snap = t.snapshot().await.unwrap();
     assert_eq!(snap.rows() as i64, total * ROWS_EACH);
     let counts = int_counts(&read_files(t.location(), &snap).await, "id");
@@ -62,20 +83,39 @@ async fn many_processes_minio() {
 
 /// Kill inserts at random moments; the table always opens with whole commits only.
 async fn killed_mid_insert(addr: &str) {
-    neve_ok(&["create", addr, "--partition-by", "month(trip_start_timestamp)", "--sort-by", "payment_type"]);
+    neve_ok(&[
+        "create",
+        addr,
+        "--partition-by",
+        "month(trip_start_timestamp)",
+        "--sort-by",
+        "payment_type",
+    ]);
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("big.csv");
     neve_ok(&["bench", "gen", input.to_str().unwrap(), "--rows", "60000"]);
     // Time one full insert to spread the kills over it.
     let started = std::time::Instant::now();
-    neve_ok(&["insert", addr, input.to_str().unwrap(), "--chunk-rows", "20000"]);
+    neve_ok(&[
+        "insert",
+        addr,
+        input.to_str().unwrap(),
+        "--chunk-rows",
+        "20000",
+    ]);
     let full = started.elapsed();
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let mut rows = 60_000u64;
     let mut version = 1u64;
     for _ in 0..6 {
         let mut child = Command::new(neve_bin())
-            .args(["insert", addr, input.to_str().unwrap(), "--chunk-rows", "20000"])
+            .args([
+                "insert",
+                addr,
+                input.to_str().unwrap(),
+                "--chunk-rows",
+                "20000",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -97,13 +137,29 @@ async fn killed_mid_insert(addr: &str) {
         assert_eq!(r, rows, "only whole inserts are visible");
     }
     // Crash points: after the data is written, and right after the commit PUT.
-    let out = Command::new(neve_bin()).args(["insert", addr, input.to_str().unwrap()]).env("NEVE_FAILPOINT", "insert:after-data").output().unwrap();
+    let out = Command::new(neve_bin())
+        .args(["insert", addr, input.to_str().unwrap()])
+        .env("NEVE_FAILPOINT", "insert:after-data")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert_eq!(info(addr)["version"].as_u64().unwrap(), version, "crash before the commit: nothing visible");
-    let out = Command::new(neve_bin()).args(["insert", addr, input.to_str().unwrap()]).env("NEVE_FAILPOINT", "commit:after-put").output().unwrap();
+    assert_eq!(
+        info(addr)["version"].as_u64().unwrap(),
+        version,
+        "crash before the commit: nothing visible"
+    );
+    let out = Command::new(neve_bin())
+        .args(["insert", addr, input.to_str().unwrap()])
+        .env("NEVE_FAILPOINT", "commit:after-put")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let i = info(addr);
-    assert_eq!(i["version"].as_u64().unwrap(), version + 1, "crash after the commit PUT: the commit stands");
+    assert_eq!(
+        i["version"].as_u64().unwrap(),
+        version + 1,
+        "crash after the commit PUT: the commit stands"
+    );
     assert_eq!(i["rows"].as_u64().unwrap(), rows + 60_000);
     // The next insert works, and every referenced file is readable with its logged row count.
     neve_ok(&["insert", addr, input.to_str().unwrap()]);
@@ -111,7 +167,10 @@ async fn killed_mid_insert(addr: &str) {
     let snap = t.snapshot().await.unwrap();
     assert_eq!(snap.rows(), rows + 120_000);
     let batches = read_files(t.location(), &snap).await;
-    assert_eq!(batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(), rows + 120_000);
+    assert_eq!(
+        batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(),
+        rows + 120_000
+    );
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
 

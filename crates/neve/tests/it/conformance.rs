@@ -15,24 +15,40 @@ use neve_core::write::NoProgress;
 use neve_core::{AsOf, CreateOptions, InsertOptions, Table, TableBuilder, TableLocation};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 use crate::common::{int_counts, read_files};
 
 fn batch(ids: &[i64], regions: &[&str]) -> (SchemaRef, RecordBatch) {
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("region", DataType::Utf8, true)]));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("region", DataType::Utf8, true),
+    ]));
     let b = RecordBatch::try_new(
         schema.clone(),
-        vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(StringArray::from(regions.to_vec()))],
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from(regions.to_vec())),
+        ],
     )
     .unwrap();
     (schema, b)
 }
 
-async fn insert(t: &Table, schema: SchemaRef, b: RecordBatch) -> neve_core::Result<neve_core::InsertReport> {
-    t.insert_batches(schema, vec![b], &InsertOptions::default(), Arc::new(NoProgress)).await
+async fn insert(
+    t: &Table,
+    schema: SchemaRef,
+    b: RecordBatch,
+) -> neve_core::Result<neve_core::InsertReport> {
+    t.insert_batches(
+        schema,
+        vec![b],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
 }
 
 fn build(loc: &TableLocation, seed: u64) -> Table {
@@ -49,10 +65,16 @@ async fn roundtrip(loc: TableLocation) {
     };
     assert_eq!(t.create(opts).await.unwrap().version, 0);
     let ids: Vec<i64> = (0..1000).map(|i| (i * 7919) % 1000).collect();
-    let regions: Vec<&str> = ids.iter().map(|i| if i % 3 == 0 { "eu" } else { "us/west" }).collect();
+    let regions: Vec<&str> = ids
+        .iter()
+        .map(|i| if i % 3 == 0 { "eu" } else { "us/west" })
+        .collect();
     let (s, b) = batch(&ids, &regions);
     let r = insert(&t, s, b).await.unwrap();
-    assert_eq!((r.version, r.rows, r.files, r.partitions), (Some(1), 1000, 2, 2));
+    assert_eq!(
+        (r.version, r.rows, r.files, r.partitions),
+        (Some(1), 1000, 2, 2)
+    );
     let snap = t.snapshot().await.unwrap();
     assert_eq!((snap.version, snap.rows(), snap.files.len()), (1, 1000, 2));
     let batches = read_files(&loc, &snap).await;
@@ -61,31 +83,65 @@ async fn roundtrip(loc: TableLocation) {
     assert!(counts.values().all(|&c| c == 1));
     for (f, b) in snap.files.values().zip(&batches) {
         let ids = b.column(0).as_primitive::<Int64Type>();
-        assert!(ids.values().windows(2).all(|w| w[0] <= w[1]), "sorted by id in {}", f.path);
+        assert!(
+            ids.values().windows(2).all(|w| w[0] <= w[1]),
+            "sorted by id in {}",
+            f.path
+        );
         let region = f.partition_values["region"].clone().unwrap();
-        let folder = if region == "eu" { "region=eu/" } else { "region=us%2Fwest/" };
+        let folder = if region == "eu" {
+            "region=eu/"
+        } else {
+            "region=us%2Fwest/"
+        };
         assert!(f.path.starts_with(&format!("_data/{folder}")), "{}", f.path);
         let st = &f.stats["id"];
         assert_eq!(st.min.as_ref().unwrap().as_i64().unwrap(), ids.value(0));
-        assert_eq!(st.max.as_ref().unwrap().as_i64().unwrap(), ids.value(ids.len() - 1));
+        assert_eq!(
+            st.max.as_ref().unwrap().as_i64().unwrap(),
+            ids.value(ids.len() - 1)
+        );
     }
 }
 
 /// The primitive the protocol rests on: a create-only PUT fails when the object exists.
 async fn create_only_put(loc: TableLocation) {
     let p = loc.child("_log/probe.json");
-    let opts = || PutOptions { mode: PutMode::Create, ..Default::default() };
-    loc.store.put_opts(&p, PutPayload::from_static(b"a"), opts()).await.unwrap();
-    let second = loc.store.put_opts(&p, PutPayload::from_static(b"b"), opts()).await;
-    assert!(matches!(second, Err(object_store::Error::AlreadyExists { .. })), "{second:?}");
-    let got = object_store::ObjectStoreExt::get(&*loc.store, &p).await.unwrap().bytes().await.unwrap();
+    let opts = || PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    loc.store
+        .put_opts(&p, PutPayload::from_static(b"a"), opts())
+        .await
+        .unwrap();
+    let second = loc
+        .store
+        .put_opts(&p, PutPayload::from_static(b"b"), opts())
+        .await;
+    assert!(
+        matches!(second, Err(object_store::Error::AlreadyExists { .. })),
+        "{second:?}"
+    );
+    let got = object_store::ObjectStoreExt::get(&*loc.store, &p)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     assert_eq!(&got[..], b"a");
 }
 
 /// Opening lists only the log tail after the checkpoint pointer.
 async fn checkpoint_tail(loc: TableLocation) {
     let t = build(&loc, 2);
-    let opts = CreateOptions { settings: TableSettings { checkpoint_interval: 4, ..Default::default() }, ..Default::default() };
+    let opts = CreateOptions {
+        settings: TableSettings {
+            checkpoint_interval: 4,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     t.create(opts).await.unwrap();
     for i in 0..10 {
         let (s, b) = batch(&[i], &["eu"]);
@@ -103,7 +159,10 @@ async fn checkpoint_tail(loc: TableLocation) {
 
 /// Writers racing on one table: versions contiguous, every row once.
 async fn racing_writers(loc: TableLocation) {
-    build(&loc, 4).create(CreateOptions::default()).await.unwrap();
+    build(&loc, 4)
+        .create(CreateOptions::default())
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for w in 0..4i64 {
         let t = build(&loc, 100 + w as u64);
@@ -119,7 +178,10 @@ async fn racing_writers(loc: TableLocation) {
     }
     let t = build(&loc, 5);
     let h = t.history(None).await.unwrap();
-    assert_eq!(h.iter().map(|c| c.version).collect::<Vec<_>>(), (0..=32).collect::<Vec<_>>());
+    assert_eq!(
+        h.iter().map(|c| c.version).collect::<Vec<_>>(),
+        (0..=32).collect::<Vec<_>>()
+    );
     let ids: std::collections::BTreeSet<_> = h.iter().map(|c| c.info.commit_id.clone()).collect();
     assert_eq!(ids.len(), 33, "every commit distinct");
     let snap = t.snapshot().await.unwrap();
@@ -131,8 +193,15 @@ async fn racing_writers(loc: TableLocation) {
 /// A commit PUT that landed but reported failure is recognised by its id, not written twice;
 /// one that failed before landing is retried.
 async fn unknown_outcome(loc: TableLocation) {
-    let flaky = Arc::new(Flaky { inner: loc.store.clone(), fail_after: AtomicU32::new(0), fail_before: AtomicU32::new(0) });
-    let floc = TableLocation { store: flaky.clone(), ..loc.clone() };
+    let flaky = Arc::new(Flaky {
+        inner: loc.store.clone(),
+        fail_after: AtomicU32::new(0),
+        fail_before: AtomicU32::new(0),
+    });
+    let floc = TableLocation {
+        store: flaky.clone(),
+        ..loc.clone()
+    };
     let t = build(&floc, 6);
     t.create(CreateOptions::default()).await.unwrap();
     flaky.fail_after.store(1, Ordering::SeqCst);
@@ -143,11 +212,23 @@ async fn unknown_outcome(loc: TableLocation) {
     let (s, b) = batch(&[2], &["eu"]);
     let r = insert(&t, s, b).await.unwrap();
     assert_eq!(r.version, Some(2));
-    assert_eq!(flaky.fail_after.load(Ordering::SeqCst) + flaky.fail_before.load(Ordering::SeqCst), 0, "faults were injected");
+    assert_eq!(
+        flaky.fail_after.load(Ordering::SeqCst) + flaky.fail_before.load(Ordering::SeqCst),
+        0,
+        "faults were injected"
+    );
     let h = build(&loc, 7).history(None).await.unwrap();
-    assert_eq!(h.len(), 3, "no commit landed twice: {:?}", h.iter().map(|c| c.version).collect::<Vec<_>>());
+    assert_eq!(
+        h.len(),
+        3,
+        "no commit landed twice: {:?}",
+        h.iter().map(|c| c.version).collect::<Vec<_>>()
+    );
     let snap = build(&loc, 8).snapshot().await.unwrap();
-    assert_eq!(int_counts(&read_files(&loc, &snap).await, "id"), BTreeMap::from([(1, 1), (2, 1)]));
+    assert_eq!(
+        int_counts(&read_files(&loc, &snap).await, "id"),
+        BTreeMap::from([(1, 1), (2, 1)])
+    );
 }
 
 /// New columns are added, types widen, conflicts commit nothing.
@@ -156,28 +237,73 @@ async fn schema_evolution(loc: TableLocation) {
     t.create(CreateOptions::default()).await.unwrap();
     let (s, b) = batch(&[1], &["eu"]);
     insert(&t, s, b).await.unwrap();
-    let s2 = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false), Field::new("score", DataType::Float64, true)]));
-    let b2 = RecordBatch::try_new(s2.clone(), vec![Arc::new(Int32Array::from(vec![2])), Arc::new(Float64Array::from(vec![0.5]))]).unwrap();
+    let s2 = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, false),
+        Field::new("score", DataType::Float64, true),
+    ]));
+    let b2 = RecordBatch::try_new(
+        s2.clone(),
+        vec![
+            Arc::new(Int32Array::from(vec![2])),
+            Arc::new(Float64Array::from(vec![0.5])),
+        ],
+    )
+    .unwrap();
     let r = insert(&t, s2, b2).await.unwrap();
     assert!(r.schema_changed);
     let snap = t.snapshot().await.unwrap();
-    let cols: Vec<String> = snap.metadata.schema.columns.iter().map(|c| format!("{}:{}", c.name, c.column_type)).collect();
+    let cols: Vec<String> = snap
+        .metadata
+        .schema
+        .columns
+        .iter()
+        .map(|c| format!("{}:{}", c.name, c.column_type))
+        .collect();
     assert_eq!(cols, ["id:int64", "region:string", "score:float64"]);
-    let s3 = Arc::new(Schema::new(vec![Field::new("region", DataType::Int64, true)]));
+    let s3 = Arc::new(Schema::new(vec![Field::new(
+        "region",
+        DataType::Int64,
+        true,
+    )]));
     let b3 = RecordBatch::try_new(s3.clone(), vec![Arc::new(Int64Array::from(vec![5]))]).unwrap();
     let err = insert(&t, s3, b3).await.unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("'region'") && msg.contains("string") && msg.contains("int64"), "{msg}");
+    assert!(
+        msg.contains("'region'") && msg.contains("string") && msg.contains("int64"),
+        "{msg}"
+    );
     assert_eq!(t.snapshot().await.unwrap().version, 2);
-    let strict = CreateOptions { settings: TableSettings { strict_schema: true, ..Default::default() }, ..Default::default() };
-    let loc2 = TableLocation { root: loc.root.clone().join("strict"), ..loc.clone() };
+    let strict = CreateOptions {
+        settings: TableSettings {
+            strict_schema: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let loc2 = TableLocation {
+        root: loc.root.clone().join("strict"),
+        ..loc.clone()
+    };
     let t2 = build(&loc2, 10);
     t2.create(strict).await.unwrap();
     let (s, b) = batch(&[1], &["eu"]);
     insert(&t2, s, b).await.unwrap();
-    let s4 = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("new_col", DataType::Utf8, true)]));
-    let b4 = RecordBatch::try_new(s4.clone(), vec![Arc::new(Int64Array::from(vec![1])), Arc::new(StringArray::from(vec!["x"]))]).unwrap();
-    assert!(matches!(insert(&t2, s4, b4).await, Err(neve_core::Error::NewColumnRejected { .. })));
+    let s4 = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("new_col", DataType::Utf8, true),
+    ]));
+    let b4 = RecordBatch::try_new(
+        s4.clone(),
+        vec![
+            Arc::new(Int64Array::from(vec![1])),
+            Arc::new(StringArray::from(vec!["x"])),
+        ],
+    )
+    .unwrap();
+    assert!(matches!(
+        insert(&t2, s4, b4).await,
+        Err(neve_core::Error::NewColumnRejected { .. })
+    ));
     assert_eq!(t2.snapshot().await.unwrap().version, 1);
 }
 
@@ -198,16 +324,25 @@ impl fmt::Display for Flaky {
 }
 
 fn take(c: &AtomicU32) -> bool {
-    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1)).is_ok()
+    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+        .is_ok()
 }
 
 fn injected() -> object_store::Error {
-    object_store::Error::Generic { store: "flaky", source: "injected timeout".into() }
+    object_store::Error::Generic {
+        store: "flaky",
+        source: "injected timeout".into(),
+    }
 }
 
 #[async_trait::async_trait]
 impl ObjectStore for Flaky {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         let is_commit = matches!(opts.mode, PutMode::Create) && location.as_ref().contains("_log/");
         if is_commit && take(&self.fail_before) {
             return Err(injected());
@@ -218,31 +353,55 @@ impl ObjectStore for Flaky {
         }
         Ok(r)
     }
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> object_store::Result<Box<dyn MultipartUpload>> {
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
         self.inner.put_multipart_opts(location, opts).await
     }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         self.inner.get_opts(location, options).await
     }
-    fn delete_stream(&self, locations: BoxStream<'static, object_store::Result<Path>>) -> BoxStream<'static, object_store::Result<Path>> {
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
         self.inner.delete_stream(locations)
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.inner.list(prefix)
     }
-    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.inner.list_with_offset(prefix, offset)
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.inner.list_with_delimiter(prefix).await
     }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.inner.copy_opts(from, to, options).await
     }
 }
 
 fn memory_loc() -> TableLocation {
-    TableLocation::with_store(Arc::new(object_store::memory::InMemory::new()), "t", StoreKind::Memory)
+    TableLocation::with_store(
+        Arc::new(object_store::memory::InMemory::new()),
+        "t",
+        StoreKind::Memory,
+    )
 }
 
 fn local_loc(dir: &tempfile::TempDir) -> TableLocation {
@@ -272,5 +431,11 @@ macro_rules! conformance {
     };
 }
 
-conformance!(roundtrip, create_only_put, checkpoint_tail, racing_writers, unknown_outcome, schema_evolution);
-
+conformance!(
+    roundtrip,
+    create_only_put,
+    checkpoint_tail,
+    racing_writers,
+    unknown_outcome,
+    schema_evolution
+);
