@@ -139,7 +139,14 @@ impl TableLocation {
                     .with_allow_http(allow_http)
                     .with_timeout(std::time::Duration::from_secs(60)),
             )
-            .with_retry(RetryConfig::default());
+            .with_retry(RetryConfig::default())
+            // Skip SHA-256 of every uploaded byte (TLS or the loopback protects the payload);
+            // AWS_UNSIGNED_PAYLOAD=false turns signing back on.
+            .with_unsigned_payload(
+                std::env::var("AWS_UNSIGNED_PAYLOAD")
+                    .map(|v| v != "false")
+                    .unwrap_or(true),
+            );
         if let Some(ep) = &endpoint {
             builder = builder.with_endpoint(ep);
         }

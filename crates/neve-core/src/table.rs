@@ -144,6 +144,7 @@ impl TableBuilder {
             log,
             committer,
             clock: self.clock,
+            cache: tokio::sync::Mutex::new(None),
         }
     }
 }
@@ -170,6 +171,8 @@ pub struct Table {
     log: LogStore,
     committer: Committer,
     clock: Arc<dyn Clock>,
+    /// The last snapshot this handle saw; later opens only read the commits after it.
+    cache: tokio::sync::Mutex<Option<Snapshot>>,
 }
 
 impl Table {
@@ -251,9 +254,21 @@ impl Table {
         self.snapshot().await
     }
 
-    /// The latest snapshot.
+    /// The latest snapshot. A handle keeps the last one it saw and then reads only newer
+    /// commits (one LIST after its version, one GET per new commit).
     pub async fn snapshot(&self) -> Result<Snapshot> {
-        self.log.load_latest().await
+        let mut cache = self.cache.lock().await;
+        let snap = match cache.take() {
+            Some(mut s) => match self.log.update(&mut s).await {
+                Ok(_) => s,
+                // Commits behind the cached version were cleaned: open afresh.
+                Err(Error::VersionNotFound { .. }) => self.log.load_latest().await?,
+                Err(e) => return Err(e),
+            },
+            None => self.log.load_latest().await?,
+        };
+        *cache = Some(snap.clone());
+        Ok(snap)
     }
 
     /// The snapshot `as_of`.
@@ -348,10 +363,12 @@ impl Table {
         let written = async {
             for inp in inputs {
                 let (tx, rx) = tokio::sync::mpsc::channel(8);
+                let splitter = writer.splitter();
                 let reader = tokio::task::spawn_blocking(move || {
                     for b in inp.batches {
-                        let stop = b.is_err();
-                        if tx.blocking_send(b).is_err() || stop {
+                        let split = b.and_then(|b| splitter.split(b));
+                        let stop = split.is_err();
+                        if tx.blocking_send(split).is_err() || stop {
                             break;
                         }
                     }
@@ -413,6 +430,7 @@ impl Table {
             .await;
         match result {
             Ok(outcome) => {
+                *self.cache.lock().await = Some(snapshot);
                 report.version = Some(outcome.version);
                 report.attempts = outcome.attempts;
                 report.schema_changed = schema_changed;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
+use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -15,12 +16,6 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::log::ColumnStats;
 use crate::partition::{self, PartitionField};
-
-/// One partition's rows, sorted.
-pub(crate) struct PartPlan {
-    pub values: Vec<Option<String>>,
-    pub batch: RecordBatch,
-}
 
 /// Parse `zstd(3)`, `zstd`, `snappy`, `lz4`, `none`.
 pub fn parse_compression(s: &str) -> Result<Compression, String> {
@@ -43,16 +38,11 @@ pub fn parse_compression(s: &str) -> Result<Compression, String> {
     })
 }
 
-/// Group rows by partition and sort each group by `sort_cols` (indices into the batch).
-pub(crate) fn partition_and_sort(
+/// Each row's partition in one input batch: `codes[row]` indexes `labels`.
+pub(crate) fn assign_batch(
     batch: &RecordBatch,
     fields: &[PartitionField],
-    sort_cols: &[usize],
-) -> Result<Vec<PartPlan>> {
-    let n = batch.num_rows();
-    if n == 0 {
-        return Ok(vec![]);
-    }
+) -> Result<partition::PartitionAssignment> {
     let sources: Vec<ArrayRef> = fields
         .iter()
         .map(|f| {
@@ -61,49 +51,28 @@ pub(crate) fn partition_and_sort(
                 .clone()
         })
         .collect();
-    let assignment = partition::assign(fields, &sources, n)?;
-    let codes = &assignment.codes;
-    let mut indices: Vec<u32> = (0..n as u32).collect();
-    if sort_cols.is_empty() {
-        if assignment.labels.len() > 1 {
-            indices.sort_by_key(|&i| codes[i as usize]);
-        }
-    } else {
-        let converter = RowConverter::new(
-            sort_cols
-                .iter()
-                .map(|&c| SortField::new(batch.column(c).data_type().clone()))
-                .collect(),
-        )?;
-        let cols: Vec<ArrayRef> = sort_cols.iter().map(|&c| batch.column(c).clone()).collect();
-        let rows = converter.convert_columns(&cols)?;
-        indices.sort_unstable_by(|&a, &b| {
-            codes[a as usize]
-                .cmp(&codes[b as usize])
-                .then_with(|| rows.row(a as usize).cmp(&rows.row(b as usize)))
-        });
+    partition::assign(fields, &sources, batch.num_rows())
+}
+
+/// Sort one partition's rows by the sort keys (Arrow row format, compared as bytes).
+pub(crate) fn sort_part(part: RecordBatch, sort_cols: &[usize]) -> Result<RecordBatch> {
+    if sort_cols.is_empty() || part.num_rows() < 2 {
+        return Ok(part);
     }
-    let sorted = if indices.iter().enumerate().all(|(i, &v)| i as u32 == v) {
-        batch.clone()
-    } else {
-        take_record_batch(batch, &UInt32Array::from(indices.clone()))?
-    };
-    // Contiguous runs of one code are one partition.
-    let mut parts = Vec::with_capacity(assignment.labels.len());
-    let mut start = 0usize;
-    while start < n {
-        let code = codes[indices[start] as usize];
-        let mut end = start + 1;
-        while end < n && codes[indices[end] as usize] == code {
-            end += 1;
-        }
-        parts.push(PartPlan {
-            values: assignment.labels[code as usize].clone(),
-            batch: sorted.slice(start, end - start),
-        });
-        start = end;
+    let converter = RowConverter::new(
+        sort_cols
+            .iter()
+            .map(|&c| SortField::new(part.column(c).data_type().clone()))
+            .collect(),
+    )?;
+    let cols: Vec<ArrayRef> = sort_cols.iter().map(|&c| part.column(c).clone()).collect();
+    let rows = converter.convert_columns(&cols)?;
+    let mut order: Vec<u32> = (0..part.num_rows() as u32).collect();
+    order.sort_unstable_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
+    if order.iter().enumerate().all(|(i, &v)| i as u32 == v) {
+        return Ok(part);
     }
-    Ok(parts)
+    Ok(take_record_batch(&part, &UInt32Array::from(order))?)
 }
 
 /// Writer properties for a table's settings.
@@ -132,8 +101,40 @@ pub(crate) fn writer_properties(
     b.build()
 }
 
+/// Turn dictionary encoding off for string columns that are mostly distinct (ids, hashes,
+/// free text): there a dictionary only costs hashing and makes the file larger.
+pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> WriterProperties {
+    const SAMPLE: usize = 1024;
+    let mut builder: Option<parquet::file::properties::WriterPropertiesBuilder> = None;
+    for (f, col) in batch.schema().fields().iter().zip(batch.columns()) {
+        let DataType::Utf8 = f.data_type() else {
+            continue;
+        };
+        let arr = col.as_string::<i32>();
+        let n = arr.len().min(SAMPLE);
+        if n < 64 {
+            continue;
+        }
+        let distinct: std::collections::HashSet<&str> = (0..n)
+            .filter(|&i| arr.is_valid(i))
+            .map(|i| arr.value(i))
+            .collect();
+        if distinct.len() * 2 > n {
+            let b = builder
+                .take()
+                .unwrap_or_else(|| props.clone().into_builder());
+            builder = Some(b.set_column_dictionary_enabled(
+                parquet::schema::types::ColumnPath::from(f.name().as_str()),
+                false,
+            ));
+        }
+    }
+    builder.map(|b| b.build()).unwrap_or(props)
+}
+
 /// Encode one part as a Parquet file in memory.
 pub(crate) fn encode_parquet(batch: &RecordBatch, props: WriterProperties) -> Result<Vec<u8>> {
+    let props = tune_dictionary(batch, props);
     let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
     let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
     w.write(batch)?;

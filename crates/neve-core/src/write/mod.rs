@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use futures::{StreamExt, TryStreamExt};
 use object_store::buffered::BufWriter;
@@ -19,7 +20,7 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    batch_stats, conform, encode_parquet, partition_and_sort, writer_properties,
+    assign_batch, batch_stats, conform, encode_parquet, sort_part, writer_properties,
 };
 
 use crate::error::{Error, Result};
@@ -58,6 +59,30 @@ impl Default for WriteOptions {
         }
     }
 }
+
+/// One input batch, conformed to the table schema, with each row's partition.
+pub(crate) struct SplitBatch {
+    pub batch: RecordBatch,
+    pub partitions: crate::partition::PartitionAssignment,
+}
+
+/// Conforms input batches and assigns partitions; runs on the decoding threads.
+#[derive(Clone)]
+pub(crate) struct Splitter {
+    target: SchemaRef,
+    fields: Vec<crate::partition::PartitionField>,
+}
+
+impl Splitter {
+    pub fn split(&self, batch: RecordBatch) -> Result<SplitBatch> {
+        let batch = conform(&batch, &self.target)?;
+        let partitions = assign_batch(&batch, &self.fields)?;
+        Ok(SplitBatch { batch, partitions })
+    }
+}
+
+/// Rows of a chunk grouped by partition: row indices into the concatenated chunk, ascending.
+type PartRows = Vec<(Vec<Option<String>>, Vec<u32>)>;
 
 /// A file written (uploaded, not yet committed).
 #[derive(Debug, Clone)]
@@ -120,38 +145,64 @@ impl DataWriter {
         })
     }
 
-    /// Stream batches through chunking, encoding and upload.
+    /// What the decoding threads run on each batch: conform to the table schema and split
+    /// by partition (CPU work kept off the async runtime and overlapped with encoding).
+    pub fn splitter(&self) -> Splitter {
+        Splitter {
+            target: self.target.clone(),
+            fields: self.metadata.partition_by.clone(),
+        }
+    }
+
+    /// Accumulate batches into bounded chunks, grouping rows by partition; write each chunk.
     pub async fn write_stream(
         &mut self,
-        mut batches: tokio::sync::mpsc::Receiver<Result<RecordBatch>>,
+        mut batches: tokio::sync::mpsc::Receiver<Result<SplitBatch>>,
     ) -> Result<()> {
-        let mut pending: Vec<RecordBatch> = Vec::new();
+        let mut chunk: Vec<RecordBatch> = Vec::new();
+        let mut index: std::collections::HashMap<Vec<Option<String>>, usize> = Default::default();
+        let mut parts: PartRows = Vec::new();
         let (mut rows, mut bytes) = (0usize, 0usize);
-        while let Some(batch) = batches.recv().await {
-            let batch = conform(&batch?, &self.target)?;
-            self.progress.rows_read(batch.num_rows() as u64);
-            rows += batch.num_rows();
+        while let Some(split) = batches.recv().await {
+            let SplitBatch { batch, partitions } = split?;
+            let n = batch.num_rows();
+            if n == 0 {
+                continue;
+            }
+            self.progress.rows_read(n as u64);
+            rows += n;
             bytes += batch.get_array_memory_size();
-            pending.push(batch);
+            let offset = rows - n;
+            let global: Vec<usize> = partitions
+                .labels
+                .into_iter()
+                .map(|l| {
+                    *index.entry(l.clone()).or_insert_with(|| {
+                        parts.push((l, Vec::new()));
+                        parts.len() - 1
+                    })
+                })
+                .collect();
+            for (row, &code) in partitions.codes.iter().enumerate() {
+                parts[global[code as usize]].1.push((offset + row) as u32);
+            }
+            chunk.push(batch);
             if rows >= self.opts.chunk_rows || bytes >= self.opts.chunk_bytes {
-                let chunk = arrow::compute::concat_batches(&self.target, &pending)?;
-                pending.clear();
                 (rows, bytes) = (0, 0);
-                self.write_chunk(chunk).await?;
+                index.clear();
+                self.write_parts(std::mem::take(&mut chunk), std::mem::take(&mut parts))
+                    .await?;
             }
         }
         if rows > 0 {
-            let chunk = arrow::compute::concat_batches(&self.target, &pending)?;
-            self.write_chunk(chunk).await?;
+            self.write_parts(chunk, parts).await?;
         }
         Ok(())
     }
 
-    /// Partition, sort, encode (in parallel on the rayon pool) and upload (concurrently).
-    pub async fn write_chunk(&mut self, chunk: RecordBatch) -> Result<()> {
-        if chunk.num_rows() == 0 {
-            return Ok(());
-        }
+    /// Per partition, in parallel on the rayon pool: gather its rows (ascending indices, so
+    /// the chunk is read forwards), sort, encode; upload concurrently as files come out.
+    async fn write_parts(&mut self, chunk: Vec<RecordBatch>, parts: PartRows) -> Result<()> {
         let fields = self.metadata.partition_by.clone();
         let sort_cols = self.sort_cols.clone();
         let props = writer_properties(
@@ -160,28 +211,47 @@ impl DataWriter {
             &sort_cols,
         );
         let new_id = self.new_id.clone();
+        let target = self.target.clone();
         let now = self.now_ms;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Path, Vec<u8>, AddFile)>>(
             self.opts.upload_concurrency.max(1),
         );
         let root = self.location.clone();
         let encoder = tokio::task::spawn_blocking(move || {
-            let parts = match partition_and_sort(&chunk, &fields, &sort_cols) {
-                Ok(p) => p,
+            let mut work: Vec<_> = parts.into_iter().map(|p| (p, new_id())).collect();
+            // Largest parts first, so the last tasks on the pool are short ones.
+            work.sort_by_key(|((_, rows), _)| std::cmp::Reverse(rows.len()));
+            let chunk = if chunk.len() == 1 {
+                Ok(chunk.into_iter().next().expect("one batch"))
+            } else {
+                arrow::compute::concat_batches(&target, &chunk)
+            };
+            let chunk = match chunk {
+                Ok(c) => c,
                 Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
+                    let _ = tx.blocking_send(Err(e.into()));
                     return;
                 }
             };
-            drop(chunk);
-            let ids: Vec<String> = parts.iter().map(|_| new_id()).collect();
-            parts
-                .into_par_iter()
-                .zip(ids)
-                .for_each_with(tx, |tx, (part, id)| {
+            work.into_par_iter()
+                .for_each_with(tx, |tx, ((values, rows), id)| {
                     let res = (|| {
-                        let bytes = encode_parquet(&part.batch, props.clone())?;
-                        let folder = partition_path(&fields, &part.values);
+                        let t = std::time::Instant::now();
+                        let part = if rows.len() == chunk.num_rows() {
+                            chunk.clone()
+                        } else {
+                            take_record_batch(&chunk, &arrow::array::UInt32Array::from(rows))?
+                        };
+                        let part = sort_part(part, &sort_cols)?;
+                        let t_sort = t.elapsed();
+                        let bytes = encode_parquet(&part, props.clone())?;
+                        tracing::trace!(
+                            sort_us = t_sort.as_micros() as u64,
+                            encode_us = (t.elapsed() - t_sort).as_micros() as u64,
+                            rows = part.num_rows(),
+                            "encoded part"
+                        );
+                        let folder = partition_path(&fields, &values);
                         let rel = if folder.is_empty() {
                             format!("_data/part-{id}.parquet")
                         } else {
@@ -189,16 +259,16 @@ impl DataWriter {
                         };
                         let partition_values: BTreeMap<String, Option<String>> = fields
                             .iter()
-                            .zip(&part.values)
+                            .zip(&values)
                             .map(|(f, v)| (f.name.clone(), v.clone()))
                             .collect();
                         let add = AddFile {
                             path: rel.clone(),
                             partition_values,
                             size: bytes.len() as u64,
-                            rows: part.batch.num_rows() as u64,
+                            rows: part.num_rows() as u64,
                             modification_time: now,
-                            stats: batch_stats(&part.batch),
+                            stats: batch_stats(&part),
                         };
                         Ok((root.child(&rel), bytes, add))
                     })();
