@@ -50,7 +50,7 @@ impl Committer {
             clock,
             rng,
             writer,
-            max_attempts: 200,
+            max_attempts: 1000,
         }
     }
 
@@ -74,10 +74,19 @@ impl Committer {
         uuid::Builder::from_random_bytes(bytes).into_uuid()
     }
 
+    /// Wait before retrying a lost race. The next version is free as soon as we have read the
+    /// commits ahead of us, so the first retries go at once (a short random delay spreads
+    /// writers out); only persistent contention backs off, and never beyond 100 ms, so a
+    /// loser does not fall ever further behind.
     fn backoff(&self, attempt: u32) -> Duration {
-        let base = 10u64.saturating_mul(1 << attempt.min(6)).min(640);
-        let jitter: f64 = self.rng.lock().expect("rng").random_range(0.5..1.5);
-        Duration::from_millis((base as f64 * jitter) as u64)
+        let cap_ms = if attempt <= 3 {
+            4.0
+        } else {
+            (1u64 << attempt.min(7)) as f64
+        }
+        .min(100.0);
+        let jitter: f64 = self.rng.lock().expect("rng").random_range(0.0..1.0);
+        Duration::from_micros((cap_ms * jitter * 1000.0) as u64)
     }
 
     /// Commit the actions `prepare` builds against `snapshot` (re-run after each lost race).
@@ -128,7 +137,7 @@ impl Committer {
             }
             // Lost the race: catch up; our own commit may be among the new ones (a retried
             // PUT that had in fact landed).
-            let newer = self.log.update(snapshot).await?;
+            let newer = self.log.catch_up(snapshot).await?;
             if let Some(mine) = newer.iter().find(|c| c.info.commit_id == commit_id) {
                 self.maybe_checkpoint(snapshot).await;
                 return Ok(CommitOutcome {
@@ -168,7 +177,8 @@ impl Committer {
                         // Not there: the PUT did not land (yet); retrying at the same version
                         // is safe because the entry is create-only.
                         Ok(None) | Err(_) if unknown < 10 => {
-                            tokio::time::sleep(self.backoff(unknown)).await;
+                            // The store is struggling: give it time (50 ms doubling to 1.6 s).
+                            tokio::time::sleep(Duration::from_millis(50 << unknown.min(5))).await;
                         }
                         Ok(None) => return Err(e.into()),
                         Err(read_err) => return Err(read_err),

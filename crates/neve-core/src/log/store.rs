@@ -352,6 +352,28 @@ impl LogStore {
         Ok(snap)
     }
 
+    /// Catch up after a lost commit race: GET the next versions one by one until one is
+    /// missing. Cheaper than a LIST when only a few commits are ahead, which is the case
+    /// right after losing a race.
+    pub async fn catch_up(&self, snapshot: &mut Snapshot) -> Result<Vec<LoggedCommit>> {
+        let mut applied = Vec::new();
+        while let Some(c) = self.read_commit(snapshot.version + 1).await? {
+            snapshot.apply(
+                self.commit_path(c.version).as_ref(),
+                c.version,
+                &c.info,
+                &c.actions,
+            )?;
+            applied.push(c);
+            if applied.len() >= 64 {
+                // Far behind: a LIST and concurrent GETs are faster.
+                applied.extend(self.update(snapshot).await?);
+                break;
+            }
+        }
+        Ok(applied)
+    }
+
     /// Bring `snapshot` up to the latest version; returns the commits applied.
     pub async fn update(&self, snapshot: &mut Snapshot) -> Result<Vec<LoggedCommit>> {
         let listing = self.list(Some(snapshot.version)).await?;
