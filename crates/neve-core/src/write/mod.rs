@@ -171,7 +171,7 @@ impl DataWriter {
             }
             self.progress.rows_read(n as u64);
             rows += n;
-            bytes += batch.get_array_memory_size();
+            bytes += slice_bytes(&batch);
             let offset = rows - n;
             let global: Vec<usize> = partitions
                 .labels
@@ -328,6 +328,20 @@ impl DataWriter {
             tracing::warn!(error = %e, files = n, "could not remove files of a failed insert; `neve gc` will");
         }
     }
+}
+
+/// Bytes a batch's rows occupy. Not `get_array_memory_size`: batches decoded from one IPC or
+/// Parquet buffer share it, and that counts the whole buffer for every batch.
+fn slice_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
 }
 
 /// Single PUT for small files, multipart for large ones.

@@ -120,6 +120,24 @@ fn cli_flow(table: &str, dir: &Path) {
     );
     let ti = info(&other);
     assert_eq!(ti["rows"], 800);
+    // A multi-batch input smaller than a chunk makes one file per partition, not one per batch.
+    let many = dir.join("many.arrow");
+    neve_ok(&["bench", "gen", many.to_str().unwrap(), "--rows", "140000"]);
+    let chunked = format!("{table}-chunked");
+    neve_ok(&[
+        "create",
+        &chunked,
+        "--partition-by",
+        "year(trip_start_timestamp)",
+    ]);
+    neve_ok(&["insert", &chunked, many.to_str().unwrap()]);
+    let ci = info(&chunked);
+    assert_eq!(ci["rows"], 140_000);
+    assert_eq!(ci["partitions"], 11);
+    assert_eq!(
+        ci["files"], 11,
+        "one file per partition for a 3-batch input"
+    );
     assert_eq!(ti["version"], 2);
     let partition_names: Vec<&str> = ti["partition_details"]
         .as_array()
