@@ -342,12 +342,7 @@ impl LogStore {
             }
         };
         for c in iter {
-            snap.apply(
-                self.commit_path(c.version).as_ref(),
-                c.version,
-                &c.info,
-                &c.actions,
-            )?;
+            self.apply(&mut snap, &c)?;
         }
         Ok(snap)
     }
@@ -358,12 +353,7 @@ impl LogStore {
     pub async fn catch_up(&self, snapshot: &mut Snapshot) -> Result<Vec<LoggedCommit>> {
         let mut applied = Vec::new();
         while let Some(c) = self.read_commit(snapshot.version + 1).await? {
-            snapshot.apply(
-                self.commit_path(c.version).as_ref(),
-                c.version,
-                &c.info,
-                &c.actions,
-            )?;
+            self.apply(snapshot, &c)?;
             applied.push(c);
             if applied.len() >= 64 {
                 // Far behind: a LIST and concurrent GETs are faster.
@@ -384,14 +374,19 @@ impl LogStore {
             .collect();
         let commits = self.read_commits(newer).await?;
         for c in &commits {
-            snapshot.apply(
-                self.commit_path(c.version).as_ref(),
-                c.version,
-                &c.info,
-                &c.actions,
-            )?;
+            self.apply(snapshot, c)?;
         }
         Ok(commits)
+    }
+
+    /// Apply a commit read from this log to `snapshot`.
+    fn apply(&self, snapshot: &mut Snapshot, c: &LoggedCommit) -> Result<()> {
+        snapshot.apply(
+            self.commit_path(c.version).as_ref(),
+            c.version,
+            &c.info,
+            &c.actions,
+        )
     }
 }
 
