@@ -197,6 +197,7 @@ async fn unknown_outcome(loc: TableLocation) {
         inner: loc.store.clone(),
         fail_after: AtomicU32::new(0),
         fail_before: AtomicU32::new(0),
+        exists_after: AtomicU32::new(0),
     });
     let floc = TableLocation {
         store: flaky.clone(),
@@ -212,22 +213,32 @@ async fn unknown_outcome(loc: TableLocation) {
     let (s, b) = batch(&[2], &["eu"]);
     let r = insert(&t, s, b).await.unwrap();
     assert_eq!(r.version, Some(2));
+    flaky.exists_after.store(1, Ordering::SeqCst);
+    let (s, b) = batch(&[3], &["eu"]);
+    let r = insert(&t, s, b).await.unwrap();
     assert_eq!(
-        flaky.fail_after.load(Ordering::SeqCst) + flaky.fail_before.load(Ordering::SeqCst),
+        r.version,
+        Some(3),
+        "its own landed commit is recognised by id"
+    );
+    assert_eq!(
+        flaky.fail_after.load(Ordering::SeqCst)
+            + flaky.fail_before.load(Ordering::SeqCst)
+            + flaky.exists_after.load(Ordering::SeqCst),
         0,
         "faults were injected"
     );
     let h = build(&loc, 7).history(None).await.unwrap();
     assert_eq!(
         h.len(),
-        3,
+        4,
         "no commit landed twice: {:?}",
         h.iter().map(|c| c.version).collect::<Vec<_>>()
     );
     let snap = build(&loc, 8).snapshot().await.unwrap();
     assert_eq!(
         int_counts(&read_files(&loc, &snap).await, "id"),
-        BTreeMap::from([(1, 1), (2, 1)])
+        BTreeMap::from([(1, 1), (2, 1), (3, 1)])
     );
 }
 
@@ -315,6 +326,9 @@ struct Flaky {
     fail_after: AtomicU32,
     /// Next N commit PUTs fail without landing.
     fail_before: AtomicU32,
+    /// Next N commit PUTs land, then report `AlreadyExists` (what a client's own retry of a
+    /// landed conditional PUT sees).
+    exists_after: AtomicU32,
 }
 
 impl fmt::Display for Flaky {
@@ -350,6 +364,12 @@ impl ObjectStore for Flaky {
         let r = self.inner.put_opts(location, payload, opts).await?;
         if is_commit && take(&self.fail_after) {
             return Err(injected());
+        }
+        if is_commit && take(&self.exists_after) {
+            return Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: "injected: retried PUT found its own object".into(),
+            });
         }
         Ok(r)
     }
