@@ -175,15 +175,17 @@ impl Snapshot {
 
     /// Alive files and rows per partition folder (e.g. `d=2021-08`).
     pub fn partitions(&self) -> BTreeMap<String, (u64, u64)> {
+        let fields = &self.metadata.partition_by;
         let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for f in self.files.values() {
-            let folder = f
-                .path
-                .strip_prefix("_data/")
-                .and_then(|p| p.rsplit_once('/'))
-                .map(|(dir, _)| dir.to_string())
-                .unwrap_or_default();
-            let e = out.entry(folder).or_default();
+            // From the logged partition values, with the same function that named the folder.
+            let values: Vec<Option<String>> = fields
+                .iter()
+                .map(|p| f.partition_values.get(&p.name).cloned().flatten())
+                .collect();
+            let e = out
+                .entry(crate::partition::partition_path(fields, &values))
+                .or_default();
             e.0 += 1;
             e.1 += f.rows;
         }

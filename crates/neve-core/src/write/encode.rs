@@ -1,5 +1,6 @@
-//! CPU side of the write path: split a batch by partition, sort each part by the sort keys,
-//! encode Parquet and compute the per-column statistics the log records.
+//! CPU side of the write path: conform batches to the table schema, assign rows to
+//! partitions, sort each part by the sort keys, encode Parquet and compute the per-column
+//! statistics the log records.
 
 use std::collections::BTreeMap;
 

@@ -84,12 +84,6 @@ impl Splitter {
 /// Rows of a chunk grouped by partition: row indices into the concatenated chunk, ascending.
 type PartRows = Vec<(Vec<Option<String>>, Vec<u32>)>;
 
-/// A file written (uploaded, not yet committed).
-#[derive(Debug, Clone)]
-pub struct WrittenFile {
-    pub add: AddFile,
-}
-
 /// Writes data files for one insert.
 pub(crate) struct DataWriter {
     location: TableLocation,
