@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
-use arrow::compute::take_record_batch;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::interleave;
+use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -54,25 +55,48 @@ pub(crate) fn assign_batch(
     partition::assign(fields, &sources, batch.num_rows())
 }
 
-/// Sort one partition's rows by the sort keys (Arrow row format, compared as bytes).
-pub(crate) fn sort_part(part: RecordBatch, sort_cols: &[usize]) -> Result<RecordBatch> {
-    if sort_cols.is_empty() || part.num_rows() < 2 {
-        return Ok(part);
-    }
-    let converter = RowConverter::new(
-        sort_cols
+/// One partition's rows, gathered from the chunk's batches and sorted by the sort keys (Arrow
+/// row format, compared as bytes). Only the key columns are gathered to sort; every column is
+/// then copied once, straight into its final order.
+pub(crate) fn gather_sorted(
+    schema: &SchemaRef,
+    chunk: &[RecordBatch],
+    mut rows: Vec<(usize, usize)>,
+    sort_cols: &[usize],
+) -> Result<RecordBatch> {
+    let gather = |col: usize, rows: &[(usize, usize)]| -> Result<ArrayRef> {
+        let arrays: Vec<&dyn Array> = chunk.iter().map(|b| b.column(col).as_ref()).collect();
+        Ok(interleave(&arrays, rows)?)
+    };
+    if !sort_cols.is_empty() && rows.len() > 1 {
+        let keys: Vec<ArrayRef> = sort_cols
             .iter()
-            .map(|&c| SortField::new(part.column(c).data_type().clone()))
-            .collect(),
-    )?;
-    let cols: Vec<ArrayRef> = sort_cols.iter().map(|&c| part.column(c).clone()).collect();
-    let rows = converter.convert_columns(&cols)?;
-    let mut order: Vec<u32> = (0..part.num_rows() as u32).collect();
-    order.sort_unstable_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
-    if order.iter().enumerate().all(|(i, &v)| i as u32 == v) {
-        return Ok(part);
+            .map(|&c| gather(c, &rows))
+            .collect::<Result<_>>()?;
+        let converter = RowConverter::new(
+            keys.iter()
+                .map(|k| SortField::new(k.data_type().clone()))
+                .collect(),
+        )?;
+        let keyed = converter.convert_columns(&keys)?;
+        let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| keyed.row(a as usize).cmp(&keyed.row(b as usize)));
+        rows = order.into_iter().map(|i| rows[i as usize]).collect();
     }
-    Ok(take_record_batch(&part, &UInt32Array::from(order))?)
+    let whole = chunk.len() == 1
+        && rows.len() == chunk[0].num_rows()
+        && rows.iter().enumerate().all(|(i, &(_, r))| i == r);
+    if whole {
+        return Ok(chunk[0].clone());
+    }
+    let cols = (0..schema.fields().len())
+        .map(|c| gather(c, &rows))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+    )?)
 }
 
 /// Writer properties for a table's settings.

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use futures::{StreamExt, TryStreamExt};
 use object_store::buffered::BufWriter;
@@ -20,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    assign_batch, batch_stats, conform, encode_parquet, sort_part, writer_properties,
+    assign_batch, batch_stats, conform, encode_parquet, gather_sorted, writer_properties,
 };
 
 use crate::error::{Error, Result};
@@ -81,8 +80,9 @@ impl Splitter {
     }
 }
 
-/// Rows of a chunk grouped by partition: row indices into the concatenated chunk, ascending.
-type PartRows = Vec<(Vec<Option<String>>, Vec<u32>)>;
+/// Rows of a chunk grouped by partition: (batch, row) pairs into the chunk's batches, in
+/// input order.
+type PartRows = Vec<(Vec<Option<String>>, Vec<(usize, usize)>)>;
 
 /// Writes data files for one insert.
 pub(crate) struct DataWriter {
@@ -166,7 +166,7 @@ impl DataWriter {
             self.progress.rows_read(n as u64);
             rows += n;
             bytes += slice_bytes(&batch);
-            let offset = rows - n;
+            let batch_no = chunk.len();
             let global: Vec<usize> = partitions
                 .labels
                 .into_iter()
@@ -178,7 +178,7 @@ impl DataWriter {
                 })
                 .collect();
             for (row, &code) in partitions.codes.iter().enumerate() {
-                parts[global[code as usize]].1.push((offset + row) as u32);
+                parts[global[code as usize]].1.push((batch_no, row));
             }
             chunk.push(batch);
             if rows >= self.opts.chunk_rows || bytes >= self.opts.chunk_bytes {
@@ -194,8 +194,9 @@ impl DataWriter {
         Ok(())
     }
 
-    /// Per partition, in parallel on the rayon pool: gather its rows (ascending indices, so
-    /// the chunk is read forwards), sort, encode; upload concurrently as files come out.
+    /// Per partition, in parallel on the rayon pool: sort its rows by the keys, gather them
+    /// from the chunk's batches in that order (one copy of the data), encode; upload
+    /// concurrently as files come out.
     async fn write_parts(&mut self, chunk: Vec<RecordBatch>, parts: PartRows) -> Result<()> {
         let fields = self.metadata.partition_by.clone();
         let sort_cols = self.sort_cols.clone();
@@ -215,28 +216,11 @@ impl DataWriter {
             let mut work: Vec<_> = parts.into_iter().map(|p| (p, new_id())).collect();
             // Largest parts first, so the last tasks on the pool are short ones.
             work.sort_by_key(|((_, rows), _)| std::cmp::Reverse(rows.len()));
-            let chunk = if chunk.len() == 1 {
-                Ok(chunk.into_iter().next().expect("one batch"))
-            } else {
-                arrow::compute::concat_batches(&target, &chunk)
-            };
-            let chunk = match chunk {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e.into()));
-                    return;
-                }
-            };
             work.into_par_iter()
                 .for_each_with(tx, |tx, ((values, rows), id)| {
                     let res = (|| {
                         let t = std::time::Instant::now();
-                        let part = if rows.len() == chunk.num_rows() {
-                            chunk.clone()
-                        } else {
-                            take_record_batch(&chunk, &arrow::array::UInt32Array::from(rows))?
-                        };
-                        let part = sort_part(part, &sort_cols)?;
+                        let part = gather_sorted(&target, &chunk, rows, &sort_cols)?;
                         let t_sort = t.elapsed();
                         let bytes = encode_parquet(&part, props.clone())?;
                         tracing::trace!(
