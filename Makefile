@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-log
+.PHONY: run build test lint unit bench-ingest bench-log bench-query
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -33,3 +33,6 @@ bench-ingest:
 
 bench-log:
 	scripts/test.sh bench-log
+
+bench-query:
+	scripts/test.sh bench-query

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-log`), stops MinIO.
+# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-log|bench-query`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -79,6 +79,16 @@ case "${1:-test}" in
     cargo build --release -p neve
     N=$CARGO_TARGET_DIR/release/neve
     "$N" bench log --table "s3://$NEVE_TEST_BUCKET/bench/log10k" --commits "${COMMITS:-10000}"
+    ;;
+  bench-query)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    ROWS=${ROWS:-10000000}
+    RUNS=${RUNS:-5}
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    "$N" bench query --table "$LOCAL/taxi" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    "$N" bench query --table "s3://$NEVE_TEST_BUCKET/bench/query-$(date +%s)/taxi" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    rm -rf "$LOCAL"
     ;;
   *) log "unknown mode $1"; exit 2 ;;
 esac

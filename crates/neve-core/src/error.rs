@@ -132,6 +132,26 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// The SQL text does not parse.
+    #[error("SQL syntax error: {message}")]
+    SqlSyntax { message: String },
+
+    /// The query parses but cannot be planned: unknown column, wrong types, unsupported.
+    #[error("invalid query: {message}")]
+    InvalidQuery { message: String },
+
+    /// The query names a table that is not registered.
+    #[error("{message}")]
+    UnknownTable { message: String },
+
+    /// Reading data files failed during a query.
+    #[error("storage error during query: {message}")]
+    QueryStorage { message: String },
+
+    /// The query failed while running.
+    #[error("query failed: {message}")]
+    QueryFailed { message: String },
+
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
@@ -175,19 +195,23 @@ impl Error {
             | MissingPartitionColumn { .. }
             | InvalidPartitionSpec { .. }
             | InvalidSortKey { .. }
-            | InvalidSetting { .. } => ErrorKind::BadInput,
+            | InvalidSetting { .. }
+            | SqlSyntax { .. }
+            | InvalidQuery { .. } => ErrorKind::BadInput,
             TableNotFound { .. }
             | VersionNotFound { .. }
             | TimestampNotFound { .. }
-            | InputUnreadable { .. } => ErrorKind::NotFound,
+            | InputUnreadable { .. }
+            | UnknownTable { .. } => ErrorKind::NotFound,
             TableExists { .. } | CommitConflict { .. } | CommitRetriesExhausted { .. } => {
                 ErrorKind::Conflict
             }
-            Storage { .. } | Io { .. } => ErrorKind::Unavailable,
+            Storage { .. } | Io { .. } | QueryStorage { .. } => ErrorKind::Unavailable,
             CorruptLog { .. }
             | UnsupportedFormatVersion { .. }
             | Parquet { .. }
             | Arrow { .. }
+            | QueryFailed { .. }
             | TaskFailed(_) => ErrorKind::Internal,
         }
     }

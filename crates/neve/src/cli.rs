@@ -28,6 +28,8 @@ pub enum Command {
     Files(FilesArgs),
     /// One line per commit.
     History(HistoryArgs),
+    /// Run SQL over tables (DataFusion): --table NAME=URL (repeatable) or --warehouse URL.
+    Sql(SqlArgs),
     /// Create a demo table under DIR, load generated taxi rows and show it.
     Quickstart(QuickstartArgs),
     /// Benchmarks and data generators.
@@ -125,6 +127,43 @@ pub struct FilesArgs {
     pub format: FilesFormat,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SqlFormat {
+    /// A readable table (the whole result is buffered).
+    Table,
+    Csv,
+    /// One JSON array of objects.
+    Json,
+    /// One JSON object per line.
+    Ndjson,
+    Parquet,
+    /// Arrow IPC stream.
+    Arrow,
+}
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// The query; `-` reads it from stdin.
+    pub query: String,
+    /// A table to query, as NAME=URL, or just URL (named after its last path segment).
+    #[arg(long = "table", value_name = "NAME=URL")]
+    pub tables: Vec<String>,
+    /// Register every table under this folder or prefix, each by its folder name.
+    #[arg(long)]
+    pub warehouse: Option<String>,
+    #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+    pub format: SqlFormat,
+    /// Write the result to this file instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<String>,
+    /// Query every table as of a version or a timestamp.
+    #[arg(long)]
+    pub as_of: Option<String>,
+    /// Print rows, time, and bytes read from storage to stderr.
+    #[arg(long)]
+    pub stats: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     pub table: String,
@@ -153,6 +192,8 @@ pub enum BenchCommand {
     Log(BenchLogArgs),
     /// Write generated taxi rows to a file (parquet, csv, ndjson or arrow by extension).
     Gen(BenchGenArgs),
+    /// The six seed queries over a taxi table, against DuckDB and chdb on the same files.
+    Query(BenchQueryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -193,6 +234,26 @@ pub struct BenchLogArgs {
     /// Concurrent committers while building.
     #[arg(long, default_value_t = 4)]
     pub writers: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchQueryArgs {
+    /// The taxi table; created with --rows generated rows if it does not exist.
+    #[arg(long)]
+    pub table: String,
+    #[arg(long, default_value_t = 10_000_000)]
+    pub rows: usize,
+    /// Runs per query (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Python with duckdb, duckdb-ext-httpfs and chdb, to run the peers; empty to skip.
+    #[arg(long, default_value = "")]
+    pub python: String,
+    /// Print results as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 
 mod ingest;
 mod log;
+mod query;
 pub mod taxi;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Ingest(a) => ingest::run(a).await,
         BenchCommand::Log(a) => log::run(a).await,
         BenchCommand::Gen(a) => gen(a),
+        BenchCommand::Query(a) => query::run(a).await,
     }
 }
 
@@ -60,7 +62,35 @@ pub async fn quickstart(a: QuickstartArgs) -> Result<()> {
     );
     let s = table.snapshot().await?;
     print!("{}", output::info_text(&address, &s));
-    println!("\nnext: neve history {address} | neve files {address} --format duckdb");
+    quickstart_queries(&address).await?;
+    println!(
+        "\nnext: neve sql \"SELECT ...\" --table taxi={address} | neve history {address} | neve files {address} --format duckdb"
+    );
+    Ok(())
+}
+
+/// A few of the seed queries over the demo table, printed as tables.
+async fn quickstart_queries(address: &str) -> Result<()> {
+    let mut engine = neve_core::QueryEngine::new();
+    engine.register("taxi", address, None).await?;
+    for sql in [
+        "SELECT count(*) AS trips, payment_type FROM taxi GROUP BY payment_type ORDER BY trips DESC",
+        "SELECT date_trunc('month', trip_start_timestamp) AS month, count(*) AS trips FROM taxi \
+         WHERE trip_start_timestamp >= '2021-01-01' AND trip_start_timestamp < '2022-01-01' \
+         GROUP BY 1 ORDER BY 1",
+        "SELECT extract(year FROM trip_start_timestamp) AS year, round(avg(fare), 2) AS avg_fare, \
+         round(avg(tips), 2) AS avg_tips FROM taxi GROUP BY 1 ORDER BY 1",
+    ] {
+        let started = std::time::Instant::now();
+        let batches = engine.collect(sql).await?;
+        println!("\nneve sql \"{sql}\"");
+        println!(
+            "{}",
+            arrow::util::pretty::pretty_format_batches(&batches)
+                .map_err(|e| CliError::Core(e.into()))?
+        );
+        println!("({:.0} ms)", started.elapsed().as_secs_f64() * 1000.0);
+    }
     Ok(())
 }
 

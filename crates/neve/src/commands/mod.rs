@@ -2,6 +2,7 @@
 
 mod files;
 mod insert;
+pub mod sql;
 
 use std::io::Write;
 
@@ -20,6 +21,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Info(a) => info(a).await,
         Command::Files(a) => files::run(a).await,
         Command::History(a) => history(a).await,
+        Command::Sql(a) => sql::run(a).await,
         Command::Quickstart(a) => crate::bench::quickstart(a).await,
         Command::Bench(b) => crate::bench::run(b).await,
     }

@@ -5,3 +5,4 @@ mod cli;
 mod common;
 mod concurrency;
 mod conformance;
+mod sql;

@@ -1,0 +1,121 @@
+//! An object store wrapper that counts the bytes and requests a query reads, so `neve sql`
+//! and `neve bench query` can report what a query cost in storage traffic.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+
+/// Bytes and GET requests read through a [`CountingStore`].
+#[derive(Debug, Default)]
+pub struct ReadCounter {
+    bytes: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl ReadCounter {
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+    fn add(&self, bytes: u64, requests: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.requests.fetch_add(requests, Ordering::Relaxed);
+    }
+}
+
+/// Passes everything to `inner`, counting what GETs return.
+#[derive(Debug)]
+pub struct CountingStore {
+    inner: Arc<dyn ObjectStore>,
+    counter: Arc<ReadCounter>,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn ObjectStore>, counter: Arc<ReadCounter>) -> Self {
+        Self { inner, counter }
+    }
+}
+
+impl fmt::Display for CountingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for CountingStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let head = options.head;
+        let r = self.inner.get_opts(location, options).await?;
+        let bytes = if head { 0 } else { r.range.end - r.range.start };
+        self.counter.add(bytes, 1);
+        Ok(r)
+    }
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let r = self.inner.get_ranges(location, ranges).await?;
+        let bytes: u64 = r.iter().map(|b| b.len() as u64).sum();
+        self.counter.add(bytes, ranges.len() as u64);
+        Ok(r)
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}

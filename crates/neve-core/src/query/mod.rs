@@ -1,0 +1,211 @@
+//! SQL over neve tables with an embedded DataFusion engine.
+//!
+//! Each registered table is one snapshot, fixed when it is registered: a query sees that
+//! version from start to end, whatever commits land meanwhile. Files are pruned with the log's
+//! statistics before any is opened; Parquet row groups and pages are pruned by DataFusion;
+//! `count(*)` that the log can answer exactly is answered from it.
+
+mod constant;
+mod counting;
+mod metadata;
+mod provider;
+mod stats;
+
+use std::sync::Arc;
+
+use datafusion::error::DataFusionError;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
+use futures::TryStreamExt;
+
+pub use counting::{CountingStore, ReadCounter};
+pub use provider::SnapshotTable;
+
+use crate::error::{Error, Result};
+use crate::storage::TableLocation;
+use crate::table::{AsOf, Table};
+
+/// A SQL session over a set of named neve tables.
+pub struct QueryEngine {
+    ctx: SessionContext,
+    counter: Arc<ReadCounter>,
+    tables: Vec<(String, u64)>,
+}
+
+impl Default for QueryEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl QueryEngine {
+    pub fn new() -> Self {
+        let mut config = SessionConfig::new()
+            .with_information_schema(true)
+            .set_bool("datafusion.sql_parser.collect_spans", true);
+        // Read sorted, pruned files in parallel even when there are few of them.
+        config.options_mut().execution.parquet.enable_page_index = true;
+        let ctx = SessionContext::new_with_config(config);
+        ctx.add_optimizer_rule(Arc::new(metadata::CountFromLog));
+        Self {
+            ctx,
+            counter: Arc::new(ReadCounter::default()),
+            tables: Vec::new(),
+        }
+    }
+
+    /// The DataFusion context, for callers that want its full API.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Bytes (and GET requests) read from storage by queries so far.
+    pub fn reads(&self) -> &ReadCounter {
+        &self.counter
+    }
+
+    /// Tables registered so far, with the version each one is fixed at.
+    pub fn tables(&self) -> &[(String, u64)] {
+        &self.tables
+    }
+
+    /// Register `name` as the table at `address`, at its latest version or `as_of`.
+    pub async fn register(
+        &mut self,
+        name: &str,
+        address: &str,
+        as_of: Option<AsOf>,
+    ) -> Result<u64> {
+        let table = Table::at(address)?;
+        let snapshot = match as_of {
+            None => table.snapshot().await?,
+            Some(a) => table.snapshot_as_of(a).await?,
+        };
+        let version = snapshot.version;
+        self.register_snapshot(name, table.location().clone(), snapshot)?;
+        Ok(version)
+    }
+
+    /// Register an already loaded snapshot.
+    pub fn register_snapshot(
+        &mut self,
+        name: &str,
+        location: TableLocation,
+        snapshot: crate::log::Snapshot,
+    ) -> Result<()> {
+        let url = format!("neve://t{}", self.tables.len());
+        let store_url = ObjectStoreUrl::parse(&url).map_err(|e| Error::InvalidQuery {
+            message: e.to_string(),
+        })?;
+        let parsed = url::Url::parse(&url).expect("valid url");
+        self.ctx.register_object_store(
+            &parsed,
+            Arc::new(CountingStore::new(
+                location.store.clone(),
+                self.counter.clone(),
+            )),
+        );
+        let version = snapshot.version;
+        let provider = SnapshotTable::new(location, snapshot, store_url);
+        self.ctx
+            .register_table(name, Arc::new(provider))
+            .map_err(query_error)?;
+        self.tables.push((name.to_string(), version));
+        Ok(())
+    }
+
+    /// Register every table directly under `address` (folders holding a `_log/`), each by its
+    /// folder name. Returns the names.
+    pub async fn register_warehouse(
+        &mut self,
+        address: &str,
+        as_of: Option<AsOf>,
+    ) -> Result<Vec<String>> {
+        let root = TableLocation::parse(address)?;
+        let listing = root
+            .store
+            .list_with_delimiter(Some(&root.child("")))
+            .await?;
+        let mut names = Vec::new();
+        let base = address.trim_end_matches('/');
+        for prefix in listing.common_prefixes {
+            let Some(name) = prefix.filename().map(str::to_string) else {
+                continue;
+            };
+            let sub = format!("{base}/{name}");
+            match self.register(&name, &sub, as_of).await {
+                Ok(_) => names.push(name),
+                Err(Error::TableNotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Plan a query.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        self.ctx.sql(sql).await.map_err(query_error)
+    }
+
+    /// Plan and start a query; batches arrive as they are computed.
+    pub async fn stream(&self, sql: &str) -> Result<SendableRecordBatchStream> {
+        self.sql(sql)
+            .await?
+            .execute_stream()
+            .await
+            .map_err(query_error)
+    }
+
+    /// Run a query to the end.
+    pub async fn collect(&self, sql: &str) -> Result<Vec<arrow::array::RecordBatch>> {
+        self.stream(sql)
+            .await?
+            .try_collect()
+            .await
+            .map_err(query_error)
+    }
+}
+
+/// Map a DataFusion error to neve's error type, keeping what the user needs: the kind, the
+/// message, and where in the SQL text it happened.
+pub fn query_error(e: DataFusionError) -> Error {
+    let position = e
+        .diagnostic()
+        .and_then(|d| d.span)
+        .map(|s| format!(" (at line {}, column {})", s.start.line, s.start.column))
+        .unwrap_or_default();
+    match e.find_root() {
+        DataFusionError::SQL(p, _) => Error::SqlSyntax {
+            message: p.to_string(),
+        },
+        DataFusionError::ObjectStore(s) => Error::QueryStorage {
+            message: s.to_string(),
+        },
+        DataFusionError::Plan(m) if m.starts_with("table '") && m.contains("not found") => {
+            Error::UnknownTable {
+                message: format!("{m}{position}"),
+            }
+        }
+        DataFusionError::Plan(_)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::NotImplemented(_)
+        | DataFusionError::Configuration(_) => Error::InvalidQuery {
+            message: format!("{}{position}", root_message(&e)),
+        },
+        DataFusionError::ResourcesExhausted(m) => Error::QueryFailed {
+            message: format!("out of memory: {m}"),
+        },
+        _ => Error::QueryFailed {
+            message: root_message(&e),
+        },
+    }
+}
+
+fn root_message(e: &DataFusionError) -> String {
+    e.find_root().strip_backtrace()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,305 @@
+//! A DataFusion table over one snapshot of a neve table: the file list comes from the log,
+//! pruned by the log's statistics (and by expressions constant per file, such as the month of
+//! a month-partitioned timestamp) before a single data file is opened.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, DFSchema, Statistics};
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::file_format::FileFormat;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DfResult;
+use datafusion::execution::context::ExecutionProps;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::create_physical_expr;
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::constant::per_file;
+use super::stats::FileStats;
+use crate::log::Snapshot;
+use crate::storage::TableLocation;
+
+/// Parquet footers neve writes are a few KB; fetching this much of the tail at once saves a
+/// round trip per file.
+const FOOTER_HINT: usize = 64 << 10;
+
+/// One snapshot of a table, queryable by DataFusion.
+#[derive(Debug)]
+pub struct SnapshotTable {
+    location: TableLocation,
+    snapshot: Arc<Snapshot>,
+    schema: SchemaRef,
+    pub(crate) stats: Arc<FileStats>,
+    store_url: ObjectStoreUrl,
+}
+
+impl SnapshotTable {
+    /// `store_url` is where the session registered `location.store`.
+    pub(crate) fn new(
+        location: TableLocation,
+        snapshot: Snapshot,
+        store_url: ObjectStoreUrl,
+    ) -> Self {
+        let schema = snapshot.metadata.schema.to_arrow();
+        let files = snapshot.files.values().cloned().map(Arc::new).collect();
+        Self {
+            location,
+            stats: Arc::new(FileStats::new(files, schema.clone())),
+            snapshot: Arc::new(snapshot),
+            schema,
+            store_url,
+        }
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Which files may hold rows matching all of `filters` (conjuncts).
+    pub(crate) fn prune(&self, _state: &dyn Session, filters: &[Expr]) -> DfResult<Vec<bool>> {
+        let mut keep = vec![true; self.stats.len()];
+        for f in filters {
+            for (k, d) in keep.iter_mut().zip(self.decide(f)) {
+                if d == Some(false) {
+                    *k = false;
+                }
+            }
+        }
+        Ok(keep)
+    }
+
+    /// What the log says of `filter` in each file: `Some(true)` when every row passes,
+    /// `Some(false)` when none does, `None` when only reading the file can tell.
+    pub(crate) fn decide(&self, filter: &Expr) -> Vec<Option<bool>> {
+        let n = self.stats.len();
+        let f = unqualify(filter);
+        let mut out = vec![None; n];
+        if let Some(pf) = per_file(&f, &self.stats) {
+            if let Some(values) = pf.values.as_boolean_opt() {
+                for (i, o) in out.iter_mut().enumerate() {
+                    if pf.constant.value(i) {
+                        // NULL filters a row out like false does.
+                        *o = Some(values.is_valid(i) && values.value(i));
+                    }
+                }
+            }
+        }
+        if out.iter().all(Option::is_some) {
+            return out;
+        }
+        // Min/max ranges: no row can pass, or (with no nulls involved) no row can fail.
+        if let Some(may_pass) = self.min_max_prune(&f) {
+            for (o, may) in out.iter_mut().zip(may_pass) {
+                if o.is_none() && !may {
+                    *o = Some(false);
+                }
+            }
+        }
+        if let Some(may_fail) = self.min_max_prune(&negate(&f)) {
+            let columns: Vec<_> = f
+                .column_refs()
+                .into_iter()
+                .filter_map(|c| self.stats.column(&c.name))
+                .collect();
+            for (i, (o, may)) in out.iter_mut().zip(may_fail).enumerate() {
+                let no_nulls = columns
+                    .iter()
+                    .all(|c| c.nulls.is_valid(i) && c.nulls.value(i) == 0);
+                if o.is_none() && !may && no_nulls {
+                    *o = Some(true);
+                }
+            }
+        }
+        out
+    }
+
+    /// DataFusion's min/max pruning of `expr` over the files; `None` when it cannot be used.
+    fn min_max_prune(&self, expr: &Expr) -> Option<Vec<bool>> {
+        let df_schema = DFSchema::try_from(self.schema.clone()).ok()?;
+        let physical = create_physical_expr(
+            expr,
+            &df_schema,
+            &ExecutionProps::new(),
+            &PhysicalPlanningContext::default(),
+        )
+        .ok()?;
+        let p = PruningPredicateBuilder::new()
+            .with_file_schema(self.schema.clone())
+            .build(physical)?;
+        p.prune(self.stats.as_ref()).ok()
+    }
+}
+
+/// `NOT expr`, pushed down to comparisons (which min/max pruning understands). Exact for rows
+/// without nulls, which is the only case it is used for.
+fn negate(e: &Expr) -> Expr {
+    use datafusion::logical_expr::{BinaryExpr, Operator};
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(negate(left)),
+                Operator::Or,
+                Box::new(negate(right)),
+            )),
+            Operator::Or => Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(negate(left)),
+                Operator::And,
+                Box::new(negate(right)),
+            )),
+            op => match op.negate() {
+                Some(neg) => Expr::BinaryExpr(BinaryExpr::new(left.clone(), neg, right.clone())),
+                None => Expr::Not(Box::new(e.clone())),
+            },
+        },
+        Expr::Not(inner) => inner.as_ref().clone(),
+        Expr::Between(b) => {
+            let mut b = b.clone();
+            b.negated = !b.negated;
+            Expr::Between(b)
+        }
+        Expr::InList(l) => {
+            let mut l = l.clone();
+            l.negated = !l.negated;
+            Expr::InList(l)
+        }
+        e => Expr::Not(Box::new(e.clone())),
+    }
+}
+
+/// Columns without their table qualifier: the statistics know columns by name.
+pub(crate) fn unqualify(e: &Expr) -> Expr {
+    e.clone()
+        .transform(|e| match e {
+            Expr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(Expr::Column(
+                Column::new_unqualified(c.name),
+            ))),
+            e => Ok(Transformed::no(e)),
+        })
+        .map(|t| t.data)
+        .unwrap_or_else(|_| e.clone())
+}
+
+#[async_trait]
+impl TableProvider for SnapshotTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        // Used to skip files, row groups and pages; DataFusion still applies them to rows.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let mut s = Statistics::new_unknown(&self.schema);
+        s.num_rows = Precision::Exact(self.snapshot.rows() as usize);
+        s.total_byte_size = Precision::Exact(self.snapshot.bytes() as usize);
+        Some(s)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let keep = self.prune(state, filters)?;
+        let mut files: Vec<&crate::log::AddFile> = self
+            .stats
+            .files
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(f, _)| f.as_ref())
+            .collect();
+        tracing::debug!(
+            table = %self.location.display,
+            files = files.len(),
+            pruned = self.stats.len() - files.len(),
+            "scan"
+        );
+        // Without filters, a LIMIT needs only as many files as hold that many rows.
+        if let (Some(limit), true) = (limit, filters.is_empty()) {
+            let mut rows = 0u64;
+            let mut take = 0;
+            for f in &files {
+                take += 1;
+                rows += f.rows;
+                if rows >= limit as u64 {
+                    break;
+                }
+            }
+            files.truncate(take);
+        }
+        let projected = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => self.schema.clone(),
+        };
+        if files.is_empty() {
+            return Ok(Arc::new(EmptyExec::new(projected)));
+        }
+        let groups = balance(&files, state.config().target_partitions(), |f| {
+            PartitionedFile::new(self.location.child(&f.path).to_string(), f.size)
+        });
+        let mut stats = Statistics::new_unknown(&self.schema);
+        stats.num_rows = Precision::Exact(files.iter().map(|f| f.rows as usize).sum());
+        stats.total_byte_size = Precision::Exact(files.iter().map(|f| f.size as usize).sum());
+        let source = ParquetSource::new(self.schema.clone()).with_metadata_size_hint(FOOTER_HINT);
+        let config = FileScanConfigBuilder::new(self.store_url.clone(), Arc::new(source))
+            .with_file_groups(groups)
+            .with_statistics(stats)
+            .with_projection_indices(projection.cloned())?
+            .with_limit(limit)
+            .build();
+        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+        format.create_physical_plan(state, config).await
+    }
+}
+
+/// Spread files over `n` groups of about equal bytes (largest first, each to the lightest
+/// group), so the scan's partitions finish together.
+fn balance<F>(
+    files: &[&crate::log::AddFile],
+    n: usize,
+    make: impl Fn(&crate::log::AddFile) -> F,
+) -> Vec<FileGroup>
+where
+    F: Into<PartitionedFile>,
+{
+    let n = n.max(1).min(files.len());
+    let mut order: Vec<&&crate::log::AddFile> = files.iter().collect();
+    order.sort_by_key(|f| std::cmp::Reverse(f.size));
+    let mut groups: Vec<(u64, Vec<PartitionedFile>)> = (0..n).map(|_| (0, Vec::new())).collect();
+    for f in order {
+        let g = groups
+            .iter_mut()
+            .min_by_key(|(bytes, _)| *bytes)
+            .expect("n >= 1");
+        g.0 += f.size;
+        g.1.push(make(f).into());
+    }
+    groups
+        .into_iter()
+        .map(|(_, files)| FileGroup::new(files))
+        .collect()
+}

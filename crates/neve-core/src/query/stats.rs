@@ -1,0 +1,155 @@
+//! Per-file statistics from the log as Arrow arrays: what DataFusion's pruning needs, and
+//! what lets a query answer from metadata without opening a data file.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, ArrayRef, BooleanArray, StringArray, UInt64Array};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, ScalarValue};
+use serde_json::Value;
+
+use crate::log::AddFile;
+
+/// Min/max/null counts of every alive file of one snapshot, one array element per file, in
+/// the order of `files`. Columns are converted on first use and kept.
+pub(crate) struct FileStats {
+    pub files: Vec<Arc<AddFile>>,
+    schema: SchemaRef,
+    columns: Mutex<HashMap<String, Arc<ColumnArrays>>>,
+}
+
+/// One column's statistics across files.
+pub(crate) struct ColumnArrays {
+    /// Null where unknown.
+    pub min: ArrayRef,
+    pub max: ArrayRef,
+    /// Null where the file has no statistics for the column (it predates the column: all null).
+    pub nulls: UInt64Array,
+}
+
+impl std::fmt::Debug for FileStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStats")
+            .field("files", &self.files.len())
+            .finish()
+    }
+}
+
+impl FileStats {
+    pub fn new(files: Vec<Arc<AddFile>>, schema: SchemaRef) -> Self {
+        Self {
+            files,
+            schema,
+            columns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Statistics of a table column; `None` for a name the table does not have.
+    pub fn column(&self, name: &str) -> Option<Arc<ColumnArrays>> {
+        let field = self.schema.field_with_name(name).ok()?;
+        if let Some(c) = self.columns.lock().expect("stats lock").get(name) {
+            return Some(c.clone());
+        }
+        let text = |pick: fn(&crate::log::ColumnStats) -> Option<&Value>| -> StringArray {
+            self.files
+                .iter()
+                .map(|f| f.stats.get(name).and_then(pick).and_then(value_text))
+                .collect()
+        };
+        // The log keeps values as JSON text in the same spelling Arrow's cast parses (numbers,
+        // RFC 3339 timestamps, ISO dates), so one cast per column types them all.
+        let cast = |a: StringArray| -> ArrayRef {
+            let a: ArrayRef = Arc::new(a);
+            arrow::compute::cast_with_options(
+                &a,
+                field.data_type(),
+                &arrow::compute::CastOptions {
+                    safe: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|_| arrow::array::new_null_array(field.data_type(), a.len()))
+        };
+        let min = cast(text(|s| s.min.as_ref()));
+        let max = cast(text(|s| s.max.as_ref()));
+        let nulls: UInt64Array = self
+            .files
+            .iter()
+            .map(|f| match f.stats.get(name) {
+                Some(s) => Some(s.nulls),
+                // A file written before the column existed holds only nulls for it.
+                None if f.stats.is_empty() => None,
+                None => Some(f.rows),
+            })
+            .collect();
+        let c = Arc::new(ColumnArrays { min, max, nulls });
+        self.columns
+            .lock()
+            .expect("stats lock")
+            .insert(name.to_string(), c.clone());
+        Some(c)
+    }
+
+    pub fn rows(&self) -> UInt64Array {
+        self.files.iter().map(|f| Some(f.rows)).collect()
+    }
+}
+
+fn value_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+impl PruningStatistics for FileStats {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.column(&column.name).map(|c| c.min.clone())
+    }
+
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.column(&column.name).map(|c| c.max.clone())
+    }
+
+    fn num_containers(&self) -> usize {
+        self.files.len()
+    }
+
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        self.column(&column.name)
+            .map(|c| Arc::new(c.nulls.clone()) as ArrayRef)
+    }
+
+    fn row_counts(&self) -> Option<ArrayRef> {
+        Some(Arc::new(self.rows()))
+    }
+
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}
+
+/// Whether each file holds one single non-null value of `column` (min = max, no nulls).
+pub(crate) fn single_valued(c: &ColumnArrays) -> BooleanArray {
+    let eq = arrow::compute::kernels::cmp::eq(&c.min, &c.max)
+        .unwrap_or_else(|_| BooleanArray::from(vec![false; c.min.len()]));
+    (0..eq.len())
+        .map(|i| {
+            Some(
+                eq.is_valid(i)
+                    && eq.value(i)
+                    && c.nulls.is_valid(i)
+                    && c.nulls.value(i) == 0
+                    && c.min.is_valid(i),
+            )
+        })
+        .collect()
+}

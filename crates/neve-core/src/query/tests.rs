@@ -1,0 +1,260 @@
+//! Unit tests of the query engine on the in-memory store: answers, pruning, counts from the
+//! log, time travel and errors.
+
+use std::sync::Arc;
+
+use arrow::array::{AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+use super::*;
+use crate::partition::parse_spec;
+use crate::table::{CreateOptions, InsertOptions, Table, TableBuilder};
+use crate::write::NoProgress;
+
+const DAY_US: i64 = 86_400_000_000;
+/// 2021-01-01T00:00:00 in microseconds.
+const JAN_2021: i64 = 1_609_459_200_000_000;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new("kind", DataType::Utf8, true),
+        Field::new("fare", DataType::Float64, true),
+    ]))
+}
+
+/// `days` consecutive days from 2021-01-01, `per_day` rows each; kinds alternate a/b.
+fn rows(first_id: i64, start_day: i64, days: i64, per_day: i64) -> RecordBatch {
+    let n = (days * per_day) as usize;
+    let ids: Vec<i64> = (0..n as i64).map(|i| first_id + i).collect();
+    let ts: Vec<i64> = (0..n as i64)
+        .map(|i| JAN_2021 + (start_day + i / per_day) * DAY_US + (i % per_day) * 1_000_000)
+        .collect();
+    let kinds: Vec<&str> = (0..n).map(|i| if i % 2 == 0 { "a" } else { "b" }).collect();
+    let fares: Vec<f64> = (0..n).map(|i| (i % 50) as f64 + 0.5).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(arrow::array::TimestampMicrosecondArray::from(ts)),
+            Arc::new(StringArray::from(kinds)),
+            Arc::new(Float64Array::from(fares)),
+        ],
+    )
+    .unwrap()
+}
+
+/// A month-partitioned table with two inserts: 2021-01-01..2021-04-10 (100 days × 10 rows),
+/// then 2021-08-01..2021-08-31 (31 days × 10 rows).
+async fn table() -> Table {
+    let t = TableBuilder::new(TableLocation::memory("q"))
+        .with_seed(3)
+        .build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("month(ts) as m").unwrap(),
+        sort_by: vec!["kind".into(), "ts".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for b in [rows(0, 0, 100, 10), rows(10_000, 212, 31, 10)] {
+        t.insert_batches(
+            schema(),
+            vec![b],
+            &InsertOptions::default(),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap();
+    }
+    t
+}
+
+async fn engine(t: &Table) -> QueryEngine {
+    let mut e = QueryEngine::new();
+    e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
+        .unwrap();
+    e
+}
+
+fn int(batches: &[RecordBatch], col: usize) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let c = arrow::compute::cast(b.column(col), &DataType::Int64).unwrap();
+            c.as_primitive::<arrow::datatypes::Int64Type>()
+                .iter()
+                .map(|v| v.unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn answers_match_the_data() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let b = e
+        .collect("SELECT count(*), sum(id), count(DISTINCT kind) FROM t")
+        .await
+        .unwrap();
+    let n = 1310i64;
+    let expected_sum: i64 = (0..1000).sum::<i64>() + (10_000..10_310).sum::<i64>();
+    assert_eq!(int(&b, 0), vec![n]);
+    assert_eq!(int(&b, 1), vec![expected_sum]);
+    assert_eq!(int(&b, 2), vec![2]);
+}
+
+#[tokio::test]
+async fn filters_on_the_partition_source_prune_files() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let files = t.snapshot().await.unwrap().files.len();
+    assert_eq!(files, 5, "Jan, Feb, Mar, Apr, Aug");
+    let provider = e.ctx.table_provider("t").await.unwrap();
+    let table = provider.downcast_ref::<SnapshotTable>().unwrap();
+    let state = e.ctx.state();
+    let kept = |sql: &'static str| {
+        let state = state.clone();
+        let e = &e;
+        async move {
+            let plan = e.ctx.sql(sql).await.unwrap().into_optimized_plan().unwrap();
+            let mut filters = Vec::new();
+            plan.apply(|p| {
+                if let datafusion::logical_expr::LogicalPlan::TableScan(s) = p {
+                    filters.extend(s.filters.clone());
+                }
+                Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+            })
+            .unwrap();
+            table
+                .prune(&state, &filters)
+                .unwrap()
+                .iter()
+                .filter(|k| **k)
+                .count()
+        }
+    };
+    use datafusion::common::tree_node::TreeNode;
+    assert_eq!(kept("SELECT id FROM t WHERE ts >= '2021-08-01'").await, 1);
+    assert_eq!(
+        kept("SELECT id FROM t WHERE ts >= '2021-02-15' AND ts < '2021-03-02'").await,
+        2
+    );
+    assert_eq!(
+        kept("SELECT id FROM t WHERE extract(month FROM ts) = 8").await,
+        1
+    );
+    assert_eq!(
+        kept("SELECT id FROM t WHERE date_trunc('month', ts) >= '2021-03-01' AND date_trunc('month', ts) <= '2021-04-30'").await,
+        2
+    );
+    assert_eq!(kept("SELECT id FROM t WHERE id < 5").await, 1);
+    assert_eq!(kept("SELECT id FROM t WHERE kind = 'c'").await, 0);
+    assert_eq!(kept("SELECT id FROM t WHERE fare > 0").await, 5);
+
+    // Pruned or not, the answers are the same as without pruning.
+    let b = e
+        .collect("SELECT count(*) FROM t WHERE extract(month FROM ts) = 8 AND kind = 'a'")
+        .await
+        .unwrap();
+    assert_eq!(int(&b, 0), vec![155]);
+}
+
+#[tokio::test]
+async fn counts_by_month_come_from_the_log() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let sql = "SELECT date_trunc('month', ts) AS m, count(*) AS n FROM t \
+               WHERE ts >= '2021-02-01' GROUP BY 1 ORDER BY 1";
+    let b = e.collect(sql).await.unwrap();
+    assert_eq!(e.reads().bytes(), 0, "no data file was read");
+    assert_eq!(int(&b, 1), vec![280, 310, 100, 310]);
+    let months: Vec<String> = b
+        .iter()
+        .flat_map(|b| {
+            let c = arrow::compute::cast(b.column(0), &DataType::Utf8).unwrap();
+            c.as_string::<i32>()
+                .iter()
+                .map(|v| v.unwrap()[..7].to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(months, ["2021-02", "2021-03", "2021-04", "2021-08"]);
+
+    let b = e
+        .collect("SELECT count(*) FROM t WHERE extract(month FROM ts) = 8")
+        .await
+        .unwrap();
+    assert_eq!(int(&b, 0), vec![310]);
+    let b = e
+        .collect("SELECT count(*), count(kind) FROM t")
+        .await
+        .unwrap();
+    assert_eq!((int(&b, 0), int(&b, 1)), (vec![1310], vec![1310]));
+    assert_eq!(e.reads().bytes(), 0, "still no data file read");
+
+    // Not decidable per file: must read data, and still be right.
+    let b = e
+        .collect("SELECT count(*) FROM t WHERE kind = 'a'")
+        .await
+        .unwrap();
+    assert_eq!(int(&b, 0), vec![655]);
+    assert!(e.reads().bytes() > 0);
+    let b = e
+        .collect("SELECT count(*) FROM t WHERE ts < '2021-01-05 12:00:00'")
+        .await
+        .unwrap();
+    // Jan 1-4 (40 rows) and the ten rows of Jan 5, stamped 00:00:00..00:00:09.
+    assert_eq!(int(&b, 0), vec![50]);
+    // A month with no rows gives an empty group result, not an error.
+    let b = e
+        .collect("SELECT date_trunc('month', ts), count(*) FROM t WHERE extract(month FROM ts) = 6 GROUP BY 1")
+        .await
+        .unwrap();
+    assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+}
+
+#[tokio::test]
+async fn limit_reads_one_file() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let total = t.snapshot().await.unwrap().bytes();
+    let b = e.collect("SELECT * FROM t LIMIT 3").await.unwrap();
+    assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+    let read = e.reads().bytes();
+    assert!(read > 0 && read < total / 2, "read {read} of {total} bytes");
+}
+
+#[tokio::test]
+async fn time_travel_sees_the_old_snapshot() {
+    let t = table().await;
+    let mut e = QueryEngine::new();
+    let v1 = t.snapshot_as_of(crate::AsOf::Version(1)).await.unwrap();
+    e.register_snapshot("t", t.location().clone(), v1).unwrap();
+    let b = e.collect("SELECT count(*), max(id) FROM t").await.unwrap();
+    assert_eq!((int(&b, 0), int(&b, 1)), (vec![1000], vec![999]));
+}
+
+#[tokio::test]
+async fn errors_say_what_and_where() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let err = e.collect("SELEC 1").await.unwrap_err();
+    assert!(matches!(err, Error::SqlSyntax { .. }), "{err:?}");
+    assert!(err.to_string().contains("SELEC"), "{err}");
+
+    let err = e.collect("SELECT nope FROM t").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidQuery { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("nope") && msg.contains("line 1, column 8"),
+        "{msg}"
+    );
+
+    let err = e.collect("SELECT * FROM missing").await.unwrap_err();
+    assert!(matches!(err, Error::UnknownTable { .. }), "{err:?}");
+    assert!(err.to_string().contains("missing"), "{err}");
+    assert_eq!(err.exit_code(), 66);
+}
