@@ -98,7 +98,9 @@ def test_seed_query_same_answer_everywhere(q, neve, duck, taxi):
     clickhouse = norm(ch_rows(taxi, q["clickhouse"]))
     if q["name"] == "limit_1000":
         assert len(ours) == len(duckdb) == len(clickhouse) == 1000
-        assert set(ours[0]) == set(duckdb[0]) == set(clickhouse[0])
+        # DuckDB and ClickHouse add the Hive folder key ('d') as a column of their own.
+        for other in (duckdb, clickhouse):
+            assert set(ours[0]) <= set(other[0]) and set(other[0]) - set(ours[0]) <= {"d"}
         return
     assert len(ours) > 0
     for other, engine in ((duckdb, "duckdb"), (clickhouse, "clickhouse")):

@@ -116,8 +116,17 @@ impl Sink {
                     .with_header(true)
                     .build(out),
             ),
-            SqlFormat::Json => Sink::Json(arrow::json::ArrayWriter::new(out)),
-            SqlFormat::Ndjson => Sink::Ndjson(arrow::json::LineDelimitedWriter::new(out)),
+            // Nulls are written as `null`, not left out, so every row has every column.
+            SqlFormat::Json => Sink::Json(
+                arrow::json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, arrow::json::writer::JsonArray>(out),
+            ),
+            SqlFormat::Ndjson => Sink::Ndjson(
+                arrow::json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, arrow::json::writer::LineDelimited>(out),
+            ),
             SqlFormat::Parquet => Sink::Parquet(
                 parquet::arrow::ArrowWriter::try_new(out, schema, None)
                     .map_err(|e| CliError::Core(e.into()))?,
