@@ -61,7 +61,7 @@ pub(crate) fn per_file(expr: &Expr, stats: &FileStats) -> Option<PerFile> {
                     ok = false;
                     Ok(Transformed::new(e, false, TreeNodeRecursion::Stop))
                 }
-                Leaf::NotALeaf => Ok(Transformed::no(e)),
+                Leaf::Inner => Ok(Transformed::no(e)),
             }
         })
         .ok()?
@@ -95,7 +95,7 @@ enum Leaf {
     /// Refers to columns in a way this module cannot evaluate per file.
     Unusable,
     /// Look at the children.
-    NotALeaf,
+    Inner,
 }
 
 fn leaf(e: &Expr, stats: &FileStats) -> Leaf {
@@ -107,15 +107,15 @@ fn leaf(e: &Expr, stats: &FileStats) -> Leaf {
         Expr::ScalarFunction(ScalarFunction { func, args }) if args.len() == 2 => {
             // Other argument shapes: the children may still be leaves (a single-valued column).
             let (Expr::Literal(unit, _), Expr::Column(c)) = (&args[0], &args[1]) else {
-                return Leaf::NotALeaf;
+                return Leaf::Inner;
             };
             let Some(unit) = unit_of(unit) else {
-                return Leaf::NotALeaf;
+                return Leaf::Inner;
             };
             let trunc_unit = match func.name() {
                 "date_trunc" => Some(unit.clone()),
                 "date_part" | "datepart" => part_truncation(&unit),
-                _ => return Leaf::NotALeaf,
+                _ => return Leaf::Inner,
             };
             let Some(trunc_unit) = trunc_unit else {
                 return Leaf::Unusable;
@@ -128,7 +128,7 @@ fn leaf(e: &Expr, stats: &FileStats) -> Leaf {
                 None => Leaf::Unusable,
             }
         }
-        _ => Leaf::NotALeaf,
+        _ => Leaf::Inner,
     }
 }
 
