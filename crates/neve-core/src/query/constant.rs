@@ -207,17 +207,24 @@ fn leaf_values(
     Some((values, constant))
 }
 
-/// Evaluate an expression over a batch whose columns it names.
-fn evaluate(expr: &Expr, batch: &RecordBatch) -> Option<ArrayRef> {
-    let df_schema = DFSchema::try_from(batch.schema()).ok()?;
-    let physical = create_physical_expr(
+/// Plan `expr` against `schema` (unqualified column names); `None` when it does not plan.
+pub(crate) fn physical(
+    expr: &Expr,
+    schema: arrow::datatypes::SchemaRef,
+) -> Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
+    let df_schema = DFSchema::try_from(schema).ok()?;
+    create_physical_expr(
         expr,
         &df_schema,
         &ExecutionProps::new(),
         &PhysicalPlanningContext::default(),
     )
-    .ok()?;
-    physical
+    .ok()
+}
+
+/// Evaluate an expression over a batch whose columns it names.
+fn evaluate(expr: &Expr, batch: &RecordBatch) -> Option<ArrayRef> {
+    physical(expr, batch.schema())?
         .evaluate(batch)
         .ok()?
         .into_array(batch.num_rows())

@@ -10,23 +10,20 @@ use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Statistics};
+use datafusion::common::{Column, Statistics};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DfResult;
-use datafusion::execution::context::ExecutionProps;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_expr::create_physical_expr;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::constant::per_file;
+use super::constant::{per_file, physical};
 use super::stats::FileStats;
 use crate::log::Snapshot;
 use crate::storage::TableLocation;
@@ -127,14 +124,7 @@ impl SnapshotTable {
 
     /// DataFusion's min/max pruning of `expr` over the files; `None` when it cannot be used.
     fn min_max_prune(&self, expr: &Expr) -> Option<Vec<bool>> {
-        let df_schema = DFSchema::try_from(self.schema.clone()).ok()?;
-        let physical = create_physical_expr(
-            expr,
-            &df_schema,
-            &ExecutionProps::new(),
-            &PhysicalPlanningContext::default(),
-        )
-        .ok()?;
+        let physical = physical(expr, self.schema.clone())?;
         let p = PruningPredicateBuilder::new()
             .with_file_schema(self.schema.clone())
             .build(physical)?;
