@@ -116,29 +116,15 @@ async fn run_delta(
     } else {
         std::path::absolute(&target)?.display().to_string()
     };
-    let out = tokio::process::Command::new(&a.python)
-        .arg(&script)
-        .args([
-            "--input",
-            &ipc.display().to_string(),
-            "--target",
-            &target_uri,
-            "--runs",
-            &a.runs.to_string(),
-        ])
-        .output()
-        .await?;
-    if !out.status.success() {
-        return Err(CliError::PeerFailed {
-            peer: "delta-rs".into(),
-            reason: String::from_utf8_lossy(&out.stderr).into_owned(),
-        });
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| CliError::PeerFailed {
-            peer: "delta-rs".into(),
-            reason: format!("bad output: {e}"),
-        })?;
+    let input = ipc.display().to_string();
+    let runs = a.runs.to_string();
+    let v = super::run_python_peer(
+        &a.python,
+        "delta-rs",
+        &script,
+        &["--input", &input, "--target", &target_uri, "--runs", &runs],
+    )
+    .await?;
     let runs: Vec<f64> = v["runs_s"]
         .as_array()
         .map(|r| r.iter().filter_map(|x| x.as_f64()).collect())

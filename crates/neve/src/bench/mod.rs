@@ -145,6 +145,28 @@ fn gen(a: BenchGenArgs) -> Result<()> {
     Ok(())
 }
 
+/// Run a benchmark peer's Python script and parse the one JSON object it prints.
+pub async fn run_python_peer(
+    python: &str,
+    peer: &str,
+    script: &std::path::Path,
+    args: &[&str],
+) -> Result<serde_json::Value> {
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .await?;
+    let failed = |reason: String| CliError::PeerFailed {
+        peer: peer.into(),
+        reason,
+    };
+    if !out.status.success() {
+        return Err(failed(String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| failed(format!("bad output: {e}")))
+}
+
 /// Median of measurements (seconds).
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::{median, taxi};
 use crate::cli::BenchQueryArgs;
-use crate::error::{CliError, Result};
+use crate::error::Result;
 use crate::output::count;
 
 pub const SEED_QUERIES: &str = include_str!("../../../../bench/seed_queries.json");
@@ -153,20 +153,13 @@ async fn run_peers(a: &BenchQueryArgs) -> Result<Value> {
             .display()
             .to_string()
     };
-    let out = tokio::process::Command::new(&a.python)
-        .arg(&script)
-        .args(["--queries", &queries.display().to_string()])
-        .args(["--data", &data, "--runs", &a.runs.to_string()])
-        .output()
-        .await?;
-    if !out.status.success() {
-        return Err(CliError::PeerFailed {
-            peer: "duckdb/chdb".into(),
-            reason: String::from_utf8_lossy(&out.stderr).into_owned(),
-        });
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| CliError::PeerFailed {
-        peer: "duckdb/chdb".into(),
-        reason: format!("bad output: {e}"),
-    })
+    let queries = queries.display().to_string();
+    let runs = a.runs.to_string();
+    super::run_python_peer(
+        &a.python,
+        "duckdb/chdb",
+        &script,
+        &["--queries", &queries, "--data", &data, "--runs", &runs],
+    )
+    .await
 }
