@@ -152,6 +152,10 @@ pub enum Error {
     #[error("query failed: {message}")]
     QueryFailed { message: String },
 
+    /// A partition named on the command line has no files in the table.
+    #[error("no partition '{partition}' in the table (partitions: {known})")]
+    PartitionNotFound { partition: String, known: String },
+
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
@@ -202,7 +206,8 @@ impl Error {
             | VersionNotFound { .. }
             | TimestampNotFound { .. }
             | InputUnreadable { .. }
-            | UnknownTable { .. } => ErrorKind::NotFound,
+            | UnknownTable { .. }
+            | PartitionNotFound { .. } => ErrorKind::NotFound,
             TableExists { .. } | CommitConflict { .. } | CommitRetriesExhausted { .. } => {
                 ErrorKind::Conflict
             }

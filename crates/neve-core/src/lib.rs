@@ -6,9 +6,12 @@
 pub mod clock;
 pub mod error;
 pub mod failpoint;
+pub mod gc;
 pub mod log;
+pub mod merge;
 pub mod partition;
 pub mod query;
+pub mod rewrite;
 pub mod schema;
 pub mod storage;
 pub mod table;

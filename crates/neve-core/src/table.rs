@@ -167,12 +167,12 @@ fn default_writer() -> String {
 
 /// A neve table.
 pub struct Table {
-    location: TableLocation,
+    pub(crate) location: TableLocation,
     log: LogStore,
-    committer: Committer,
-    clock: Arc<dyn Clock>,
+    pub(crate) committer: Committer,
+    pub(crate) clock: Arc<dyn Clock>,
     /// The last snapshot this handle saw; later opens only read the commits after it.
-    cache: tokio::sync::Mutex<Option<Snapshot>>,
+    pub(crate) cache: tokio::sync::Mutex<Option<Snapshot>>,
 }
 
 impl Table {

@@ -230,3 +230,27 @@ fn evaluate(expr: &Expr, batch: &RecordBatch) -> Option<ArrayRef> {
         .into_array(batch.num_rows())
         .ok()
 }
+
+/// A user's predicate with SQL's type coercion applied (`fare > '10'` compares numbers), and
+/// checked to plan: type errors surface here, before any file is touched.
+pub(crate) fn coerce_predicate(expr: Expr, schema: &DFSchema) -> crate::error::Result<Expr> {
+    use datafusion::logical_expr::simplify::SimplifyContext;
+    use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+    let schema = Arc::new(schema.clone());
+    let simplifier = ExprSimplifier::new(
+        SimplifyContext::builder()
+            .with_schema(schema.clone())
+            .build(),
+    );
+    let expr = simplifier
+        .coerce(expr, &schema)
+        .map_err(super::query_error)?;
+    create_physical_expr(
+        &expr,
+        &schema,
+        &ExecutionProps::new(),
+        &PhysicalPlanningContext::default(),
+    )
+    .map_err(super::query_error)?;
+    Ok(expr)
+}

@@ -9,6 +9,7 @@ mod constant;
 mod counting;
 mod metadata;
 mod provider;
+mod scan;
 mod stats;
 
 use std::sync::Arc;
@@ -19,8 +20,10 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 
+pub(crate) use constant::coerce_predicate;
 pub use counting::{CountingStore, ReadCounter};
 pub use provider::SnapshotTable;
+pub(crate) use scan::ordered_rows;
 
 use crate::error::{Error, Result};
 use crate::storage::TableLocation;

@@ -4,6 +4,7 @@
 
 mod encode;
 pub mod input;
+pub(crate) mod sink;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

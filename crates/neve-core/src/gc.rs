@@ -1,0 +1,193 @@
+//! Garbage collection: deletes what no snapshot within reach can need.
+//!
+//! - Tombstoned data files (removed by a merge, delete or drop) once removed for longer than
+//!   the retention (the time-travel window) and the grace period.
+//! - Orphans: files under `_data/` that the log does not reference (failed or killed inserts
+//!   and merges), once older than the grace period. The grace period must exceed the longest
+//!   write: a file being written is an orphan until its commit lands.
+//! - Log entries before the newest checkpoint that is itself older than the retention: every
+//!   version from that checkpoint on stays readable.
+//!
+//! `_data/` is listed before the log is read, so a file committed meanwhile is seen as alive.
+//! Deleting is idempotent (a missing file is fine), so any number of GCs may run at once.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStoreExt};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::table::Table;
+
+/// How aggressive a GC run is.
+#[derive(Debug, Clone)]
+pub struct GcOptions {
+    /// Minimum age of an orphan, and of a tombstone, before deletion (ms).
+    pub grace_ms: i64,
+    /// Time-travel window (ms); the table's `logRetentionHours` when `None`.
+    pub retention_ms: Option<i64>,
+    /// Report only.
+    pub dry_run: bool,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        Self {
+            grace_ms: 3_600_000,
+            retention_ms: None,
+            dry_run: false,
+        }
+    }
+}
+
+/// What a GC run did (or would do, in a dry run).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GcReport {
+    pub version: u64,
+    pub dry_run: bool,
+    pub tombstones_deleted: u64,
+    pub tombstone_bytes: u64,
+    /// Removed files kept for time travel or the grace period.
+    pub tombstones_kept: u64,
+    pub orphans_deleted: u64,
+    pub orphan_bytes: u64,
+    /// Unreferenced files younger than the grace period (maybe an insert in flight).
+    pub orphans_kept: u64,
+    pub log_entries_deleted: u64,
+    /// The oldest version still readable after this run.
+    pub oldest_version: u64,
+    pub retention_ms: i64,
+    pub grace_ms: i64,
+}
+
+impl Table {
+    /// Delete tombstoned and orphaned data files and old log entries (see the module doc).
+    pub async fn gc(&self, opts: &GcOptions) -> Result<GcReport> {
+        if opts.grace_ms < 0 || opts.retention_ms.is_some_and(|r| r < 0) {
+            return Err(Error::InvalidSetting {
+                name: "grace".into(),
+                reason: "durations cannot be negative".into(),
+            });
+        }
+        let store = self.location.store.clone();
+        // 1. What is stored, then (after) what the log references.
+        let data: Vec<ObjectMeta> = store
+            .list(Some(&self.location.child("_data")))
+            .try_collect()
+            .await?;
+        let snapshot = self.log().load_latest().await?;
+        let now = self.clock.now_millis();
+        let retention_ms = opts
+            .retention_ms
+            .unwrap_or(snapshot.metadata.settings.log_retention_hours as i64 * 3_600_000);
+        let tombstone_cutoff = now - retention_ms.max(opts.grace_ms);
+        let orphan_cutoff = now - opts.grace_ms;
+        let mut report = GcReport {
+            version: snapshot.version,
+            dry_run: opts.dry_run,
+            retention_ms,
+            grace_ms: opts.grace_ms,
+            ..Default::default()
+        };
+
+        // Compared as store paths: the log's relative paths, resolved the way readers do.
+        let alive: HashSet<Path> = snapshot
+            .files
+            .keys()
+            .map(|p| self.location.child(p))
+            .collect();
+        let removed: HashMap<Path, &crate::log::RemoveFile> = snapshot
+            .tombstones
+            .iter()
+            .map(|(p, t)| (self.location.child(p), t))
+            .collect();
+        let mut doomed: Vec<Path> = Vec::new();
+        for obj in data {
+            if alive.contains(&obj.location) {
+                continue;
+            }
+            let written = obj.last_modified.timestamp_millis();
+            match removed.get(&obj.location) {
+                Some(t) if t.deletion_timestamp < tombstone_cutoff && written < orphan_cutoff => {
+                    report.tombstones_deleted += 1;
+                    report.tombstone_bytes += obj.size;
+                    doomed.push(obj.location);
+                }
+                Some(_) => report.tombstones_kept += 1,
+                None if written < orphan_cutoff => {
+                    report.orphans_deleted += 1;
+                    report.orphan_bytes += obj.size;
+                    doomed.push(obj.location);
+                }
+                None => report.orphans_kept += 1,
+            }
+        }
+
+        // 2. Log entries before the newest checkpoint older than the retention.
+        let listing = self.log().list(None).await?;
+        let keep_from = self
+            .oldest_needed_checkpoint(&listing, now - retention_ms)
+            .await?;
+        report.oldest_version =
+            keep_from.unwrap_or_else(|| listing.commits.iter().next().copied().unwrap_or_default());
+        if let Some(c) = keep_from {
+            for &v in listing.commits.range(..c) {
+                doomed.push(self.log().commit_path(v));
+                report.log_entries_deleted += 1;
+            }
+            for &v in listing.checkpoints.range(..c) {
+                doomed.push(self.log().checkpoint_path(v));
+                report.log_entries_deleted += 1;
+            }
+        }
+
+        if !opts.dry_run {
+            futures::stream::iter(doomed.into_iter().map(|p| {
+                let store = store.clone();
+                async move {
+                    match store.delete(&p).await {
+                        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                        Err(e) => Err(Error::from(e)),
+                    }
+                }
+            }))
+            .buffer_unordered(32)
+            .try_collect::<Vec<()>>()
+            .await?;
+        }
+        tracing::info!(?report, "gc");
+        Ok(report)
+    }
+
+    /// The newest checkpoint whose version was committed at or before `cutoff_ms`: versions
+    /// from it on stay readable; everything before it can go.
+    async fn oldest_needed_checkpoint(
+        &self,
+        listing: &crate::log::LogListing,
+        cutoff_ms: i64,
+    ) -> Result<Option<u64>> {
+        let ckpts: Vec<u64> = listing
+            .checkpoints
+            .iter()
+            .copied()
+            .filter(|v| listing.commits.contains(v))
+            .collect();
+        // Commit timestamps increase with the version: binary search.
+        let (mut lo, mut hi) = (0usize, ckpts.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let ts = match self.log().read_commit(ckpts[mid]).await? {
+                Some(c) => c.info.timestamp,
+                None => i64::MAX, // removed meanwhile by another GC: treat as too new
+            };
+            if ts <= cutoff_ms {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo.checked_sub(1).map(|i| ckpts[i]))
+    }
+}

@@ -1,0 +1,419 @@
+//! Dropping partitions and deleting rows, each as one atomic commit.
+//!
+//! - `drop_partitions` is metadata only: one commit removes every file of the partitions,
+//!   computed on the latest snapshot at each commit attempt, so at the committed version the
+//!   partitions are empty.
+//! - `delete` decides per file from the log's statistics whether the predicate holds for all,
+//!   none or some of its rows; files where it holds for all are removed, files where it may
+//!   hold for some are rewritten without those rows, the others are not touched. The commit
+//!   checks that the files it removes are still alive and that no file added since could hold
+//!   a matching row; otherwise it plans again on the new snapshot. So at the committed version
+//!   no row matches the predicate.
+//!
+//! Removed files stay readable for time travel until `neve gc` deletes them after the
+//! retention.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::common::DFSchema;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::{Expr, ExprSchemable};
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::log::{Action, AddFile, Snapshot};
+use crate::merge::{known_partitions, remove};
+use crate::partition::partition_path;
+use crate::query::{ordered_rows, query_error, SnapshotTable};
+use crate::storage::TableLocation;
+use crate::table::Table;
+use crate::write::sink::{delete_quietly, FileSink, SinkConfig};
+use crate::write::{parse_compression, writer_properties, Progress};
+
+/// What `drop_partitions` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DropReport {
+    pub version: u64,
+    pub partitions: Vec<String>,
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// What `delete` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeleteReport {
+    /// `None` when no row matched (nothing committed).
+    pub version: Option<u64>,
+    pub rows_deleted: u64,
+    /// Files removed whole (every row matched).
+    pub files_removed: u64,
+    /// Files rewritten without the matching rows.
+    pub files_rewritten: u64,
+    pub files_added: u64,
+    pub bytes_removed: u64,
+    pub bytes_added: u64,
+    pub partitions: Vec<String>,
+    /// Plans made (more than 1 when concurrent commits touched the same files).
+    pub attempts: u32,
+    pub elapsed_ms: u64,
+}
+
+/// Plans a delete may make before giving up under contention.
+const DELETE_ATTEMPTS: u32 = 10;
+
+impl Table {
+    /// Remove every file of the given partition folders (`d=2021-08`, or just `2021-08` for a
+    /// table with one partition level; a prefix of a multi-level path drops all below it).
+    pub async fn drop_partitions(&self, partitions: &[String]) -> Result<DropReport> {
+        let mut snapshot = self.snapshot().await?;
+        let fields = snapshot.metadata.partition_by.clone();
+        if fields.is_empty() {
+            return Err(Error::InvalidPartitionSpec {
+                spec: partitions.join(" "),
+                reason: "the table is not partitioned".into(),
+            });
+        }
+        let wanted: Vec<String> = partitions
+            .iter()
+            .map(|p| {
+                let p = p.trim_matches('/');
+                if !p.contains('=') && fields.len() == 1 {
+                    format!("{}={p}", fields[0].name)
+                } else {
+                    p.to_string()
+                }
+            })
+            .collect();
+        let mut report = DropReport::default();
+        let outcome = self
+            .committer
+            .commit(&mut snapshot, "DROP PARTITION", |snap| {
+                let now = self.clock.now_millis();
+                let mut matched = vec![false; wanted.len()];
+                let mut actions = Vec::new();
+                let mut rows = 0;
+                let mut bytes = 0;
+                let mut all = BTreeSet::new();
+                for f in snap.files.values() {
+                    let folder = folder_of(snap, f);
+                    let hit = wanted.iter().enumerate().fold(false, |hit, (i, w)| {
+                        let m = folder == *w || folder.starts_with(&format!("{w}/"));
+                        matched[i] |= m;
+                        hit || m
+                    });
+                    if hit {
+                        rows += f.rows;
+                        bytes += f.size;
+                        actions.push(remove(f, now));
+                    }
+                    all.insert(folder);
+                }
+                if let Some(i) = matched.iter().position(|m| !m) {
+                    return Err(Error::PartitionNotFound {
+                        partition: wanted[i].clone(),
+                        known: known_partitions(all.iter()),
+                    });
+                }
+                report = DropReport {
+                    version: 0,
+                    partitions: wanted.clone(),
+                    files: actions.len() as u64,
+                    rows,
+                    bytes,
+                };
+                Ok(actions)
+            })
+            .await?;
+        *self.cache.lock().await = Some(snapshot);
+        report.version = outcome.version;
+        Ok(report)
+    }
+
+    /// Delete the rows for which the SQL `predicate` is true, in one commit.
+    pub async fn delete(
+        &self,
+        predicate: &str,
+        parallelism: usize,
+        progress: Arc<dyn Progress>,
+    ) -> Result<DeleteReport> {
+        let started = Instant::now();
+        for attempt in 1..=DELETE_ATTEMPTS {
+            let snapshot = self.snapshot().await?;
+            let expr = parse_predicate(&snapshot, predicate)?;
+            match self
+                .delete_once(snapshot, &expr, parallelism, progress.clone())
+                .await?
+            {
+                Some(mut report) => {
+                    report.attempts = attempt;
+                    report.elapsed_ms = started.elapsed().as_millis() as u64;
+                    return Ok(report);
+                }
+                None => tracing::info!(attempt, "delete raced with another commit; planning again"),
+            }
+        }
+        Err(Error::CommitRetriesExhausted {
+            attempts: DELETE_ATTEMPTS,
+        })
+    }
+
+    /// One plan-rewrite-commit round; `None` when a concurrent commit forces a new plan.
+    async fn delete_once(
+        &self,
+        mut snapshot: Snapshot,
+        expr: &Expr,
+        parallelism: usize,
+        progress: Arc<dyn Progress>,
+    ) -> Result<Option<DeleteReport>> {
+        let all = snapshot.files.values().cloned().collect();
+        let decisions = decide(&self.location, &snapshot, all, expr);
+        let mut whole: Vec<AddFile> = Vec::new();
+        let mut partial: Vec<AddFile> = Vec::new();
+        for (f, d) in decisions {
+            match d {
+                Some(true) => whole.push(f),
+                None => partial.push(f),
+                Some(false) => {}
+            }
+        }
+        let mut report = DeleteReport::default();
+        if whole.is_empty() && partial.is_empty() {
+            return Ok(Some(report));
+        }
+        let rewritten = self
+            .rewrite_without(&snapshot, &partial, expr, parallelism, progress)
+            .await?;
+        let outputs: Vec<AddFile> = rewritten.iter().flat_map(|(_, o)| o.clone()).collect();
+        for (input, out) in &rewritten {
+            let kept: u64 = out.iter().map(|a| a.rows).sum();
+            report.rows_deleted += input.rows - kept;
+        }
+        // A file that turned out to hold no matching row is left as it was.
+        let changed: Vec<&(AddFile, Vec<AddFile>)> = rewritten
+            .iter()
+            .filter(|(input, out)| out.iter().map(|a| a.rows).sum::<u64>() < input.rows)
+            .collect();
+        let unchanged_outputs: Vec<_> = rewritten
+            .iter()
+            .filter(|(input, out)| out.iter().map(|a| a.rows).sum::<u64>() == input.rows)
+            .flat_map(|(_, out)| out.iter().map(|a| self.location.child(&a.path)))
+            .collect();
+        delete_quietly(&self.location, unchanged_outputs).await;
+        report.rows_deleted += whole.iter().map(|f| f.rows).sum::<u64>();
+        if report.rows_deleted == 0 {
+            return Ok(Some(report));
+        }
+        let planned: HashSet<String> = snapshot.files.keys().cloned().collect();
+        let mut raced = false;
+        let result = self
+            .committer
+            .commit(&mut snapshot, "DELETE", |snap| {
+                let now = self.clock.now_millis();
+                let gone = whole
+                    .iter()
+                    .chain(changed.iter().map(|(i, _)| i))
+                    .any(|f| !snap.files.contains_key(&f.path));
+                let added: Vec<AddFile> = snap
+                    .files
+                    .values()
+                    .filter(|f| !planned.contains(&f.path))
+                    .cloned()
+                    .collect();
+                let may_match = decide(&self.location, snap, added, expr)
+                    .iter()
+                    .any(|(_, d)| *d != Some(false));
+                if gone || may_match {
+                    raced = true;
+                    return Err(Error::CommitConflict {
+                        version: snap.version,
+                        reason: "files this delete read were changed by a concurrent commit".into(),
+                    });
+                }
+                let mut actions: Vec<Action> = whole.iter().map(|f| remove(f, now)).collect();
+                for (input, out) in &changed {
+                    actions.push(remove(input, now));
+                    actions.extend(out.iter().cloned().map(Action::Add));
+                }
+                Ok(actions)
+            })
+            .await;
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                let paths = outputs
+                    .iter()
+                    .map(|a| self.location.child(&a.path))
+                    .collect();
+                delete_quietly(&self.location, paths).await;
+                return if raced { Ok(None) } else { Err(e) };
+            }
+        };
+        *self.cache.lock().await = Some(snapshot.clone());
+        let mut partitions = BTreeSet::new();
+        for f in whole.iter().chain(changed.iter().map(|(i, _)| i)) {
+            partitions.insert(folder_of(&snapshot, f));
+            report.bytes_removed += f.size;
+        }
+        for (_, out) in &changed {
+            report.files_added += out.len() as u64;
+            report.bytes_added += out.iter().map(|a| a.size).sum::<u64>();
+        }
+        report.version = Some(outcome.version);
+        report.files_removed = whole.len() as u64;
+        report.files_rewritten = changed.len() as u64;
+        report.partitions = partitions.into_iter().collect();
+        Ok(Some(report))
+    }
+
+    /// Each of `files` rewritten without the rows matching `expr`, in parallel.
+    async fn rewrite_without(
+        &self,
+        snapshot: &Snapshot,
+        files: &[AddFile],
+        expr: &Expr,
+        parallelism: usize,
+        progress: Arc<dyn Progress>,
+    ) -> Result<Vec<(AddFile, Vec<AddFile>)>> {
+        let meta = &snapshot.metadata;
+        let schema = meta.schema.to_arrow();
+        let sort_cols: Vec<usize> = meta
+            .sort_by
+            .iter()
+            .filter_map(|c| schema.index_of(c).ok())
+            .collect();
+        let compression = parse_compression(&meta.settings.compression).map_err(|reason| {
+            Error::InvalidSetting {
+                name: "compression".into(),
+                reason,
+            }
+        })?;
+        let props = writer_properties(compression, meta.settings.row_group_rows, &sort_cols);
+        let committer = self.committer.clone();
+        let new_id: Arc<dyn Fn() -> String + Send + Sync> =
+            Arc::new(move || committer.new_id().to_string());
+        let keep = Expr::IsNotTrue(Box::new(expr.clone()));
+        let now = self.clock.now_millis();
+        let tasks = files.iter().map(|f| {
+            let config = SinkConfig {
+                location: self.location.clone(),
+                schema: schema.clone(),
+                props: props.clone(),
+                folder: folder_of(snapshot, f),
+                partition_values: f.partition_values.clone(),
+                target_size: u64::MAX,
+                new_id: new_id.clone(),
+                now_ms: now,
+                progress: progress.clone(),
+            };
+            let (location, schema, keep, file) = (
+                self.location.clone(),
+                schema.clone(),
+                keep.clone(),
+                f.clone(),
+            );
+            tokio::spawn(async move {
+                let mut sink = FileSink::new(config);
+                let res = async {
+                    let inputs = std::slice::from_ref(&file);
+                    let mut rows = ordered_rows(&location, schema, inputs, &[], Some(&keep))?;
+                    while let Some(batch) = rows.next().await {
+                        sink.write(&batch.map_err(query_error)?).await?;
+                    }
+                    sink.finish().await
+                }
+                .await;
+                match res {
+                    Ok(out) => Ok((file, out)),
+                    Err(e) => {
+                        delete_quietly(&location, sink.paths()).await;
+                        Err(e)
+                    }
+                }
+            })
+        });
+        let results: Vec<Result<(AddFile, Vec<AddFile>)>> = futures::stream::iter(tasks)
+            .buffer_unordered(parallelism.max(1))
+            .map(|r| r.map_err(|e| Error::TaskFailed(e.to_string()))?)
+            .collect()
+            .await;
+        let mut ok = Vec::new();
+        let mut first_err = None;
+        for r in results {
+            match r {
+                Ok(x) => ok.push(x),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            let paths = ok
+                .iter()
+                .flat_map(|(_, out)| out.iter().map(|a| self.location.child(&a.path)))
+                .collect();
+            delete_quietly(&self.location, paths).await;
+            return Err(e);
+        }
+        Ok(ok)
+    }
+}
+
+/// The partition folder of a file.
+fn folder_of(snapshot: &Snapshot, f: &AddFile) -> String {
+    let fields = &snapshot.metadata.partition_by;
+    let values: Vec<Option<String>> = fields
+        .iter()
+        .map(|p| f.partition_values.get(&p.name).cloned().flatten())
+        .collect();
+    partition_path(fields, &values)
+}
+
+/// Parse a SQL predicate over the table's columns; it must be boolean.
+fn parse_predicate(snapshot: &Snapshot, sql: &str) -> Result<Expr> {
+    let schema = snapshot.metadata.schema.to_arrow();
+    let df_schema = DFSchema::try_from(schema).map_err(query_error)?;
+    let ctx = SessionContext::new();
+    let expr = ctx.parse_sql_expr(sql, &df_schema).map_err(query_error)?;
+    let t = expr.get_type(&df_schema).map_err(query_error)?;
+    if t != arrow::datatypes::DataType::Boolean {
+        return Err(Error::InvalidQuery {
+            message: format!("the predicate '{sql}' is of type {t}, not boolean"),
+        });
+    }
+    crate::query::coerce_predicate(expr, &df_schema)
+}
+
+/// What the log says of `expr` in each of `files` (see `SnapshotTable::decide`).
+fn decide(
+    location: &TableLocation,
+    snapshot: &Snapshot,
+    files: Vec<AddFile>,
+    expr: &Expr,
+) -> Vec<(AddFile, Option<bool>)> {
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let view = Snapshot {
+        version: snapshot.version,
+        timestamp: snapshot.timestamp,
+        protocol: snapshot.protocol.clone(),
+        metadata: snapshot.metadata.clone(),
+        files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
+        tombstones: Default::default(),
+    };
+    let url = ObjectStoreUrl::parse("neve://delete").expect("valid url");
+    let table = SnapshotTable::new(location.clone(), view, url);
+    let d = table.decide(expr);
+    table
+        .stats
+        .files
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .zip(d)
+        .collect()
+}

@@ -1,0 +1,349 @@
+//! A streaming file writer for rewrites (merge, delete): batches of one partition, already in
+//! order, go in; Parquet files of about a target size come out, uploaded while they are
+//! written (multipart), with the log's statistics accumulated batch by batch. Memory stays at
+//! about one row group, whatever the size of the input.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, SchemaRef};
+use futures::StreamExt;
+use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use parquet::arrow::AsyncArrowWriter;
+use parquet::file::properties::WriterProperties;
+use serde_json::Value;
+
+use super::encode::{batch_stats, tune_dictionary};
+use super::Progress;
+use crate::error::Result;
+use crate::log::{AddFile, ColumnStats};
+use crate::storage::TableLocation;
+
+/// Where the files of one rewrite go and how they are encoded.
+#[derive(Clone)]
+pub(crate) struct SinkConfig {
+    pub location: TableLocation,
+    pub schema: SchemaRef,
+    pub props: WriterProperties,
+    /// Partition folder (`d=2021-08`), empty for an unpartitioned table.
+    pub folder: String,
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// A file is closed once it reaches this many bytes.
+    pub target_size: u64,
+    pub new_id: Arc<dyn Fn() -> String + Send + Sync>,
+    pub now_ms: i64,
+    pub progress: Arc<dyn Progress>,
+}
+
+struct OpenFile {
+    rel: String,
+    writer: AsyncArrowWriter<BufWriter>,
+    stats: StatsBuilder,
+    rows: u64,
+}
+
+/// Writes one ordered stream of batches into files of about `target_size`.
+pub(crate) struct FileSink {
+    config: SinkConfig,
+    current: Option<OpenFile>,
+    /// Files completed so far.
+    pub written: Vec<AddFile>,
+}
+
+impl FileSink {
+    pub fn new(config: SinkConfig) -> Self {
+        Self {
+            config,
+            current: None,
+            written: Vec::new(),
+        }
+    }
+
+    /// Append a batch (in the table schema); closes the file once it is big enough.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if self.current.is_none() {
+            let id = (self.config.new_id)();
+            let rel = if self.config.folder.is_empty() {
+                format!("_data/part-{id}.parquet")
+            } else {
+                format!("_data/{}/part-{id}.parquet", self.config.folder)
+            };
+            let path = self.config.location.child(&rel);
+            let upload =
+                BufWriter::with_capacity(self.config.location.store.clone(), path, 8 << 20)
+                    .with_max_concurrency(4);
+            let props = tune_dictionary(batch, self.config.props.clone());
+            let writer =
+                AsyncArrowWriter::try_new(upload, self.config.schema.clone(), Some(props))?;
+            self.current = Some(OpenFile {
+                rel,
+                writer,
+                stats: StatsBuilder::new(&self.config.schema),
+                rows: 0,
+            });
+        }
+        let f = self.current.as_mut().expect("opened above");
+        f.writer.write(batch).await?;
+        f.stats.update(batch)?;
+        f.rows += batch.num_rows() as u64;
+        self.config.progress.rows_read(batch.num_rows() as u64);
+        let size = (f.writer.bytes_written() + f.writer.in_progress_size()) as u64;
+        if size >= self.config.target_size {
+            self.close_current().await?;
+        }
+        Ok(())
+    }
+
+    /// Close the last file; the files written, in order.
+    pub async fn finish(&mut self) -> Result<Vec<AddFile>> {
+        self.close_current().await?;
+        Ok(std::mem::take(&mut self.written))
+    }
+
+    async fn close_current(&mut self) -> Result<()> {
+        let Some(mut f) = self.current.take() else {
+            return Ok(());
+        };
+        f.writer.finish().await?;
+        let size = f.writer.bytes_written() as u64;
+        self.config.progress.file_written(size);
+        self.written.push(AddFile {
+            path: f.rel,
+            partition_values: self.config.partition_values.clone(),
+            size,
+            rows: f.rows,
+            modification_time: self.config.now_ms,
+            stats: f.stats.finish(),
+        });
+        Ok(())
+    }
+
+    /// Paths this sink may have created, finished or not (for cleanup after a failure).
+    pub fn paths(&self) -> Vec<Path> {
+        self.written
+            .iter()
+            .map(|a| a.path.as_str())
+            .chain(self.current.as_ref().map(|f| f.rel.as_str()))
+            .map(|p| self.config.location.child(p))
+            .collect()
+    }
+}
+
+/// Best-effort deletion of files a failed rewrite wrote; `neve gc` removes what is left.
+pub(crate) async fn delete_quietly(location: &TableLocation, paths: Vec<Path>) {
+    let store = location.store.clone();
+    let n = paths.len();
+    let failed = futures::stream::iter(paths.into_iter().map(|p| {
+        let store = store.clone();
+        async move { store.delete(&p).await }
+    }))
+    .buffer_unordered(16)
+    .filter(|r| {
+        futures::future::ready(
+            matches!(r, Err(e) if !matches!(e, object_store::Error::NotFound { .. })),
+        )
+    })
+    .count()
+    .await;
+    if failed > 0 {
+        tracing::warn!(
+            files = n,
+            failed,
+            "could not remove files of a failed rewrite; `neve gc` will"
+        );
+    }
+}
+
+/// Per-column min/max/null counts over many batches, in the log's JSON form.
+struct StatsBuilder {
+    columns: Vec<(String, DataType, Acc)>,
+}
+
+#[derive(Default)]
+struct Acc {
+    min: Option<Value>,
+    max: Option<Value>,
+    nulls: u64,
+    /// A batch had values but no usable min (or max): the file's is unknown too.
+    min_unknown: bool,
+    max_unknown: bool,
+}
+
+impl StatsBuilder {
+    fn new(schema: &SchemaRef) -> Self {
+        Self {
+            columns: schema
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone(), Acc::default()))
+                .collect(),
+        }
+    }
+
+    fn update(&mut self, batch: &RecordBatch) -> Result<()> {
+        let stats = batch_stats(batch);
+        for ((name, dt, acc), col) in self.columns.iter_mut().zip(batch.columns()) {
+            let s = &stats[name.as_str()];
+            acc.nulls += s.nulls;
+            let has_values = col.null_count() < col.len();
+            merge_bound(
+                &mut acc.min,
+                &mut acc.min_unknown,
+                &s.min,
+                has_values,
+                dt,
+                true,
+            )?;
+            merge_bound(
+                &mut acc.max,
+                &mut acc.max_unknown,
+                &s.max,
+                has_values,
+                dt,
+                false,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> BTreeMap<String, ColumnStats> {
+        self.columns
+            .into_iter()
+            .map(|(name, _, acc)| {
+                let min = if acc.min_unknown { None } else { acc.min };
+                let max = if acc.max_unknown { None } else { acc.max };
+                (
+                    name,
+                    ColumnStats {
+                        min,
+                        max,
+                        nulls: acc.nulls,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+fn merge_bound(
+    acc: &mut Option<Value>,
+    unknown: &mut bool,
+    next: &Option<Value>,
+    has_values: bool,
+    dt: &DataType,
+    is_min: bool,
+) -> Result<()> {
+    match next {
+        None if has_values => *unknown = true,
+        None => {}
+        Some(v) => match acc {
+            None => *acc = Some(v.clone()),
+            Some(cur) => {
+                let better = if is_min {
+                    less(v, cur, dt)?
+                } else {
+                    less(cur, v, dt)?
+                };
+                if better {
+                    *acc = Some(v.clone());
+                }
+            }
+        },
+    }
+    Ok(())
+}
+
+/// `a < b` for two statistics of a column of type `dt`, compared as that type (decimals and
+/// numbers do not order as text).
+fn less(a: &Value, b: &Value, dt: &DataType) -> Result<bool> {
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
+    let pair: ArrayRef = Arc::new(StringArray::from(vec![text(a), text(b)]));
+    let typed = arrow::compute::cast(&pair, dt)?;
+    let (x, y) = (typed.slice(0, 1), typed.slice(1, 1));
+    let lt = arrow::compute::kernels::cmp::lt(&x, &y)?;
+    Ok(lt.is_valid(0) && lt.value(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Decimal128Array, Int64Array};
+    use arrow::datatypes::{Field, Schema};
+
+    #[test]
+    fn stats_over_batches_compare_as_types() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("d", DataType::Decimal128(10, 2), true),
+        ]));
+        let batch = |n: Vec<Option<i64>>, s: Vec<Option<&str>>, d: Vec<Option<i128>>| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(n)),
+                    Arc::new(StringArray::from(s)),
+                    Arc::new(
+                        Decimal128Array::from(d)
+                            .with_precision_and_scale(10, 2)
+                            .unwrap(),
+                    ),
+                ],
+            )
+            .unwrap()
+        };
+        let mut b = StatsBuilder::new(&schema);
+        b.update(&batch(
+            vec![Some(9), None],
+            vec![Some("b"), None],
+            vec![Some(-150), Some(900)],
+        ))
+        .unwrap();
+        b.update(&batch(
+            vec![Some(10), Some(-2)],
+            vec![None, None],
+            vec![Some(1000), None],
+        ))
+        .unwrap();
+        let s = b.finish();
+        assert_eq!(s["n"].min, Some(Value::from(-2)));
+        assert_eq!(s["n"].max, Some(Value::from(10)));
+        assert_eq!(s["n"].nulls, 1);
+        assert_eq!(s["s"].min, Some(Value::from("b")));
+        assert_eq!(s["s"].max, Some(Value::from("b")));
+        assert_eq!(s["s"].nulls, 3);
+        // As text "10.00" < "9.00" and "-1.50" > "10.00"; as decimals they are not.
+        assert_eq!(s["d"].min, Some(Value::from("-1.50")));
+        assert_eq!(s["d"].max, Some(Value::from("10.00")));
+    }
+
+    #[test]
+    fn an_unknown_bound_in_one_batch_makes_the_file_bound_unknown() {
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let long = "z".repeat(300);
+        let mut b = StatsBuilder::new(&schema);
+        for v in ["m", long.as_str()] {
+            let batch =
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![v]))])
+                    .unwrap();
+            b.update(&batch).unwrap();
+        }
+        let s = b.finish();
+        assert_eq!(s["s"].min, Some(Value::from("m")));
+        assert_eq!(
+            s["s"].max, None,
+            "a max longer than 256 characters is not kept"
+        );
+    }
+}
