@@ -30,6 +30,14 @@ pub enum Command {
     History(HistoryArgs),
     /// Run SQL over tables (DataFusion): --table NAME=URL (repeatable) or --warehouse URL.
     Sql(SqlArgs),
+    /// Merge small files of each partition into files of about a target size, in sort order.
+    Merge(MergeArgs),
+    /// Delete tombstoned and orphaned data files and old log entries.
+    Gc(GcArgs),
+    /// Remove every file of the given partitions in one commit (metadata only).
+    DropPartition(DropPartitionArgs),
+    /// Delete the rows matching a SQL predicate in one commit, rewriting only affected files.
+    Delete(DeleteArgs),
     /// Create a demo table under DIR, load generated taxi rows and show it.
     Quickstart(QuickstartArgs),
     /// Benchmarks and data generators.
@@ -162,6 +170,96 @@ pub struct SqlArgs {
     /// Print rows, time, and bytes read from storage to stderr.
     #[arg(long)]
     pub stats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    pub table: String,
+    /// Files are merged up to this size; larger files are left alone (512MB, 1GiB, ...).
+    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    pub target_file_size: u64,
+    /// Merge a partition only when it has at least this many files below the target.
+    #[arg(long, default_value_t = 4)]
+    pub min_files: usize,
+    /// Which partitions go first when the run is capped.
+    #[arg(long, value_enum, default_value_t = OrderArg::Newest)]
+    pub order: OrderArg,
+    /// Only this partition folder, e.g. d=2021-08 (repeatable).
+    #[arg(long = "partition", value_name = "P")]
+    pub partitions: Vec<String>,
+    /// Cap on input bytes per run; the remaining partitions wait for the next run.
+    #[arg(long, default_value = "64GiB", value_parser = parse_size)]
+    pub max_input_bytes: u64,
+    /// Groups merged at once (default: the number of cores).
+    #[arg(long)]
+    pub parallelism: Option<usize>,
+    /// Show the plan without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OrderArg {
+    Newest,
+    Oldest,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    pub table: String,
+    /// Minimum age of an unreferenced or removed file before it is deleted; must exceed the
+    /// longest insert or merge (30s, 15m, 1h, 2d).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub grace: u64,
+    /// Time-travel window: removed files and log entries are kept this long (default: the
+    /// table's log_retention_hours).
+    #[arg(long, value_parser = parse_duration)]
+    pub retention: Option<u64>,
+    /// Report what would be deleted without deleting.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DropPartitionArgs {
+    pub table: String,
+    /// Partition folders, e.g. d=2021-08 (or 2021-08 when the table has one partition level).
+    #[arg(required = true)]
+    pub partitions: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    pub table: String,
+    /// SQL predicate over the table's columns; rows where it is true are deleted.
+    #[arg(long = "where", value_name = "PREDICATE")]
+    pub predicate: String,
+    /// Files rewritten at once (default: the number of cores).
+    #[arg(long)]
+    pub parallelism: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Milliseconds from `30s`, `15m`, `1h`, `2d`, `1h 30m`.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    humantime::parse_duration(s.trim())
+        .map(|d| d.as_millis() as u64)
+        .map_err(|e| format!("'{s}': {e} (e.g. 30s, 15m, 1h, 7d)"))
+}
+
+/// Bytes from `512MB` (decimal), `512MiB` (binary), `1GB`, `1048576`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("'{s}': {e} (e.g. 512MB, 1GiB)"))
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 
 mod files;
 mod insert;
+mod maintenance;
 pub mod sql;
 
 use std::io::Write;
@@ -22,6 +23,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Files(a) => files::run(a).await,
         Command::History(a) => history(a).await,
         Command::Sql(a) => sql::run(a).await,
+        Command::Merge(a) => maintenance::merge(a).await,
+        Command::Gc(a) => maintenance::gc(a).await,
+        Command::DropPartition(a) => maintenance::drop_partition(a).await,
+        Command::Delete(a) => maintenance::delete(a).await,
         Command::Quickstart(a) => crate::bench::quickstart(a).await,
         Command::Bench(b) => crate::bench::run(b).await,
     }
@@ -86,7 +91,7 @@ async fn history(a: HistoryArgs) -> Result<()> {
     if !a.json {
         writeln!(
             out,
-            "{:>8}  {:<24}  {:<9} {:>8} {:>8} {:>12} {:>12}  writer",
+            "{:>8}  {:<24}  {:<14} {:>8} {:>8} {:>12} {:>12}  writer",
             "version", "time", "operation", "+files", "-files", "+rows", "-rows"
         )?;
     }
@@ -108,7 +113,7 @@ async fn history(a: HistoryArgs) -> Result<()> {
         } else {
             writeln!(
                 out,
-                "{:>8}  {:<24}  {:<9} {:>8} {:>8} {:>12} {:>12}  {}",
+                "{:>8}  {:<24}  {:<14} {:>8} {:>8} {:>12} {:>12}  {}",
                 c.version,
                 neve_core::clock::format_millis(c.info.timestamp),
                 c.info.operation,
