@@ -4,9 +4,10 @@
 //!   the retention (the time-travel window) and the grace period.
 //! - Orphans: files under `_data/` that the log does not reference (failed or killed inserts
 //!   and merges), once older than the grace period. The grace period must exceed the longest
-//!   write: a file being written is an orphan until its commit lands.
-//! - Log entries before the newest checkpoint that is itself older than the retention: every
-//!   version from that checkpoint on stays readable.
+//!   write, from reading the snapshot to committing: a file being written is an orphan until
+//!   its commit lands.
+//! - Log entries before the newest checkpoint that is itself older than the retention (and the
+//!   grace period): every version from that checkpoint on stays readable.
 //!
 //! `_data/` is listed before the log is read, so a file committed meanwhile is seen as alive.
 //! Deleting is idempotent (a missing file is fine), so any number of GCs may run at once.
@@ -127,8 +128,11 @@ impl Table {
 
         // 2. Log entries before the newest checkpoint older than the retention.
         let listing = self.log().list(None).await?;
+        // Never younger than the grace either: a writer still working from an older snapshot
+        // must find the commits after it (or its create-only PUT could land on a cleaned
+        // version number).
         let keep_from = self
-            .oldest_needed_checkpoint(&listing, now - retention_ms)
+            .oldest_needed_checkpoint(&listing, tombstone_cutoff)
             .await?;
         report.oldest_version =
             keep_from.unwrap_or_else(|| listing.commits.iter().next().copied().unwrap_or_default());

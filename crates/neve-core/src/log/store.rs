@@ -223,8 +223,22 @@ impl LogStore {
         }
     }
 
-    /// The latest snapshot.
+    /// The latest snapshot. A GC may delete log entries older than the newest checkpoint
+    /// while they are being read; the read then starts again from that checkpoint.
     pub async fn load_latest(&self) -> Result<Snapshot> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.load_latest_once().await {
+                Err(Error::VersionNotFound { version, .. }) if attempt < 4 => {
+                    tracing::debug!(version, "log entry removed while reading; reading again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn load_latest_once(&self) -> Result<Snapshot> {
         let pointer = self.read_pointer().await?;
         let mut listing = self.list(pointer).await?;
         let newest_ckpt = listing.checkpoints.iter().next_back().copied().max(pointer);

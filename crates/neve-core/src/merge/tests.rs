@@ -62,8 +62,10 @@ async fn new_table(name: &str, clock: Option<Arc<ManualClock>>) -> Table {
         b = b.with_clock(c);
     }
     let t = b.build();
-    let mut settings = crate::log::TableSettings::default();
-    settings.checkpoint_interval = 4;
+    let settings = crate::log::TableSettings {
+        checkpoint_interval: 4,
+        ..Default::default()
+    };
     t.create(CreateOptions {
         partition_by: parse_spec("month(ts) as m").unwrap(),
         sort_by: vec!["kind".into(), "ts".into()],

@@ -80,7 +80,11 @@ pub async fn merge(a: MergeArgs) -> Result<()> {
         return Ok(());
     }
     match r.version {
-        None => say!("nothing to merge (no partition has {} files below {})", opts.min_files.max(2), bytes(opts.target_file_size)),
+        None => say!(
+            "nothing to merge (no partition has {} files below {})",
+            opts.min_files.max(2),
+            bytes(opts.target_file_size)
+        ),
         Some(v) => {
             let secs = r.elapsed_ms as f64 / 1000.0;
             say!(
@@ -184,7 +188,11 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
     let bar = Arc::new(Bar::new("rewriting"));
     let result = table
-        .delete(&a.predicate, a.parallelism.unwrap_or_else(cores), bar.clone())
+        .delete(
+            &a.predicate,
+            a.parallelism.unwrap_or_else(cores),
+            bar.clone(),
+        )
         .await;
     bar.finish();
     let r = result?;

@@ -5,4 +5,5 @@ mod cli;
 mod common;
 mod concurrency;
 mod conformance;
+mod maintenance;
 mod sql;
