@@ -292,6 +292,30 @@ pub enum BenchCommand {
     Gen(BenchGenArgs),
     /// The six seed queries over a taxi table, against DuckDB and chdb on the same files.
     Query(BenchQueryArgs),
+    /// Load the taxi table in small inserts, merge and GC it; seed queries before and after.
+    Merge(BenchMergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchMergeArgs {
+    /// A local directory or s3://bucket/prefix; the table `taxi-merge` is (re)created under it.
+    #[arg(long, default_value = "./neve-bench")]
+    pub target: String,
+    #[arg(long, default_value_t = 10_000_000)]
+    pub rows: usize,
+    /// Rows per insert (each insert writes one small file per month it touches).
+    #[arg(long, default_value_t = 100_000)]
+    pub insert_rows: usize,
+    /// Runs per seed query (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Keep the table afterwards.
+    #[arg(long)]
+    pub keep: bool,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

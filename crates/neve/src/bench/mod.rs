@@ -2,6 +2,7 @@
 
 mod ingest;
 mod log;
+mod merge;
 mod query;
 pub mod taxi;
 
@@ -20,6 +21,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Log(a) => log::run(a).await,
         BenchCommand::Gen(a) => gen(a),
         BenchCommand::Query(a) => query::run(a).await,
+        BenchCommand::Merge(a) => merge::run(a).await,
     }
 }
 

@@ -18,8 +18,6 @@ pub const SEED_QUERIES: &str = include_str!("../../../../bench/seed_queries.json
 const PEER_SCRIPT: &str = include_str!("../../../../scripts/bench_query_peers.py");
 
 pub async fn run(a: BenchQueryArgs) -> Result<()> {
-    let queries: Value = serde_json::from_str(SEED_QUERIES).expect("valid seed_queries.json");
-    let queries = queries["queries"].as_array().expect("queries").clone();
     let table = Table::at(&a.table)?;
     match table.snapshot().await {
         Ok(s) => eprintln!(
@@ -54,32 +52,7 @@ pub async fn run(a: BenchQueryArgs) -> Result<()> {
         Err(e) => return Err(e.into()),
     }
 
-    let mut results = Vec::new();
-    for q in &queries {
-        let name = q["name"].as_str().unwrap_or_default().to_string();
-        let sql = q["neve"]
-            .as_str()
-            .unwrap_or_default()
-            .replace("{table}", "taxi");
-        let mut secs = Vec::new();
-        let mut bytes = 0;
-        let mut rows = 0;
-        for _ in 0..a.runs {
-            // As `neve sql` does: open the table, plan, run.
-            let started = Instant::now();
-            let mut engine = QueryEngine::new();
-            engine.register("taxi", &a.table, None).await?;
-            let batches = engine.collect(&sql).await?;
-            secs.push(started.elapsed().as_secs_f64());
-            bytes = engine.reads().bytes();
-            rows = batches.iter().map(|b| b.num_rows()).sum::<usize>();
-        }
-        eprintln!("  neve {name}: {rows} rows, runs {secs:.3?}");
-        results.push(json!({
-            "query": name, "neve_median_s": median(secs.clone()), "neve_runs_s": secs,
-            "neve_bytes_read": bytes, "rows": rows,
-        }));
-    }
+    let mut results = neve_seed_queries(&a.table, a.runs).await?;
 
     if !a.python.is_empty() {
         let peers = run_peers(&a).await?;
@@ -138,6 +111,39 @@ pub async fn run(a: BenchQueryArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The six seed queries through neve, `runs` times each, as `neve sql` runs them (open the
+/// table, plan, run): one JSON object per query with the median, the runs and bytes read.
+pub async fn neve_seed_queries(address: &str, runs: usize) -> Result<Vec<Value>> {
+    let queries: Value = serde_json::from_str(SEED_QUERIES).expect("valid seed_queries.json");
+    let queries = queries["queries"].as_array().expect("queries").clone();
+    let mut results = Vec::new();
+    for q in &queries {
+        let name = q["name"].as_str().unwrap_or_default().to_string();
+        let sql = q["neve"]
+            .as_str()
+            .unwrap_or_default()
+            .replace("{table}", "taxi");
+        let mut secs = Vec::new();
+        let mut bytes = 0;
+        let mut rows = 0;
+        for _ in 0..runs.max(1) {
+            let started = Instant::now();
+            let mut engine = QueryEngine::new();
+            engine.register("taxi", address, None).await?;
+            let batches = engine.collect(&sql).await?;
+            secs.push(started.elapsed().as_secs_f64());
+            bytes = engine.reads().bytes();
+            rows = batches.iter().map(|b| b.num_rows()).sum::<usize>();
+        }
+        eprintln!("  neve {name}: {rows} rows, runs {secs:.3?}");
+        results.push(json!({
+            "query": name, "neve_median_s": median(secs.clone()), "neve_runs_s": secs,
+            "neve_bytes_read": bytes, "rows": rows,
+        }));
+    }
+    Ok(results)
 }
 
 async fn run_peers(a: &BenchQueryArgs) -> Result<Value> {
