@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-log bench-query
+.PHONY: run build test lint unit bench-ingest bench-log bench-query bench-merge
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -36,3 +36,6 @@ bench-log:
 
 bench-query:
 	scripts/test.sh bench-query
+
+bench-merge:
+	scripts/test.sh bench-merge

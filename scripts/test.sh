@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-log|bench-query`), stops MinIO.
+# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-log|bench-query|bench-merge`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -88,6 +88,16 @@ case "${1:-test}" in
     LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
     "$N" bench query --table "$LOCAL/taxi" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     "$N" bench query --table "s3://$NEVE_TEST_BUCKET/bench/query-$(date +%s)/taxi" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    rm -rf "$LOCAL"
+    ;;
+  bench-merge)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    ROWS=${ROWS:-10000000}
+    RUNS=${RUNS:-3}
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    "$N" bench merge --target "$LOCAL" --rows "$ROWS" --runs "$RUNS"
+    "$N" bench merge --target "s3://$NEVE_TEST_BUCKET/bench/merge-$(date +%s)" --rows "$ROWS" --runs "$RUNS"
     rm -rf "$LOCAL"
     ;;
   *) log "unknown mode $1"; exit 2 ;;
