@@ -540,3 +540,27 @@ proptest! {
         });
     }
 }
+
+#[tokio::test]
+async fn delete_racing_a_merge_loses_no_deletion_and_no_row() {
+    for seed in 0..4u64 {
+        let a = new_table("race-del", None).await;
+        for i in 0..6 {
+            insert(&a, rows(i * 100, 100, true)).await;
+        }
+        let b = TableBuilder::new(a.location().clone()).with_seed(seed + 100).build();
+        let o = opts(2);
+        let (m, d) = tokio::join!(
+            a.merge(&o, Arc::new(NoProgress)),
+            b.delete("id % 5 = 0", 2, Arc::new(NoProgress))
+        );
+        match m {
+            Ok(_) | Err(Error::CommitConflict { .. }) => {}
+            Err(e) => panic!("merge: {e}"),
+        }
+        assert_eq!(d.unwrap().rows_deleted, 120);
+        let left = contents(&a, AsOf::Latest).await;
+        let expect: Vec<i64> = (0..600).filter(|i| i % 5 != 0).collect();
+        assert_eq!(left.iter().map(|(id, _)| *id).collect::<Vec<_>>(), expect);
+    }
+}
