@@ -19,6 +19,9 @@ use super::store::{LogStore, PutCommit};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 
+/// A commit removing at least this many files is followed by a checkpoint.
+const CHECKPOINT_AFTER_REMOVING: u64 = 1000;
+
 /// What a successful commit produced.
 #[derive(Debug, Clone)]
 pub struct CommitOutcome {
@@ -128,7 +131,8 @@ impl Committer {
                 snapshot.apply(path.as_ref(), version, &info, &actions)?;
                 crate::failpoint::hit("commit:after-put");
                 tracing::debug!(version, attempts, operation, "committed");
-                self.maybe_checkpoint(snapshot).await;
+                self.maybe_checkpoint(snapshot, info.summary.files_removed)
+                    .await;
                 return Ok(CommitOutcome {
                     version,
                     commit_id,
@@ -139,7 +143,8 @@ impl Committer {
             // PUT that had in fact landed).
             let newer = self.log.catch_up(snapshot).await?;
             if let Some(mine) = newer.iter().find(|c| c.info.commit_id == commit_id) {
-                self.maybe_checkpoint(snapshot).await;
+                self.maybe_checkpoint(snapshot, mine.info.summary.files_removed)
+                    .await;
                 return Ok(CommitOutcome {
                     version: mine.version,
                     commit_id,
@@ -197,9 +202,14 @@ impl Committer {
             .map(|c| c.info.commit_id == commit_id))
     }
 
-    async fn maybe_checkpoint(&self, snapshot: &Snapshot) {
+    /// Checkpoint every `checkpointInterval` versions, and after a commit that removed many
+    /// files (a merge, delete or drop): its tail would otherwise make every open replay the
+    /// whole pre-merge file list from the older checkpoint.
+    async fn maybe_checkpoint(&self, snapshot: &Snapshot, files_removed: u64) {
         let interval = snapshot.metadata.settings.checkpoint_interval.max(1);
-        if snapshot.version == 0 || !snapshot.version.is_multiple_of(interval) {
+        let due =
+            snapshot.version.is_multiple_of(interval) || files_removed >= CHECKPOINT_AFTER_REMOVING;
+        if snapshot.version == 0 || !due {
             return;
         }
         let retention_ms = snapshot.metadata.settings.log_retention_hours as i64 * 3_600_000;

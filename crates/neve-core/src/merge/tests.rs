@@ -548,7 +548,9 @@ async fn delete_racing_a_merge_loses_no_deletion_and_no_row() {
         for i in 0..6 {
             insert(&a, rows(i * 100, 100, true)).await;
         }
-        let b = TableBuilder::new(a.location().clone()).with_seed(seed + 100).build();
+        let b = TableBuilder::new(a.location().clone())
+            .with_seed(seed + 100)
+            .build();
         let o = opts(2);
         let (m, d) = tokio::join!(
             a.merge(&o, Arc::new(NoProgress)),

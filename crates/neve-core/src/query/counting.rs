@@ -78,6 +78,7 @@ impl ObjectStore for CountingStore {
         let head = options.head;
         let r = self.inner.get_opts(location, options).await?;
         let bytes = if head { 0 } else { r.range.end - r.range.start };
+        tracing::trace!(%location, range = ?r.range, "get");
         self.counter.add(bytes, 1);
         Ok(r)
     }
@@ -88,6 +89,7 @@ impl ObjectStore for CountingStore {
     ) -> object_store::Result<Vec<Bytes>> {
         let r = self.inner.get_ranges(location, ranges).await?;
         let bytes: u64 = r.iter().map(|b| b.len() as u64).sum();
+        tracing::trace!(%location, ?ranges, "get_ranges");
         self.counter.add(bytes, ranges.len() as u64);
         Ok(r)
     }

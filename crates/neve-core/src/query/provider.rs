@@ -30,7 +30,7 @@ use crate::storage::TableLocation;
 
 /// Parquet footers neve writes are a few KB; fetching this much of the tail at once saves a
 /// round trip per file.
-const FOOTER_HINT: usize = 64 << 10;
+pub(crate) const FOOTER_HINT: usize = 16 << 10;
 
 /// One snapshot of a table, queryable by DataFusion.
 #[derive(Debug)]

@@ -74,7 +74,8 @@ pub(crate) fn ordered_rows(
             .collect(),
         None => vec![FileGroup::new(files.iter().map(file).collect())],
     };
-    let source = ParquetSource::new(schema.clone());
+    let source =
+        ParquetSource::new(schema.clone()).with_metadata_size_hint(super::provider::FOOTER_HINT);
     let mut builder =
         FileScanConfigBuilder::new(store_url, Arc::new(source)).with_file_groups(groups);
     if let Some(o) = &ordering {
