@@ -44,10 +44,14 @@ impl Default for QueryEngine {
 
 impl QueryEngine {
     pub fn new() -> Self {
-        let mut config = SessionConfig::new()
+        let config = SessionConfig::new()
             .with_information_schema(true)
             .set_bool("datafusion.sql_parser.collect_spans", true);
-        // Read sorted, pruned files in parallel even when there are few of them.
+        // Scan partitions are also the I/O concurrency: with one per core, a scan of many
+        // files on S3 waits on one request per core at a time. More partitions keep requests
+        // in flight while the cores decode.
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        let mut config = config.with_target_partitions(scan_partitions(cores));
         config.options_mut().execution.parquet.enable_page_index = true;
         // DataFusion's default footer prefetch is 512 KiB: for files of a few MB that is most
         // of the file for a one-column query. neve's footers and page indexes are a few KB.
@@ -172,6 +176,15 @@ impl QueryEngine {
             .await
             .map_err(query_error)
     }
+}
+
+/// Partitions of a query plan: `NEVE_SCAN_PARTITIONS`, or four per core (at least 8).
+fn scan_partitions(cores: usize) -> usize {
+    std::env::var("NEVE_SCAN_PARTITIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or((cores * 4).max(8))
 }
 
 /// Map a DataFusion error to neve's error type, keeping what the user needs: the kind, the

@@ -228,18 +228,26 @@ impl TableProvider for SnapshotTable {
             pruned = self.stats.len() - files.len(),
             "scan"
         );
-        // Without filters, a LIMIT needs only as many files as hold that many rows.
+        // Without filters, a LIMIT needs only as many files as hold that many rows: the
+        // smallest single file that does, else the smallest files first.
         if let (Some(limit), true) = (limit, filters.is_empty()) {
-            let mut rows = 0u64;
-            let mut take = 0;
-            for f in &files {
-                take += 1;
-                rows += f.rows;
-                if rows >= limit as u64 {
-                    break;
+            let limit = limit as u64;
+            match files.iter().filter(|f| f.rows >= limit).min_by_key(|f| f.size) {
+                Some(one) => files = vec![*one],
+                None => {
+                    files.sort_by_key(|f| f.size);
+                    let mut rows = 0u64;
+                    let take = files
+                        .iter()
+                        .take_while(|f| {
+                            let more = rows < limit;
+                            rows += f.rows;
+                            more
+                        })
+                        .count();
+                    files.truncate(take);
                 }
             }
-            files.truncate(take);
         }
         let projected = match projection {
             Some(p) => Arc::new(self.schema.project(p)?),
