@@ -123,6 +123,43 @@ impl Snapshot {
         Ok(())
     }
 
+    /// As [`Self::apply`], taking the actions by value (no copy of the files' statistics).
+    pub(crate) fn apply_owned(
+        &mut self,
+        path: &str,
+        version: u64,
+        info: &CommitInfo,
+        actions: Vec<Action>,
+    ) -> Result<()> {
+        if version != self.version + 1 {
+            return Err(Error::corrupt(
+                path,
+                format!("expected version {}, got {version}", self.version + 1),
+            ));
+        }
+        for a in actions {
+            match a {
+                Action::Protocol(p) => {
+                    p.check()?;
+                    self.protocol = p;
+                }
+                Action::Metadata(m) => self.metadata = m,
+                Action::Add(f) => {
+                    self.tombstones.remove(&f.path);
+                    self.files.insert(f.path.clone(), f);
+                }
+                Action::Remove(r) => {
+                    self.files.remove(&r.path);
+                    self.tombstones.insert(r.path.clone(), r);
+                }
+                Action::CommitInfo(_) | Action::Checkpoint(_) => {}
+            }
+        }
+        self.version = version;
+        self.timestamp = info.timestamp;
+        Ok(())
+    }
+
     fn apply_actions(&mut self, actions: &[Action]) {
         for a in actions {
             match a {

@@ -356,7 +356,8 @@ impl LogStore {
             }
         };
         for c in iter {
-            self.apply(&mut snap, &c)?;
+            let path = self.commit_path(c.version);
+            snap.apply_owned(path.as_ref(), c.version, &c.info, c.actions)?;
         }
         Ok(snap)
     }

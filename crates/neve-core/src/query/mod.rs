@@ -89,7 +89,8 @@ impl QueryEngine {
     ) -> Result<u64> {
         let table = Table::at(address)?;
         let snapshot = match as_of {
-            None => table.snapshot().await?,
+            // Not `table.snapshot()`: this handle is dropped, its cache would be a copy.
+            None => table.log().load_latest().await?,
             Some(a) => table.snapshot_as_of(a).await?,
         };
         let version = snapshot.version;
