@@ -170,7 +170,11 @@ impl Table {
         parallelism: usize,
         progress: Arc<dyn Progress>,
     ) -> Result<Option<DeleteReport>> {
-        let all = snapshot.files.values().cloned().collect();
+        let all = snapshot
+            .files
+            .values()
+            .map(|f| f.as_ref().clone())
+            .collect();
         let decisions = decide(&self.location, &snapshot, all, expr);
         let mut whole: Vec<AddFile> = Vec::new();
         let mut partial: Vec<AddFile> = Vec::new();
@@ -222,7 +226,7 @@ impl Table {
                     .files
                     .values()
                     .filter(|f| !planned.contains(&f.path))
-                    .cloned()
+                    .map(|f| f.as_ref().clone())
                     .collect();
                 let may_match = decide(&self.location, snap, added, expr)
                     .iter()
@@ -403,7 +407,10 @@ fn decide(
         timestamp: snapshot.timestamp,
         protocol: snapshot.protocol.clone(),
         metadata: snapshot.metadata.clone(),
-        files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
+        files: files
+            .into_iter()
+            .map(|f| (f.path.clone(), Arc::new(f)))
+            .collect(),
         tombstones: Default::default(),
     };
     let url = ObjectStoreUrl::parse("neve://delete").expect("valid url");

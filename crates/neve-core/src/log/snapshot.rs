@@ -1,6 +1,7 @@
 //! A snapshot: the table's state at one version, built by replaying the log.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::actions::{
     Action, AddFile, CheckpointHeader, CommitInfo, Metadata, Protocol, RemoveFile,
@@ -16,7 +17,7 @@ pub struct Snapshot {
     pub protocol: Protocol,
     pub metadata: Metadata,
     /// Alive files by path.
-    pub files: BTreeMap<String, AddFile>,
+    pub files: BTreeMap<String, Arc<AddFile>>,
     /// Removed files not yet forgotten (kept for GC and time travel).
     pub tombstones: BTreeMap<String, RemoveFile>,
 }
@@ -35,7 +36,7 @@ impl Snapshot {
                 Action::Protocol(p) => protocol = Some(p),
                 Action::Metadata(m) => metadata = Some(m),
                 Action::Add(f) => {
-                    files.insert(f.path.clone(), f);
+                    files.insert(f.path.clone(), Arc::new(f));
                 }
                 Action::Remove(r) => {
                     tombstones.insert(r.path.clone(), r);
@@ -146,7 +147,7 @@ impl Snapshot {
                 Action::Metadata(m) => self.metadata = m,
                 Action::Add(f) => {
                     self.tombstones.remove(&f.path);
-                    self.files.insert(f.path.clone(), f);
+                    self.files.insert(f.path.clone(), Arc::new(f));
                 }
                 Action::Remove(r) => {
                     self.files.remove(&r.path);
@@ -167,7 +168,7 @@ impl Snapshot {
                 Action::Metadata(m) => self.metadata = m.clone(),
                 Action::Add(f) => {
                     self.tombstones.remove(&f.path);
-                    self.files.insert(f.path.clone(), f.clone());
+                    self.files.insert(f.path.clone(), Arc::new(f.clone()));
                 }
                 Action::Remove(r) => {
                     self.files.remove(&r.path);
@@ -189,7 +190,7 @@ impl Snapshot {
         }));
         out.push(Action::Protocol(self.protocol.clone()));
         out.push(Action::Metadata(self.metadata.clone()));
-        out.extend(self.files.values().cloned().map(Action::Add));
+        out.extend(self.files.values().map(|f| Action::Add(f.as_ref().clone())));
         out.extend(
             self.tombstones
                 .values()

@@ -50,7 +50,9 @@ impl QueryEngine {
         // Scan partitions are also the I/O concurrency: with one per core, a scan of many
         // files on S3 waits on one request per core at a time. More partitions keep requests
         // in flight while the cores decode.
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
         let mut config = config.with_target_partitions(scan_partitions(cores));
         config.options_mut().execution.parquet.enable_page_index = true;
         // DataFusion's default footer prefetch is 512 KiB: for files of a few MB that is most

@@ -50,7 +50,7 @@ impl SnapshotTable {
         store_url: ObjectStoreUrl,
     ) -> Self {
         let schema = snapshot.metadata.schema.to_arrow();
-        let files = snapshot.files.values().cloned().map(Arc::new).collect();
+        let files = snapshot.files.values().cloned().collect();
         Self {
             location,
             stats: Arc::new(FileStats::new(files, schema.clone())),
@@ -232,7 +232,11 @@ impl TableProvider for SnapshotTable {
         // smallest single file that does, else the smallest files first.
         if let (Some(limit), true) = (limit, filters.is_empty()) {
             let limit = limit as u64;
-            match files.iter().filter(|f| f.rows >= limit).min_by_key(|f| f.size) {
+            match files
+                .iter()
+                .filter(|f| f.rows >= limit)
+                .min_by_key(|f| f.size)
+            {
                 Some(one) => files = vec![*one],
                 None => {
                     files.sort_by_key(|f| f.size);
