@@ -96,8 +96,8 @@ case "${1:-test}" in
     ROWS=${ROWS:-10000000}
     RUNS=${RUNS:-3}
     LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
-    "$N" bench merge --target "$LOCAL" --rows "$ROWS" --runs "$RUNS"
-    "$N" bench merge --target "s3://$NEVE_TEST_BUCKET/bench/merge-$(date +%s)" --rows "$ROWS" --runs "$RUNS"
+    "$N" bench merge --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    "$N" bench merge --target "s3://$NEVE_TEST_BUCKET/bench/merge-$(date +%s)" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     rm -rf "$LOCAL"
     ;;
   *) log "unknown mode $1"; exit 2 ;;

@@ -312,6 +312,10 @@ pub struct BenchMergeArgs {
     /// Keep the table afterwards.
     #[arg(long)]
     pub keep: bool,
+    /// Python with the `deltalake` package, to compact the same inserts with delta-rs; empty
+    /// to skip.
+    #[arg(long, default_value = "")]
+    pub python: String,
     #[arg(long)]
     pub json: bool,
     #[arg(long, default_value_t = 42)]

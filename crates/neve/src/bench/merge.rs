@@ -94,6 +94,17 @@ pub async fn run(a: BenchMergeArgs) -> Result<()> {
         "gc_deleted_files": gc["tombstones_deleted"],
         "queries_before": q_before, "queries_after": q_after,
     });
+    let mut result = result;
+    if !a.python.is_empty() {
+        let delta = run_delta(&a).await?;
+        let d_secs = delta["compact_s"].as_f64().unwrap_or(f64::NAN);
+        let d_mb = delta["bytes_out"].as_f64().unwrap_or(f64::NAN) / 1e6;
+        result["delta_compact_s"] = d_secs.into();
+        result["delta_output_mb_s"] = (d_mb / d_secs).into();
+        result["delta_files_before"] = delta["files_before"].clone();
+        result["delta_files_after_added"] = delta["files_added"].clone();
+        result["delta_over_neve"] = (d_secs / secs).into();
+    }
     if a.json {
         println!("{result}");
     } else {
@@ -130,6 +141,16 @@ fn print_result(r: &Value) {
         f("plan_median_ms")
     );
     println!("  gc deleted {} merged-away files", r["gc_deleted_files"]);
+    if r["delta_compact_s"].is_number() {
+        println!(
+            "  delta-rs optimize.compact() on the same inserts: {:.2}s, {:.1} MB/s of output, {} files -> {} added; delta-rs time / neve time = {:.2}x (delta-rs does not sort)",
+            f("delta_compact_s"),
+            f("delta_output_mb_s"),
+            r["delta_files_before"],
+            r["delta_files_after_added"],
+            f("delta_over_neve")
+        );
+    }
     println!(
         "{:<26} {:>12} {:>12} {:>12} {:>12}",
         "query", "before ms", "before read", "after ms", "after read"
@@ -147,6 +168,57 @@ fn print_result(r: &Value) {
             bytes(a["neve_bytes_read"].as_u64().unwrap_or(0)),
         );
     }
+}
+
+const DELTA_SCRIPT: &str = include_str!("../../../../scripts/bench_merge_delta.py");
+
+/// delta-rs on the same rows: the same generator and seed, appended in the same inserts, then
+/// compacted; only the compaction is compared.
+async fn run_delta(a: &BenchMergeArgs) -> Result<Value> {
+    let dir = tempfile::tempdir()?;
+    let ipc = dir.path().join("taxi.arrow");
+    {
+        let f = std::fs::File::create(&ipc)?;
+        let mut w = arrow::ipc::writer::FileWriter::try_new(f, &taxi::schema())
+            .map_err(|e| CliError::Core(e.into()))?;
+        let mut gen = taxi::TaxiGenerator::new(a.seed);
+        let mut left = a.rows;
+        while left > 0 {
+            let n = left.min(a.insert_rows.max(1));
+            for b in gen.batches(n, 65_536) {
+                w.write(&b).map_err(|e| CliError::Core(e.into()))?;
+            }
+            left -= n;
+        }
+        w.finish().map_err(|e| CliError::Core(e.into()))?;
+    }
+    let script = dir.path().join("bench_merge_delta.py");
+    std::fs::write(&script, DELTA_SCRIPT)?;
+    let target = format!("{}/delta-merge", a.target.trim_end_matches('/'));
+    remove_table(&target).await?;
+    let target_uri = if target.starts_with("s3://") {
+        target.clone()
+    } else {
+        std::path::absolute(&target)?.display().to_string()
+    };
+    let (input, rows) = (ipc.display().to_string(), a.insert_rows.to_string());
+    let v = super::run_python_peer(
+        &a.python,
+        "delta-rs",
+        &script,
+        &[
+            "--input",
+            &input,
+            "--target",
+            &target_uri,
+            "--insert-rows",
+            &rows,
+        ],
+    )
+    .await?;
+    eprintln!("  delta-rs: {v}");
+    remove_table(&target).await?;
+    Ok(v)
 }
 
 /// Run this neve binary with `args`, watching its peak resident memory (VmHWM, KiB).
