@@ -21,18 +21,17 @@ use datafusion::common::DFSchema;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 use datafusion::prelude::SessionContext;
-use futures::StreamExt;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::log::{Action, AddFile, Snapshot};
 use crate::merge::{known_partitions, remove};
 use crate::partition::partition_path;
-use crate::query::{ordered_rows, query_error, SnapshotTable};
+use crate::query::{query_error, SnapshotTable};
 use crate::storage::TableLocation;
 use crate::table::Table;
-use crate::write::sink::{delete_quietly, FileSink, SinkConfig};
-use crate::write::{parse_compression, writer_properties, Progress};
+use crate::write::sink::{delete_quietly, rewrite_props, run_rewrites, RewriteJob, SinkConfig};
+use crate::write::Progress;
 
 /// What `drop_partitions` did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -283,87 +282,33 @@ impl Table {
         parallelism: usize,
         progress: Arc<dyn Progress>,
     ) -> Result<Vec<(AddFile, Vec<AddFile>)>> {
-        let meta = &snapshot.metadata;
-        let schema = meta.schema.to_arrow();
-        let sort_cols: Vec<usize> = meta
-            .sort_by
-            .iter()
-            .filter_map(|c| schema.index_of(c).ok())
-            .collect();
-        let compression = parse_compression(&meta.settings.compression).map_err(|reason| {
-            Error::InvalidSetting {
-                name: "compression".into(),
-                reason,
-            }
-        })?;
-        let props = writer_properties(compression, meta.settings.row_group_rows, &sort_cols);
+        let (schema, props) = rewrite_props(&snapshot.metadata)?;
         let committer = self.committer.clone();
         let new_id: Arc<dyn Fn() -> String + Send + Sync> =
             Arc::new(move || committer.new_id().to_string());
         let keep = Expr::IsNotTrue(Box::new(expr.clone()));
         let now = self.clock.now_millis();
-        let tasks = files.iter().map(|f| {
-            let config = SinkConfig {
-                location: self.location.clone(),
-                schema: schema.clone(),
-                props: props.clone(),
-                folder: folder_of(snapshot, f),
-                partition_values: f.partition_values.clone(),
-                target_size: u64::MAX,
-                new_id: new_id.clone(),
-                now_ms: now,
-                progress: progress.clone(),
-            };
-            let (location, schema, keep, file) = (
-                self.location.clone(),
-                schema.clone(),
-                keep.clone(),
-                f.clone(),
-            );
-            tokio::spawn(async move {
-                let mut sink = FileSink::new(config);
-                let res = async {
-                    let inputs = std::slice::from_ref(&file);
-                    let mut rows = ordered_rows(&location, schema, inputs, &[], Some(&keep))?;
-                    while let Some(batch) = rows.next().await {
-                        sink.write(&batch.map_err(query_error)?).await?;
-                    }
-                    sink.finish().await
-                }
-                .await;
-                match res {
-                    Ok(out) => Ok((file, out)),
-                    Err(e) => {
-                        delete_quietly(&location, sink.paths()).await;
-                        Err(e)
-                    }
-                }
+        let jobs = files
+            .iter()
+            .map(|f| RewriteJob {
+                config: SinkConfig {
+                    location: self.location.clone(),
+                    schema: schema.clone(),
+                    props: props.clone(),
+                    folder: folder_of(snapshot, f),
+                    partition_values: f.partition_values.clone(),
+                    target_size: u64::MAX,
+                    new_id: new_id.clone(),
+                    now_ms: now,
+                    progress: progress.clone(),
+                },
+                inputs: vec![f.clone()],
+                sort_by: Vec::new(),
+                keep: Some(keep.clone()),
             })
-        });
-        let results: Vec<Result<(AddFile, Vec<AddFile>)>> = futures::stream::iter(tasks)
-            .buffer_unordered(parallelism.max(1))
-            .map(|r| r.map_err(|e| Error::TaskFailed(e.to_string()))?)
-            .collect()
-            .await;
-        let mut ok = Vec::new();
-        let mut first_err = None;
-        for r in results {
-            match r {
-                Ok(x) => ok.push(x),
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_err {
-            let paths = ok
-                .iter()
-                .flat_map(|(_, out)| out.iter().map(|a| self.location.child(&a.path)))
-                .collect();
-            delete_quietly(&self.location, paths).await;
-            return Err(e);
-        }
-        Ok(ok)
+            .collect();
+        let outputs = run_rewrites(&self.location, jobs, parallelism).await?;
+        Ok(files.iter().cloned().zip(outputs).collect())
     }
 }
 

@@ -128,7 +128,7 @@ impl Committer {
                 .await?
             {
                 let path = self.log.commit_path(version);
-                snapshot.apply(path.as_ref(), version, &info, &actions)?;
+                snapshot.apply(path.as_ref(), version, &info, actions)?;
                 crate::failpoint::hit("commit:after-put");
                 tracing::debug!(version, attempts, operation, "committed");
                 self.maybe_checkpoint(snapshot, info.summary.files_removed)

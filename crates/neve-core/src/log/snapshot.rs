@@ -70,7 +70,7 @@ impl Snapshot {
     pub(crate) fn from_first_commit(
         path: &str,
         info: &CommitInfo,
-        actions: &[Action],
+        actions: Vec<Action>,
     ) -> Result<Self> {
         let protocol = actions.iter().find_map(|a| match a {
             Action::Protocol(p) => Some(p.clone()),
@@ -86,7 +86,6 @@ impl Snapshot {
                 "version 0 must carry protocol and metadata",
             ));
         };
-        protocol.check()?;
         let mut s = Self {
             version: 0,
             timestamp: info.timestamp,
@@ -95,37 +94,13 @@ impl Snapshot {
             files: BTreeMap::new(),
             tombstones: BTreeMap::new(),
         };
-        s.apply_actions(actions);
+        s.apply_actions(actions)?;
         Ok(s)
     }
 
-    /// Apply the commit at `version` (must be `self.version + 1`).
+    /// Apply the commit at `version` (must be `self.version + 1`). The actions are moved in,
+    /// so the files' statistics are not copied.
     pub(crate) fn apply(
-        &mut self,
-        path: &str,
-        version: u64,
-        info: &CommitInfo,
-        actions: &[Action],
-    ) -> Result<()> {
-        if version != self.version + 1 {
-            return Err(Error::corrupt(
-                path,
-                format!("expected version {}, got {version}", self.version + 1),
-            ));
-        }
-        for a in actions {
-            if let Action::Protocol(p) = a {
-                p.check()?;
-            }
-        }
-        self.apply_actions(actions);
-        self.version = version;
-        self.timestamp = info.timestamp;
-        Ok(())
-    }
-
-    /// As [`Self::apply`], taking the actions by value (no copy of the files' statistics).
-    pub(crate) fn apply_owned(
         &mut self,
         path: &str,
         version: u64,
@@ -138,6 +113,13 @@ impl Snapshot {
                 format!("expected version {}, got {version}", self.version + 1),
             ));
         }
+        self.apply_actions(actions)?;
+        self.version = version;
+        self.timestamp = info.timestamp;
+        Ok(())
+    }
+
+    fn apply_actions(&mut self, actions: Vec<Action>) -> Result<()> {
         for a in actions {
             match a {
                 Action::Protocol(p) => {
@@ -156,27 +138,7 @@ impl Snapshot {
                 Action::CommitInfo(_) | Action::Checkpoint(_) => {}
             }
         }
-        self.version = version;
-        self.timestamp = info.timestamp;
         Ok(())
-    }
-
-    fn apply_actions(&mut self, actions: &[Action]) {
-        for a in actions {
-            match a {
-                Action::Protocol(p) => self.protocol = p.clone(),
-                Action::Metadata(m) => self.metadata = m.clone(),
-                Action::Add(f) => {
-                    self.tombstones.remove(&f.path);
-                    self.files.insert(f.path.clone(), Arc::new(f.clone()));
-                }
-                Action::Remove(r) => {
-                    self.files.remove(&r.path);
-                    self.tombstones.insert(r.path.clone(), r.clone());
-                }
-                Action::CommitInfo(_) | Action::Checkpoint(_) => {}
-            }
-        }
     }
 
     /// The actions of a checkpoint of this snapshot. Tombstones older than `keep_after_ms`

@@ -351,13 +351,13 @@ impl LogStore {
                 Snapshot::from_first_commit(
                     self.commit_path(0).as_ref(),
                     &first.info,
-                    &first.actions,
+                    first.actions,
                 )?
             }
         };
         for c in iter {
             let path = self.commit_path(c.version);
-            snap.apply_owned(path.as_ref(), c.version, &c.info, c.actions)?;
+            snap.apply(path.as_ref(), c.version, &c.info, c.actions)?;
         }
         Ok(snap)
     }
@@ -394,13 +394,13 @@ impl LogStore {
         Ok(commits)
     }
 
-    /// Apply a commit read from this log to `snapshot`.
+    /// Apply a commit read from this log to `snapshot` (a copy: the caller keeps `c`).
     fn apply(&self, snapshot: &mut Snapshot, c: &LoggedCommit) -> Result<()> {
         snapshot.apply(
             self.commit_path(c.version).as_ref(),
             c.version,
             &c.info,
-            &c.actions,
+            c.actions.clone(),
         )
     }
 }

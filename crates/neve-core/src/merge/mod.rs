@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
 use serde::Serialize;
 
 pub(crate) use plan::known_partitions;
@@ -21,10 +20,9 @@ pub use plan::{plan, MergeGroup, MergeOptions, MergeOrder, MergePlan};
 
 use crate::error::{Error, Result};
 use crate::log::{Action, AddFile, RemoveFile, Snapshot};
-use crate::query::ordered_rows;
 use crate::table::Table;
-use crate::write::sink::{delete_quietly, FileSink, SinkConfig};
-use crate::write::{parse_compression, writer_properties, Progress};
+use crate::write::sink::{delete_quietly, rewrite_props, run_rewrites, RewriteJob, SinkConfig};
+use crate::write::Progress;
 
 /// What a merge did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -156,85 +154,37 @@ impl Table {
         progress: Arc<dyn Progress>,
     ) -> Result<Vec<Merged>> {
         let meta = &snapshot.metadata;
-        let schema = meta.schema.to_arrow();
-        let sort_cols: Vec<usize> = meta
-            .sort_by
-            .iter()
-            .filter_map(|c| schema.index_of(c).ok())
-            .collect();
-        let compression = parse_compression(&meta.settings.compression).map_err(|reason| {
-            Error::InvalidSetting {
-                name: "compression".into(),
-                reason,
-            }
-        })?;
-        let props = writer_properties(compression, meta.settings.row_group_rows, &sort_cols);
+        let (schema, props) = rewrite_props(meta)?;
         let committer = self.committer.clone();
         let new_id: Arc<dyn Fn() -> String + Send + Sync> =
             Arc::new(move || committer.new_id().to_string());
         let now = self.clock.now_millis();
-        let tasks = plan.groups.iter().enumerate().map(|(i, g)| {
-            let config = SinkConfig {
-                location: self.location.clone(),
-                schema: schema.clone(),
-                props: props.clone(),
-                folder: g.partition.clone(),
-                partition_values: g.inputs[0].partition_values.clone(),
-                target_size: opts.target_file_size,
-                new_id: new_id.clone(),
-                now_ms: now,
-                progress: progress.clone(),
-            };
-            let location = self.location.clone();
-            let inputs = g.inputs.clone();
-            let sort_by = meta.sort_by.clone();
-            let schema = schema.clone();
-            // Each group on its own task, so groups use all cores.
-            tokio::spawn(async move {
-                let mut sink = FileSink::new(config);
-                let res = async {
-                    let mut rows = ordered_rows(&location, schema, &inputs, &sort_by, None)?;
-                    while let Some(batch) = rows.next().await {
-                        sink.write(&batch.map_err(crate::query::query_error)?)
-                            .await?;
-                    }
-                    sink.finish().await
-                }
-                .await;
-                match res {
-                    Ok(outputs) => Ok(Merged { group: i, outputs }),
-                    Err(e) => {
-                        delete_quietly(&location, sink.paths()).await;
-                        Err(e)
-                    }
-                }
+        let jobs = plan
+            .groups
+            .iter()
+            .map(|g| RewriteJob {
+                config: SinkConfig {
+                    location: self.location.clone(),
+                    schema: schema.clone(),
+                    props: props.clone(),
+                    folder: g.partition.clone(),
+                    partition_values: g.inputs[0].partition_values.clone(),
+                    target_size: opts.target_file_size,
+                    new_id: new_id.clone(),
+                    now_ms: now,
+                    progress: progress.clone(),
+                },
+                inputs: g.inputs.clone(),
+                sort_by: meta.sort_by.clone(),
+                keep: None,
             })
-        });
-        let results: Vec<Result<Merged>> = futures::stream::iter(tasks)
-            .buffer_unordered(opts.parallelism.max(1))
-            .map(|r| r.map_err(|e| Error::TaskFailed(e.to_string()))?)
-            .collect()
-            .await;
-        let mut ok = Vec::new();
-        let mut first_err = None;
-        for r in results {
-            match r {
-                Ok(m) => ok.push(m),
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_err {
-            let paths = ok
-                .iter()
-                .flat_map(|m| m.outputs.iter().map(|a| self.location.child(&a.path)))
-                .collect();
-            delete_quietly(&self.location, paths).await;
-            return Err(e);
-        }
-        ok.sort_by_key(|m| m.group);
-        Ok(ok)
+            .collect();
+        let outputs = run_rewrites(&self.location, jobs, opts.parallelism).await?;
+        Ok(outputs
+            .into_iter()
+            .enumerate()
+            .map(|(group, outputs)| Merged { group, outputs })
+            .collect())
     }
 }
 

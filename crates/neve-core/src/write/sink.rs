@@ -16,10 +16,12 @@ use parquet::arrow::AsyncArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 
-use super::encode::{batch_stats, tune_dictionary};
+use datafusion::logical_expr::Expr;
+
+use super::encode::{batch_stats, parse_compression, tune_dictionary, writer_properties};
 use super::Progress;
-use crate::error::Result;
-use crate::log::{AddFile, ColumnStats};
+use crate::error::{Error, Result};
+use crate::log::{AddFile, ColumnStats, Metadata};
 use crate::storage::TableLocation;
 
 /// Where the files of one rewrite go and how they are encoded.
@@ -158,6 +160,95 @@ pub(crate) async fn delete_quietly(location: &TableLocation, paths: Vec<Path>) {
             "could not remove files of a failed rewrite; `neve gc` will"
         );
     }
+}
+
+/// Schema and Parquet properties for rewriting a table's files (merge, delete).
+pub(crate) fn rewrite_props(meta: &Metadata) -> Result<(SchemaRef, WriterProperties)> {
+    let schema = meta.schema.to_arrow();
+    let sort_cols: Vec<usize> = meta
+        .sort_by
+        .iter()
+        .filter_map(|c| schema.index_of(c).ok())
+        .collect();
+    let compression =
+        parse_compression(&meta.settings.compression).map_err(|reason| Error::InvalidSetting {
+            name: "compression".into(),
+            reason,
+        })?;
+    let props = writer_properties(compression, meta.settings.row_group_rows, &sort_cols);
+    Ok((schema, props))
+}
+
+/// One rewrite: the rows of `inputs`, in `sort_by` order (file order when empty), keeping
+/// the rows for which `keep` is true when given, into files as `config` says.
+pub(crate) struct RewriteJob {
+    pub config: SinkConfig,
+    pub inputs: Vec<AddFile>,
+    pub sort_by: Vec<String>,
+    pub keep: Option<Expr>,
+}
+
+/// Run rewrites `parallelism` at a time, each on its own task (so they use every core).
+/// Returns each job's files, in job order. On any failure, every file written is deleted.
+pub(crate) async fn run_rewrites(
+    location: &TableLocation,
+    jobs: Vec<RewriteJob>,
+    parallelism: usize,
+) -> Result<Vec<Vec<AddFile>>> {
+    let tasks = jobs.into_iter().enumerate().map(|(i, job)| {
+        tokio::spawn(async move {
+            let location = job.config.location.clone();
+            let schema = job.config.schema.clone();
+            let mut sink = FileSink::new(job.config);
+            let res = async {
+                let mut rows = crate::query::ordered_rows(
+                    &location,
+                    schema,
+                    &job.inputs,
+                    &job.sort_by,
+                    job.keep.as_ref(),
+                )?;
+                while let Some(batch) = rows.next().await {
+                    sink.write(&batch.map_err(crate::query::query_error)?)
+                        .await?;
+                }
+                sink.finish().await
+            }
+            .await;
+            match res {
+                Ok(outputs) => Ok((i, outputs)),
+                Err(e) => {
+                    delete_quietly(&location, sink.paths()).await;
+                    Err(e)
+                }
+            }
+        })
+    });
+    let results: Vec<Result<(usize, Vec<AddFile>)>> = futures::stream::iter(tasks)
+        .buffer_unordered(parallelism.max(1))
+        .map(|r| r.map_err(|e| Error::TaskFailed(e.to_string()))?)
+        .collect()
+        .await;
+    let mut ok = Vec::new();
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(x) => ok.push(x),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        let paths = ok
+            .iter()
+            .flat_map(|(_, out)| out.iter().map(|a| location.child(&a.path)))
+            .collect();
+        delete_quietly(location, paths).await;
+        return Err(e);
+    }
+    ok.sort_by_key(|(i, _)| *i);
+    Ok(ok.into_iter().map(|(_, out)| out).collect())
 }
 
 /// Per-column min/max/null counts over many batches, in the log's JSON form.

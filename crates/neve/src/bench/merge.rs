@@ -4,11 +4,9 @@
 //!
 //! The merge runs as a child `neve merge` process, so its peak memory (VmHWM) is its own.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neve_core::write::NoProgress;
-use neve_core::{InsertOptions, Table};
+use neve_core::Table;
 use serde_json::{json, Value};
 
 use super::ingest::remove_table;
@@ -26,22 +24,7 @@ pub async fn run(a: BenchMergeArgs) -> Result<()> {
 
     // Load in small inserts, like a stream of micro-batches.
     let started = Instant::now();
-    let mut gen = taxi::TaxiGenerator::new(a.seed);
-    let mut left = a.rows;
-    let mut inserts = 0;
-    while left > 0 {
-        let n = left.min(a.insert_rows.max(1));
-        table
-            .insert_batches(
-                taxi::schema(),
-                gen.batches(n, 65_536),
-                &InsertOptions::default(),
-                Arc::new(NoProgress),
-            )
-            .await?;
-        left -= n;
-        inserts += 1;
-    }
+    let inserts = super::load_taxi(&table, a.rows, a.insert_rows, a.seed).await?;
     let before = table.snapshot().await?;
     eprintln!(
         "loaded {} rows in {inserts} inserts: {} files, {} ({:.1}s)",

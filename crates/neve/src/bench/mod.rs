@@ -147,6 +147,28 @@ fn gen(a: BenchGenArgs) -> Result<()> {
     Ok(())
 }
 
+/// Load `rows` generated taxi rows (from `seed`) in inserts of `per_insert` rows; returns the
+/// number of inserts.
+pub async fn load_taxi(table: &Table, rows: usize, per_insert: usize, seed: u64) -> Result<usize> {
+    let mut gen = taxi::TaxiGenerator::new(seed);
+    let mut left = rows;
+    let mut inserts = 0;
+    while left > 0 {
+        let n = left.min(per_insert.max(1));
+        table
+            .insert_batches(
+                taxi::schema(),
+                gen.batches(n, 65_536),
+                &InsertOptions::default(),
+                Arc::new(neve_core::write::NoProgress),
+            )
+            .await?;
+        left -= n;
+        inserts += 1;
+    }
+    Ok(inserts)
+}
+
 /// Run a benchmark peer's Python script and parse the one JSON object it prints.
 pub async fn run_python_peer(
     python: &str,

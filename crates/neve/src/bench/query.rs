@@ -2,14 +2,12 @@
 //! the same run through DuckDB and chdb over the same Parquet files (a glob), with medians,
 //! ratios and the bytes neve read from storage.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use neve_core::write::NoProgress;
-use neve_core::{InsertOptions, QueryEngine, Table};
+use neve_core::{QueryEngine, Table};
 use serde_json::{json, Value};
 
-use super::{median, taxi};
+use super::median;
 use crate::cli::BenchQueryArgs;
 use crate::error::Result;
 use crate::output::count;
@@ -34,20 +32,7 @@ pub async fn run(a: BenchQueryArgs) -> Result<()> {
                 count(a.rows as u64)
             );
             table.create(super::taxi_layout()).await?;
-            let mut gen = taxi::TaxiGenerator::new(a.seed);
-            let mut left = a.rows;
-            while left > 0 {
-                let n = left.min(2_000_000);
-                table
-                    .insert_batches(
-                        taxi::schema(),
-                        gen.batches(n, 65_536),
-                        &InsertOptions::default(),
-                        Arc::new(NoProgress),
-                    )
-                    .await?;
-                left -= n;
-            }
+            super::load_taxi(&table, a.rows, 2_000_000, a.seed).await?;
         }
         Err(e) => return Err(e.into()),
     }
