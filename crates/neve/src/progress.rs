@@ -37,6 +37,18 @@ impl Bar {
     }
 }
 
+/// Run `work` with a bar named `what`, cleared when it ends, whatever the outcome.
+pub async fn with_bar<T, F, Fut>(what: &str, work: F) -> T
+where
+    F: FnOnce(std::sync::Arc<dyn Progress>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let bar = std::sync::Arc::new(Bar::new(what));
+    let out = work(bar.clone()).await;
+    bar.finish();
+    out
+}
+
 impl Progress for Bar {
     fn rows_read(&self, rows: u64) {
         self.bar.inc(rows);

@@ -1,6 +1,5 @@
 //! `neve insert`.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use neve_core::write::input::{InputFormat, ReadOptions};
@@ -10,7 +9,7 @@ use neve_core::{InsertOptions, Table};
 use crate::cli::{FormatArg, InsertArgs};
 use crate::error::{CliError, Result};
 use crate::output::{bytes, count};
-use crate::progress::Bar;
+use crate::progress::with_bar;
 
 pub async fn run(a: InsertArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
@@ -56,11 +55,8 @@ pub async fn run(a: InsertArgs) -> Result<()> {
             ..Default::default()
         },
     };
-    let bar = Arc::new(Bar::new("inserting"));
     let started = Instant::now();
-    let result = table.insert_files(&a.inputs, &opts, bar.clone()).await;
-    bar.finish();
-    let report = result?;
+    let report = with_bar("inserting", |bar| table.insert_files(&a.inputs, &opts, bar)).await?;
     let secs = started.elapsed().as_secs_f64();
     if a.json {
         println!(

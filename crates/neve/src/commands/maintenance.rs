@@ -1,7 +1,5 @@
 //! `neve merge`, `neve gc`, `neve drop-partition`, `neve delete`.
 
-use std::sync::Arc;
-
 use neve_core::gc::GcOptions;
 use neve_core::merge::{MergeOptions, MergeOrder};
 use neve_core::Table;
@@ -9,7 +7,7 @@ use neve_core::Table;
 use crate::cli::{DeleteArgs, DropPartitionArgs, GcArgs, MergeArgs, OrderArg};
 use crate::error::Result;
 use crate::output::{bytes, count};
-use crate::progress::Bar;
+use crate::progress::with_bar;
 
 fn cores() -> usize {
     std::thread::available_parallelism()
@@ -71,10 +69,7 @@ pub async fn merge(a: MergeArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let bar = Arc::new(Bar::new("merging"));
-    let result = table.merge(&opts, bar.clone()).await;
-    bar.finish();
-    let r = result?;
+    let r = with_bar("merging", |bar| table.merge(&opts, bar)).await?;
     if a.json {
         print_json(&r)?;
         return Ok(());
@@ -186,16 +181,11 @@ pub async fn drop_partition(a: DropPartitionArgs) -> Result<()> {
 
 pub async fn delete(a: DeleteArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
-    let bar = Arc::new(Bar::new("rewriting"));
-    let result = table
-        .delete(
-            &a.predicate,
-            a.parallelism.unwrap_or_else(cores),
-            bar.clone(),
-        )
-        .await;
-    bar.finish();
-    let r = result?;
+    let parallelism = a.parallelism.unwrap_or_else(cores);
+    let r = with_bar("rewriting", |bar| {
+        table.delete(&a.predicate, parallelism, bar)
+    })
+    .await?;
     if a.json {
         print_json(&r)?;
         return Ok(());

@@ -19,6 +19,19 @@ fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// `neve gc` with no grace and no retention: everything unreferenced or removed goes.
+fn gc_now(addr: &str) -> serde_json::Value {
+    json(&neve_ok(&[
+        "gc",
+        addr,
+        "--grace",
+        "0s",
+        "--retention",
+        "0s",
+        "--json",
+    ]))
+}
+
 /// Every id of the table, read from its files: each must be there exactly once.
 async fn ids(addr: &str) -> BTreeSet<i64> {
     let t = table(addr);
@@ -148,15 +161,7 @@ async fn maintenance_cli(addr: &str) {
     let r = json(&neve_ok(&["gc", addr, "--json"]));
     assert_eq!(r["tombstones_deleted"], 0);
     assert_eq!(stored_files(addr).await, before);
-    let r = json(&neve_ok(&[
-        "gc",
-        addr,
-        "--grace",
-        "0s",
-        "--retention",
-        "0s",
-        "--json",
-    ]));
+    let r = gc_now(addr);
     let alive = info(addr)["files"].as_u64().unwrap() as usize;
     assert_eq!(
         r["tombstones_deleted"].as_u64().unwrap() as usize,
@@ -165,15 +170,7 @@ async fn maintenance_cli(addr: &str) {
     assert_eq!(stored_files(addr).await, alive);
     assert_eq!(ids(addr).await, expect);
     // Idempotent.
-    let r = json(&neve_ok(&[
-        "gc",
-        addr,
-        "--grace",
-        "0s",
-        "--retention",
-        "0s",
-        "--json",
-    ]));
+    let r = gc_now(addr);
     assert_eq!(
         (
             r["tombstones_deleted"].as_u64(),
