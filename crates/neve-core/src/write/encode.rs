@@ -55,23 +55,62 @@ pub(crate) fn assign_batch(
     partition::assign(fields, &sources, batch.num_rows())
 }
 
-/// One partition's rows, gathered from the chunk's batches and sorted by the sort keys (Arrow
-/// row format, compared as bytes). Only the key columns are gathered to sort; every column is
-/// then copied once, straight into its final order.
+/// Reorder one batch so that each partition's rows are contiguous (a stable counting sort on
+/// the partition codes, then one `take` per column). Done per input batch, so the random
+/// reads stay within one batch's columns, which fit in cache; gathering each partition
+/// straight from the whole chunk missed the cache on nearly every value.
+/// Returns the grouped batch and, per code, its `(code, start, len)` run.
+pub(crate) fn group_by_partition(
+    batch: RecordBatch,
+    codes: &[u32],
+    num_codes: usize,
+) -> Result<(RecordBatch, Vec<(u32, usize, usize)>)> {
+    let mut counts = vec![0usize; num_codes];
+    for &c in codes {
+        counts[c as usize] += 1;
+    }
+    let mut runs = Vec::new();
+    let mut starts = vec![0usize; num_codes];
+    let mut at = 0;
+    for (code, &n) in counts.iter().enumerate() {
+        if n > 0 {
+            runs.push((code as u32, at, n));
+        }
+        starts[code] = at;
+        at += n;
+    }
+    if runs.len() <= 1 || codes.windows(2).all(|w| w[0] <= w[1]) {
+        return Ok((batch, runs));
+    }
+    let mut perm = vec![0u32; codes.len()];
+    for (row, &c) in codes.iter().enumerate() {
+        let slot = &mut starts[c as usize];
+        perm[*slot] = row as u32;
+        *slot += 1;
+    }
+    let perm = arrow::array::UInt32Array::from(perm);
+    Ok((arrow::compute::take_record_batch(&batch, &perm)?, runs))
+}
+
+/// One partition's rows, given as contiguous slices of the chunk's grouped batches, sorted by
+/// the sort keys (Arrow row format, compared as bytes). Only the key columns are copied to
+/// sort; every column is then copied once, straight into its final order.
 pub(crate) fn gather_sorted(
     schema: &SchemaRef,
-    chunk: &[RecordBatch],
-    mut rows: Vec<(usize, usize)>,
+    slices: &[RecordBatch],
     sort_cols: &[usize],
 ) -> Result<RecordBatch> {
-    let gather = |col: usize, rows: &[(usize, usize)]| -> Result<ArrayRef> {
-        let arrays: Vec<&dyn Array> = chunk.iter().map(|b| b.column(col).as_ref()).collect();
-        Ok(interleave(&arrays, rows)?)
-    };
-    if !sort_cols.is_empty() && rows.len() > 1 {
+    let rows: usize = slices.iter().map(|s| s.num_rows()).sum();
+    let sorting = !sort_cols.is_empty() && rows > 1;
+    if slices.len() == 1 && !sorting {
+        return Ok(slices[0].clone());
+    }
+    let column =
+        |c: usize| -> Vec<&dyn Array> { slices.iter().map(|s| s.column(c).as_ref()).collect() };
+    let order: Vec<(usize, usize)> = if sorting {
         let keys: Vec<ArrayRef> = sort_cols
             .iter()
-            .map(|&c| gather(c, &rows))
+            .map(|&c| Ok(arrow::compute::concat(&column(c))?))
             .collect::<Result<_>>()?;
         let converter = RowConverter::new(
             keys.iter()
@@ -79,23 +118,31 @@ pub(crate) fn gather_sorted(
                 .collect(),
         )?;
         let keyed = converter.convert_columns(&keys)?;
-        let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+        let mut order: Vec<u32> = (0..rows as u32).collect();
         order.sort_unstable_by(|&a, &b| keyed.row(a as usize).cmp(&keyed.row(b as usize)));
-        rows = order.into_iter().map(|i| rows[i as usize]).collect();
-    }
-    let whole = chunk.len() == 1
-        && rows.len() == chunk[0].num_rows()
-        && rows.iter().enumerate().all(|(i, &(_, r))| i == r);
-    if whole {
-        return Ok(chunk[0].clone());
+        // Position in the concatenated part -> (slice, row in slice).
+        let mut owner = Vec::with_capacity(rows);
+        for (i, s) in slices.iter().enumerate() {
+            owner.extend((0..s.num_rows()).map(|r| (i, r)));
+        }
+        order.into_iter().map(|i| owner[i as usize]).collect()
+    } else {
+        slices
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| (0..s.num_rows()).map(move |r| (i, r)))
+            .collect()
+    };
+    if slices.len() == 1 && order.iter().enumerate().all(|(i, &(_, r))| i == r) {
+        return Ok(slices[0].clone());
     }
     let cols = (0..schema.fields().len())
-        .map(|c| gather(c, &rows))
+        .map(|c| Ok(interleave(&column(c), &order)?))
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new_with_options(
         schema.clone(),
         cols,
-        &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
     )?)
 }
 

@@ -20,7 +20,8 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    assign_batch, batch_stats, conform, encode_parquet, gather_sorted, writer_properties,
+    assign_batch, batch_stats, conform, encode_parquet, gather_sorted, group_by_partition,
+    writer_properties,
 };
 
 use crate::error::{Error, Result};
@@ -81,9 +82,12 @@ impl Splitter {
     }
 }
 
-/// Rows of a chunk grouped by partition: (batch, row) pairs into the chunk's batches, in
-/// input order.
-type PartRows = Vec<(Vec<Option<String>>, Vec<(usize, usize)>)>;
+/// A chunk's batches, each with its rows' partition as an index into the chunk's labels.
+#[derive(Default)]
+struct Chunk {
+    batches: Vec<(RecordBatch, Vec<u32>)>,
+    labels: Vec<Vec<Option<String>>>,
+}
 
 /// Writes data files for one insert.
 pub(crate) struct DataWriter {
@@ -149,14 +153,14 @@ impl DataWriter {
         }
     }
 
-    /// Accumulate batches into bounded chunks, grouping rows by partition; write each chunk.
+    /// Accumulate batches into bounded chunks, numbering partitions per chunk; write each
+    /// chunk.
     pub async fn write_stream(
         &mut self,
         mut batches: tokio::sync::mpsc::Receiver<Result<SplitBatch>>,
     ) -> Result<()> {
-        let mut chunk: Vec<RecordBatch> = Vec::new();
-        let mut index: std::collections::HashMap<Vec<Option<String>>, usize> = Default::default();
-        let mut parts: PartRows = Vec::new();
+        let mut chunk = Chunk::default();
+        let mut index: std::collections::HashMap<Vec<Option<String>>, u32> = Default::default();
         let (mut rows, mut bytes) = (0usize, 0usize);
         while let Some(split) = batches.recv().await {
             let SplitBatch { batch, partitions } = split?;
@@ -167,38 +171,37 @@ impl DataWriter {
             self.progress.rows_read(n as u64);
             rows += n;
             bytes += slice_bytes(&batch);
-            let batch_no = chunk.len();
-            let global: Vec<usize> = partitions
+            let global: Vec<u32> = partitions
                 .labels
                 .into_iter()
                 .map(|l| {
                     *index.entry(l.clone()).or_insert_with(|| {
-                        parts.push((l, Vec::new()));
-                        parts.len() - 1
+                        chunk.labels.push(l);
+                        chunk.labels.len() as u32 - 1
                     })
                 })
                 .collect();
-            for (row, &code) in partitions.codes.iter().enumerate() {
-                parts[global[code as usize]].1.push((batch_no, row));
+            let mut codes = partitions.codes;
+            for c in &mut codes {
+                *c = global[*c as usize];
             }
-            chunk.push(batch);
+            chunk.batches.push((batch, codes));
             if rows >= self.opts.chunk_rows || bytes >= self.opts.chunk_bytes {
                 (rows, bytes) = (0, 0);
                 index.clear();
-                self.write_parts(std::mem::take(&mut chunk), std::mem::take(&mut parts))
-                    .await?;
+                self.write_parts(std::mem::take(&mut chunk)).await?;
             }
         }
         if rows > 0 {
-            self.write_parts(chunk, parts).await?;
+            self.write_parts(chunk).await?;
         }
         Ok(())
     }
 
-    /// Per partition, in parallel on the rayon pool: sort its rows by the keys, gather them
-    /// from the chunk's batches in that order (one copy of the data), encode; upload
-    /// concurrently as files come out.
-    async fn write_parts(&mut self, chunk: Vec<RecordBatch>, parts: PartRows) -> Result<()> {
+    /// On the rayon pool: group each batch's rows by partition (in parallel over batches),
+    /// then per partition (in parallel) sort its rows by the keys, gather them in that order
+    /// (one copy of the data) and encode; upload concurrently as files come out.
+    async fn write_parts(&mut self, chunk: Chunk) -> Result<()> {
         let fields = self.metadata.partition_by.clone();
         let sort_cols = self.sort_cols.clone();
         let props = writer_properties(
@@ -214,14 +217,42 @@ impl DataWriter {
         );
         let root = self.location.clone();
         let encoder = tokio::task::spawn_blocking(move || {
-            let mut work: Vec<_> = parts.into_iter().map(|p| (p, new_id())).collect();
+            let Chunk { batches, labels } = chunk;
+            let num_parts = labels.len();
+            let grouped = batches
+                .into_par_iter()
+                .map(|(batch, codes)| group_by_partition(batch, &codes, num_parts))
+                .collect::<Result<Vec<_>>>();
+            let grouped = match grouped {
+                Ok(g) => g,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            let mut slices: Vec<Vec<RecordBatch>> = vec![Vec::new(); num_parts];
+            for (batch, runs) in &grouped {
+                for &(code, start, len) in runs {
+                    slices[code as usize].push(batch.slice(start, len));
+                }
+            }
+            drop(grouped);
+            let mut work: Vec<_> = labels
+                .into_iter()
+                .zip(slices)
+                .map(|(values, slices)| {
+                    let rows: usize = slices.iter().map(|s| s.num_rows()).sum();
+                    (values, slices, rows, new_id())
+                })
+                .collect();
             // Largest parts first, so the last tasks on the pool are short ones.
-            work.sort_by_key(|((_, rows), _)| std::cmp::Reverse(rows.len()));
+            work.sort_by_key(|(_, _, rows, _)| std::cmp::Reverse(*rows));
             work.into_par_iter()
-                .for_each_with(tx, |tx, ((values, rows), id)| {
+                .for_each_with(tx, |tx, (values, slices, _, id)| {
                     let res = (|| {
                         let t = std::time::Instant::now();
-                        let part = gather_sorted(&target, &chunk, rows, &sort_cols)?;
+                        let part = gather_sorted(&target, &slices, &sort_cols)?;
+                        drop(slices);
                         let t_sort = t.elapsed();
                         let bytes = encode_parquet(&part, props.clone())?;
                         tracing::trace!(
@@ -345,3 +376,6 @@ async fn upload(
     })?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

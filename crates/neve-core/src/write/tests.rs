@@ -1,0 +1,118 @@
+//! The chunk path: grouping batches by partition, then sorting and gathering each part.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use proptest::prelude::*;
+
+use super::{gather_sorted, group_by_partition};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("k", DataType::Utf8, true),
+        Field::new("t", DataType::Int64, true),
+    ]))
+}
+
+/// Rows: (part code, key string, key number); ids are assigned in input order.
+fn batches(rows: &[Vec<(u32, Option<u8>, Option<i64>)>]) -> Vec<(RecordBatch, Vec<u32>)> {
+    let mut id = 0i64;
+    rows.iter()
+        .map(|b| {
+            let ids: Vec<i64> = b
+                .iter()
+                .map(|_| {
+                    id += 1;
+                    id
+                })
+                .collect();
+            let k: StringArray = b.iter().map(|r| r.1.map(|v| format!("v{v}"))).collect();
+            let t: Int64Array = b.iter().map(|r| r.2).collect();
+            let batch = RecordBatch::try_new(
+                schema(),
+                vec![Arc::new(Int64Array::from(ids)), Arc::new(k), Arc::new(t)],
+            )
+            .unwrap();
+            (batch, b.iter().map(|r| r.0).collect())
+        })
+        .collect()
+}
+
+type Key = (Option<String>, Option<i64>);
+
+fn keys(b: &RecordBatch) -> Vec<(i64, Key)> {
+    let id = b.column(0).as_primitive::<Int64Type>();
+    let k = b.column(1).as_string::<i32>();
+    let t = b.column(2).as_primitive::<Int64Type>();
+    (0..b.num_rows())
+        .map(|i| {
+            let k = k.is_valid(i).then(|| k.value(i).to_string());
+            let t = t.is_valid(i).then(|| t.value(i));
+            (id.value(i), (k, t))
+        })
+        .collect()
+}
+
+fn row_strategy(parts: u32) -> impl Strategy<Value = (u32, Option<u8>, Option<i64>)> {
+    (
+        0..parts,
+        proptest::option::of(0u8..5),
+        proptest::option::of(-3i64..3),
+    )
+}
+
+proptest! {
+    /// Each part gets exactly its rows, in key order (ascending, nulls first), whatever the
+    /// batch sizes and however the rows are spread.
+    #[test]
+    fn parts_hold_their_rows_sorted(
+        parts in 1u32..6,
+        rows in proptest::collection::vec(
+            proptest::collection::vec(row_strategy(6), 0..40), 1..5),
+        sort in any::<bool>(),
+    ) {
+        let rows: Vec<Vec<_>> = rows
+            .into_iter()
+            .map(|b| b.into_iter().map(|(c, k, t)| (c % parts, k, t)).collect())
+            .collect();
+        let input = batches(&rows);
+        let mut expected: Vec<Vec<(i64, Key)>> = vec![Vec::new(); parts as usize];
+        for (batch, codes) in &input {
+            for (row, key) in keys(batch).into_iter().enumerate() {
+                expected[codes[row] as usize].push(key);
+            }
+        }
+        let mut slices: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts as usize];
+        for (batch, codes) in input {
+            let (grouped, runs) = group_by_partition(batch, &codes, parts as usize).unwrap();
+            let mut covered = 0;
+            for (code, start, len) in runs {
+                prop_assert_eq!(start, covered);
+                covered += len;
+                slices[code as usize].push(grouped.slice(start, len));
+            }
+            prop_assert_eq!(covered, grouped.num_rows());
+        }
+        let sort_cols = if sort { vec![1, 2] } else { vec![] };
+        for (p, slices) in slices.iter().enumerate() {
+            if slices.is_empty() {
+                prop_assert!(expected[p].is_empty());
+                continue;
+            }
+            let out = keys(&gather_sorted(&schema(), slices, &sort_cols).unwrap());
+            if sort {
+                prop_assert!(out.windows(2).all(|w| w[0].1 <= w[1].1), "not sorted: {:?}", out);
+                let mut got = out.clone();
+                got.sort();
+                let mut want = expected[p].clone();
+                want.sort();
+                prop_assert_eq!(got, want);
+            } else {
+                // Without sort keys the input order is kept.
+                prop_assert_eq!(&out, &expected[p]);
+            }
+        }
+    }
+}
