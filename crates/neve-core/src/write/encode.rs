@@ -55,6 +55,9 @@ pub(crate) fn assign_batch(
     partition::assign(fields, &sources, batch.num_rows())
 }
 
+/// A partition's rows in a grouped batch: (partition code, first row, row count).
+pub(crate) type Run = (u32, usize, usize);
+
 /// Reorder one batch so that each partition's rows are contiguous (a stable counting sort on
 /// the partition codes, then one `take` per column). Done per input batch, so the random
 /// reads stay within one batch's columns, which fit in cache; gathering each partition
@@ -64,7 +67,7 @@ pub(crate) fn group_by_partition(
     batch: RecordBatch,
     codes: &[u32],
     num_codes: usize,
-) -> Result<(RecordBatch, Vec<(u32, usize, usize)>)> {
+) -> Result<(RecordBatch, Vec<Run>)> {
     let mut counts = vec![0usize; num_codes];
     for &c in codes {
         counts[c as usize] += 1;

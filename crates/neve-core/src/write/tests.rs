@@ -16,8 +16,11 @@ fn schema() -> SchemaRef {
     ]))
 }
 
-/// Rows: (part code, key string, key number); ids are assigned in input order.
-fn batches(rows: &[Vec<(u32, Option<u8>, Option<i64>)>]) -> Vec<(RecordBatch, Vec<u32>)> {
+/// One input row: (part code, key string, key number).
+type Row = (u32, Option<u8>, Option<i64>);
+
+/// Ids are assigned in input order.
+fn batches(rows: &[Vec<Row>]) -> Vec<(RecordBatch, Vec<u32>)> {
     let mut id = 0i64;
     rows.iter()
         .map(|b| {
@@ -55,7 +58,7 @@ fn keys(b: &RecordBatch) -> Vec<(i64, Key)> {
         .collect()
 }
 
-fn row_strategy(parts: u32) -> impl Strategy<Value = (u32, Option<u8>, Option<i64>)> {
+fn row_strategy(parts: u32) -> impl Strategy<Value = Row> {
     (
         0..parts,
         proptest::option::of(0u8..5),
