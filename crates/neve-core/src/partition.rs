@@ -567,6 +567,39 @@ fn time_label(t: Transform, key: i64) -> String {
     }
 }
 
+/// The instants a time partition's label covers, in microseconds since the epoch (UTC):
+/// `[first, last]`, both inclusive. `None` for other transforms or an unreadable label.
+pub fn time_bounds(t: Transform, label: &str) -> Option<(i64, i64)> {
+    use chrono::{Months, NaiveDate, NaiveTime, TimeDelta};
+    let day = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok();
+    let (start, end) = match t {
+        Transform::Year => {
+            let y: i32 = label.parse().ok()?;
+            let d = NaiveDate::from_ymd_opt(y, 1, 1)?;
+            (d, d.checked_add_months(Months::new(12))?)
+        }
+        Transform::Month => {
+            let d = day(&format!("{label}-01"))?;
+            (d, d.checked_add_months(Months::new(1))?)
+        }
+        Transform::Day => {
+            let d = day(label)?;
+            (d, d.succ_opt()?)
+        }
+        Transform::Hour => {
+            let (date, hour) = label.rsplit_once('-')?;
+            let h: u32 = hour.parse().ok()?;
+            let start = day(date)?.and_time(NaiveTime::from_hms_opt(h, 0, 0)?);
+            let end = start.checked_add_signed(TimeDelta::hours(1))?;
+            let us = |t: chrono::NaiveDateTime| t.and_utc().timestamp_micros();
+            return Some((us(start), us(end) - 1));
+        }
+        _ => return None,
+    };
+    let us = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_micros();
+    Some((us(start), us(end) - 1))
+}
+
 fn date_label(days: i64) -> String {
     let (y, m, d) = civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}")

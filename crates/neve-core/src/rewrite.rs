@@ -360,9 +360,9 @@ fn decide(
     };
     let url = ObjectStoreUrl::parse("neve://delete").expect("valid url");
     let table = SnapshotTable::new(location.clone(), view, url);
-    let d = table.decide(expr);
-    table
-        .stats
+    let stats = table.stats().expect("built from a full snapshot");
+    let d = table.decide(stats, expr);
+    stats
         .files
         .iter()
         .map(|f| f.as_ref().clone())

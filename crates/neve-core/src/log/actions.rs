@@ -53,9 +53,81 @@ pub struct CommitSummary {
     pub rows_removed: u64,
     pub bytes_added: u64,
     pub bytes_removed: u64,
+    /// Net change per partition, so a reader can total rows per partition from commit
+    /// headers alone. Absent in commits from writers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<Vec<PartitionTotals>>,
+}
+
+/// Files, rows and bytes of one partition: a commit's net change, or a checkpoint's totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionTotals {
+    /// Partition values by partition name (empty for an unpartitioned table).
+    #[serde(default)]
+    pub values: BTreeMap<String, Option<String>>,
+    pub files: i64,
+    pub rows: i64,
+    pub bytes: i64,
+}
+
+impl PartitionTotals {
+    fn add(&mut self, files: i64, rows: i64, bytes: i64) {
+        self.files += files;
+        self.rows += rows;
+        self.bytes += bytes;
+    }
+
+    pub(crate) fn add_all(&mut self, change: &PartitionTotals) {
+        self.add(change.files, change.rows, change.bytes);
+    }
+}
+
+/// Sum `(values, files, rows, bytes)` entries per partition, in partition order, dropping
+/// partitions whose totals are all zero.
+pub(crate) fn partition_totals<'a>(
+    entries: impl IntoIterator<Item = (&'a BTreeMap<String, Option<String>>, i64, i64, i64)>,
+) -> Vec<PartitionTotals> {
+    let mut by: BTreeMap<&BTreeMap<String, Option<String>>, PartitionTotals> = BTreeMap::new();
+    for (values, files, rows, bytes) in entries {
+        by.entry(values)
+            .or_insert_with(|| PartitionTotals {
+                values: values.clone(),
+                ..Default::default()
+            })
+            .add(files, rows, bytes);
+    }
+    by.into_values()
+        .filter(|t| t.files != 0 || t.rows != 0 || t.bytes != 0)
+        .collect()
 }
 
 impl CommitSummary {
+    /// Totals of `actions` committed on top of `base`, which knows the partition of each
+    /// removed file.
+    pub fn of_commit(actions: &[Action], base: &super::Snapshot) -> Self {
+        let mut s = Self::of(actions);
+        let mut entries = Vec::new();
+        for a in actions {
+            match a {
+                Action::Add(f) => {
+                    entries.push((&f.partition_values, 1, f.rows as i64, f.size as i64))
+                }
+                Action::Remove(r) => match base.files.get(&r.path) {
+                    Some(f) => {
+                        entries.push((&f.partition_values, -1, -(f.rows as i64), -(f.size as i64)))
+                    }
+                    // Not alive in the base: its partition is unknown, so no per-partition
+                    // totals for this commit (readers then use the file list).
+                    None => return s,
+                },
+                _ => {}
+            }
+        }
+        s.partitions = Some(partition_totals(entries));
+        s
+    }
+
     /// Totals of a list of actions.
     pub fn of(actions: &[Action]) -> Self {
         let mut s = Self::default();
@@ -234,6 +306,10 @@ pub struct CheckpointHeader {
     /// Timestamp of the commit at `version`.
     pub timestamp: i64,
     pub files: u64,
+    /// Totals per partition of the alive files. Absent in checkpoints from writers that
+    /// predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<Vec<PartitionTotals>>,
 }
 
 /// Serialize actions as JSON lines.

@@ -116,7 +116,7 @@ impl Committer {
                 commit_id: commit_id.clone(),
                 writer: self.writer.clone(),
                 read_version: Some(read_version),
-                summary: CommitSummary::of(&actions),
+                summary: CommitSummary::of_commit(&actions, snapshot),
             };
             let mut all = Vec::with_capacity(actions.len() + 1);
             all.push(Action::CommitInfo(info.clone()));

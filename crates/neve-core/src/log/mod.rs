@@ -3,14 +3,16 @@
 
 pub(crate) mod actions;
 mod commit;
+mod head;
 mod snapshot;
 mod store;
 
 pub use actions::{
-    Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata, Protocol,
-    RemoveFile, TableSettings, FORMAT_VERSION,
+    Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata,
+    PartitionTotals, Protocol, RemoveFile, TableSettings, FORMAT_VERSION,
 };
 pub use commit::{CommitOutcome, Committer};
+pub use head::SnapshotHead;
 pub use snapshot::Snapshot;
 pub use store::{LogListing, LogStore, LoggedCommit};
 

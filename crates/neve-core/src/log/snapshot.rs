@@ -149,6 +149,7 @@ impl Snapshot {
             version: self.version,
             timestamp: self.timestamp,
             files: self.files.len() as u64,
+            partitions: Some(self.partition_totals()),
         }));
         out.push(Action::Protocol(self.protocol.clone()));
         out.push(Action::Metadata(self.metadata.clone()));
@@ -161,6 +162,15 @@ impl Snapshot {
                 .map(Action::Remove),
         );
         out
+    }
+
+    /// Files, rows and bytes of the alive files per partition.
+    pub fn partition_totals(&self) -> Vec<super::actions::PartitionTotals> {
+        super::actions::partition_totals(
+            self.files
+                .values()
+                .map(|f| (&f.partition_values, 1, f.rows as i64, f.size as i64)),
+        )
     }
 
     /// Total rows of alive files.

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::storage::TableLocation;
 
 /// Concurrent GETs when replaying commits.
-const READ_CONCURRENCY: usize = 32;
+pub(crate) const READ_CONCURRENCY: usize = 32;
 
 /// One commit as read from the log.
 #[derive(Debug, Clone)]
@@ -39,8 +39,12 @@ pub struct LogListing {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct LastCheckpoint {
-    version: u64,
+pub(crate) struct LastCheckpoint {
+    pub version: u64,
+    /// Length of the checkpoint's first three lines (header, protocol, metadata): what a
+    /// metadata-only reader fetches with one ranged GET instead of the whole file list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_bytes: Option<u64>,
 }
 
 /// Outcome of a create-only PUT of a commit.
@@ -87,7 +91,7 @@ impl LogStore {
         self.log_dir().join("_last_checkpoint")
     }
 
-    async fn get_opt(&self, path: &Path) -> Result<Option<Bytes>> {
+    pub(crate) async fn get_opt(&self, path: &Path) -> Result<Option<Bytes>> {
         match self.store().get(path).await {
             Ok(r) => Ok(Some(r.bytes().await?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -151,13 +155,17 @@ impl LogStore {
 
     /// The version the pointer names, if any.
     pub async fn read_pointer(&self) -> Result<Option<u64>> {
+        Ok(self.read_pointer_full().await?.map(|p| p.version))
+    }
+
+    pub(crate) async fn read_pointer_full(&self) -> Result<Option<LastCheckpoint>> {
         let path = self.pointer_path();
         let Some(bytes) = self.get_opt(&path).await? else {
             return Ok(None);
         };
         let p: LastCheckpoint =
             serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(&path, e))?;
-        Ok(Some(p.version))
+        Ok(Some(p))
     }
 
     pub async fn read_checkpoint(&self, version: u64) -> Result<Option<Snapshot>> {
@@ -182,7 +190,9 @@ impl LogStore {
         snapshot: &Snapshot,
         keep_tombstones_after_ms: i64,
     ) -> Result<()> {
-        let body = to_json_lines(&snapshot.checkpoint_actions(keep_tombstones_after_ms));
+        let actions = snapshot.checkpoint_actions(keep_tombstones_after_ms);
+        let head_bytes = to_json_lines(&actions[..3]).len() as u64;
+        let body = to_json_lines(&actions);
         self.store()
             .put(
                 &self.checkpoint_path(snapshot.version),
@@ -198,6 +208,7 @@ impl LogStore {
         }
         let pointer = serde_json::to_vec(&LastCheckpoint {
             version: snapshot.version,
+            head_bytes: Some(head_bytes),
         })
         .expect("serialize");
         self.store()
@@ -405,7 +416,7 @@ impl LogStore {
     }
 }
 
-fn parse_version(s: &str) -> Option<u64> {
+pub(crate) fn parse_version(s: &str) -> Option<u64> {
     (s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
         .then(|| s.parse().ok())
         .flatten()

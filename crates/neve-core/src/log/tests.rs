@@ -118,6 +118,12 @@ fn sample_add() -> AddFile {
 #[test]
 fn golden_insert_commit() {
     let add = sample_add();
+    let remove = RemoveFile {
+        path: "_data/d=2021-07/part-old.parquet".into(),
+        deletion_timestamp: T0 + 1,
+        size: Some(100),
+        rows: Some(1),
+    };
     let actions = vec![
         Action::CommitInfo(CommitInfo {
             timestamp: T0 + 1,
@@ -125,15 +131,26 @@ fn golden_insert_commit() {
             commit_id: "00000000-0000-4000-8000-0000000000aa".into(),
             writer: "neve/test".into(),
             read_version: Some(0),
-            summary: CommitSummary::of(&[Action::Add(add.clone())]),
+            summary: CommitSummary {
+                partitions: Some(vec![
+                    PartitionTotals {
+                        values: [("d".to_string(), Some("2021-07".to_string()))].into(),
+                        files: -1,
+                        rows: -1,
+                        bytes: -100,
+                    },
+                    PartitionTotals {
+                        values: [("d".to_string(), Some("2021-08".to_string()))].into(),
+                        files: 1,
+                        rows: 3,
+                        bytes: 2048,
+                    },
+                ]),
+                ..CommitSummary::of(&[Action::Add(add.clone()), Action::Remove(remove.clone())])
+            },
         }),
         Action::Add(add),
-        Action::Remove(RemoveFile {
-            path: "_data/d=2021-07/part-old.parquet".into(),
-            deletion_timestamp: T0 + 1,
-            size: Some(100),
-            rows: Some(1),
-        }),
+        Action::Remove(remove),
     ];
     let text = String::from_utf8(to_json_lines(&actions)).unwrap();
     golden("00000000000000000001.json", &text);

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::Array;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::catalog::TableProvider;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, ScalarValue};
 use datafusion::datasource::source_as_provider;
 use datafusion::error::Result as DfResult;
@@ -51,6 +52,32 @@ impl OptimizerRule for CountFromLog {
             None => Ok(Transformed::no(plan)),
         }
     }
+}
+
+/// The neve tables `plan` reads whose file lists are not read yet and whose heads do not
+/// answer what the plan asks of them.
+pub(crate) fn tables_to_load(plan: &LogicalPlan) -> Vec<Arc<dyn TableProvider>> {
+    let mut out: Vec<Arc<dyn TableProvider>> = Vec::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        match node {
+            LogicalPlan::Aggregate(agg) if answer(agg).is_some() => {
+                return Ok(TreeNodeRecursion::Jump)
+            }
+            LogicalPlan::TableScan(scan) => {
+                if let Ok(provider) = source_as_provider(&scan.source) {
+                    let pending = provider
+                        .downcast_ref::<SnapshotTable>()
+                        .is_some_and(|t| t.snapshot().is_none());
+                    if pending && !out.iter().any(|p| Arc::ptr_eq(p, &provider)) {
+                        out.push(provider);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    out
 }
 
 /// What one aggregate expression counts.
@@ -150,12 +177,12 @@ fn answer(agg: &Aggregate) -> Option<LogicalPlan> {
     filters.extend(scan.filters.iter().cloned());
     let provider = source_as_provider(&scan.source).ok()?;
     let table = provider.downcast_ref::<SnapshotTable>()?;
-    let stats = table.stats.as_ref();
+    let stats = table.stats()?.as_ref();
     let n = stats.len();
 
     let mut keep = vec![true; n];
     for f in &filters {
-        for (k, d) in keep.iter_mut().zip(table.decide(f)) {
+        for (k, d) in keep.iter_mut().zip(table.decide(stats, f)) {
             if *k {
                 *k = d?;
             }

@@ -89,10 +89,31 @@ impl QueryEngine {
         address: &str,
         as_of: Option<AsOf>,
     ) -> Result<u64> {
-        let table = Table::at(address)?;
+        self.register_table(name, &Table::at(address)?, as_of).await
+    }
+
+    /// Register `name` as `table`, at its latest version or `as_of`.
+    pub async fn register_table(
+        &mut self,
+        name: &str,
+        table: &Table,
+        as_of: Option<AsOf>,
+    ) -> Result<u64> {
         let snapshot = match as_of {
-            // Not `table.snapshot()`: this handle is dropped, its cache would be a copy.
-            None => table.log().load_latest().await?,
+            // The latest version's head is enough for counts by partition; its file list is
+            // read when a query needs it.
+            None => match table.log().load_head().await? {
+                Some(head) => {
+                    let version = head.version;
+                    let store_url = self.add_store(table.location())?;
+                    let provider =
+                        SnapshotTable::from_head(table.location().clone(), head, store_url);
+                    self.add_table(name, provider, version)?;
+                    return Ok(version);
+                }
+                // Not `table.snapshot()`: this handle is dropped, its cache would be a copy.
+                None => table.log().load_latest().await?,
+            },
             Some(a) => table.snapshot_as_of(a).await?,
         };
         let version = snapshot.version;
@@ -100,13 +121,8 @@ impl QueryEngine {
         Ok(version)
     }
 
-    /// Register an already loaded snapshot.
-    pub fn register_snapshot(
-        &mut self,
-        name: &str,
-        location: TableLocation,
-        snapshot: crate::log::Snapshot,
-    ) -> Result<()> {
+    /// Register `location`'s store under a URL of its own, for the scans of one table.
+    fn add_store(&self, location: &TableLocation) -> Result<ObjectStoreUrl> {
         let url = format!("neve://t{}", self.tables.len());
         let store_url = ObjectStoreUrl::parse(&url).map_err(|e| Error::InvalidQuery {
             message: e.to_string(),
@@ -119,13 +135,31 @@ impl QueryEngine {
                 self.counter.clone(),
             )),
         );
-        let version = snapshot.version;
-        let provider = SnapshotTable::new(location, snapshot, store_url);
+        Ok(store_url)
+    }
+
+    fn add_table(&mut self, name: &str, provider: SnapshotTable, version: u64) -> Result<()> {
         self.ctx
             .register_table(name, Arc::new(provider))
             .map_err(query_error)?;
         self.tables.push((name.to_string(), version));
         Ok(())
+    }
+
+    /// Register an already loaded snapshot.
+    pub fn register_snapshot(
+        &mut self,
+        name: &str,
+        location: TableLocation,
+        snapshot: crate::log::Snapshot,
+    ) -> Result<()> {
+        let store_url = self.add_store(&location)?;
+        let version = snapshot.version;
+        self.add_table(
+            name,
+            SnapshotTable::new(location, snapshot, store_url),
+            version,
+        )
     }
 
     /// Register every table directly under `address` (folders holding a `_log/`), each by its
@@ -157,9 +191,27 @@ impl QueryEngine {
         Ok(names)
     }
 
-    /// Plan a query.
+    /// Plan a query. Tables registered by their head get their file lists read first,
+    /// unless the log's totals answer all the query asks of them.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
-        self.ctx.sql(sql).await.map_err(query_error)
+        let state = self.ctx.state();
+        let plan = state.create_logical_plan(sql).await.map_err(query_error)?;
+        // Judged on the analyzed plan (types coerced), as the optimizer will see it.
+        let analyzed = state
+            .analyzer()
+            .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
+            .map_err(query_error)?;
+        for table in metadata::tables_to_load(&analyzed) {
+            table
+                .downcast_ref::<SnapshotTable>()
+                .expect("tables_to_load returns neve tables")
+                .load()
+                .await?;
+        }
+        self.ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(query_error)
     }
 
     /// Plan and start a query; batches arrive as they are computed.

@@ -25,21 +25,41 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::constant::{per_file, physical};
 use super::stats::FileStats;
-use crate::log::Snapshot;
+use crate::log::{Snapshot, SnapshotHead};
 use crate::storage::TableLocation;
 
 /// Parquet footers neve writes are a few KB; fetching this much of the tail at once saves a
 /// round trip per file.
 pub(crate) const FOOTER_HINT: usize = 16 << 10;
 
-/// One snapshot of a table, queryable by DataFusion.
+/// One snapshot of a table, queryable by DataFusion. It may start from the version's head
+/// only (definition and per-partition totals): the file list is then read when a query first
+/// needs it, at the same version.
 #[derive(Debug)]
 pub struct SnapshotTable {
     location: TableLocation,
-    snapshot: Arc<Snapshot>,
+    version: u64,
     schema: SchemaRef,
-    pub(crate) stats: Arc<FileStats>,
     store_url: ObjectStoreUrl,
+    /// One stand-in file per partition, from the head.
+    head: Option<Arc<FileStats>>,
+    full: tokio::sync::OnceCell<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    snapshot: Arc<Snapshot>,
+    stats: Arc<FileStats>,
+}
+
+impl Loaded {
+    fn new(snapshot: Snapshot, schema: SchemaRef) -> Self {
+        let files = snapshot.files.values().cloned().collect();
+        Self {
+            stats: Arc::new(FileStats::new(files, schema)),
+            snapshot: Arc::new(snapshot),
+        }
+    }
 }
 
 impl SnapshotTable {
@@ -50,40 +70,82 @@ impl SnapshotTable {
         store_url: ObjectStoreUrl,
     ) -> Self {
         let schema = snapshot.metadata.schema.to_arrow();
-        let files = snapshot.files.values().cloned().collect();
         Self {
             location,
-            stats: Arc::new(FileStats::new(files, schema.clone())),
-            snapshot: Arc::new(snapshot),
+            version: snapshot.version,
+            head: None,
+            full: tokio::sync::OnceCell::new_with(Some(Loaded::new(snapshot, schema.clone()))),
             schema,
             store_url,
         }
     }
 
-    pub fn snapshot(&self) -> &Snapshot {
-        &self.snapshot
+    /// A table of which only the head is read so far.
+    pub(crate) fn from_head(
+        location: TableLocation,
+        head: SnapshotHead,
+        store_url: ObjectStoreUrl,
+    ) -> Self {
+        let schema = head.metadata.schema.to_arrow();
+        Self {
+            location,
+            version: head.version,
+            head: Some(Arc::new(FileStats::from_head(&head, schema.clone()))),
+            full: tokio::sync::OnceCell::new(),
+            schema,
+            store_url,
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The snapshot, once its file list is read.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.full.get().map(|l| l.snapshot.as_ref())
+    }
+
+    /// Read the file list (once).
+    pub(crate) async fn load(&self) -> crate::error::Result<()> {
+        self.loaded().await.map(|_| ())
+    }
+
+    async fn loaded(&self) -> crate::error::Result<&Loaded> {
+        self.full
+            .get_or_try_init(|| async {
+                let log = crate::log::LogStore::new(self.location.clone());
+                let snapshot = log.load_version(self.version).await?;
+                Ok(Loaded::new(snapshot, self.schema.clone()))
+            })
+            .await
+    }
+
+    /// Per-file statistics when the file list is read, else one stand-in per partition.
+    pub(crate) fn stats(&self) -> Option<&Arc<FileStats>> {
+        self.full.get().map(|l| &l.stats).or(self.head.as_ref())
     }
 
     /// Which files may hold rows matching all of `filters` (conjuncts).
-    pub(crate) fn prune(&self, _state: &dyn Session, filters: &[Expr]) -> DfResult<Vec<bool>> {
-        let mut keep = vec![true; self.stats.len()];
+    pub(crate) fn prune(&self, stats: &FileStats, filters: &[Expr]) -> Vec<bool> {
+        let mut keep = vec![true; stats.len()];
         for f in filters {
-            for (k, d) in keep.iter_mut().zip(self.decide(f)) {
+            for (k, d) in keep.iter_mut().zip(self.decide(stats, f)) {
                 if d == Some(false) {
                     *k = false;
                 }
             }
         }
-        Ok(keep)
+        keep
     }
 
-    /// What the log says of `filter` in each file: `Some(true)` when every row passes,
-    /// `Some(false)` when none does, `None` when only reading the file can tell.
-    pub(crate) fn decide(&self, filter: &Expr) -> Vec<Option<bool>> {
-        let n = self.stats.len();
+    /// What the log says of `filter` in each file of `stats`: `Some(true)` when every row
+    /// passes, `Some(false)` when none does, `None` when only reading the file can tell.
+    pub(crate) fn decide(&self, stats: &FileStats, filter: &Expr) -> Vec<Option<bool>> {
+        let n = stats.len();
         let f = unqualify(filter);
         let mut out = vec![None; n];
-        if let Some(pf) = per_file(&f, &self.stats) {
+        if let Some(pf) = per_file(&f, stats) {
             if let Some(values) = pf.values.as_boolean_opt() {
                 for (i, o) in out.iter_mut().enumerate() {
                     if pf.constant.value(i) {
@@ -97,18 +159,18 @@ impl SnapshotTable {
             return out;
         }
         // Min/max ranges: no row can pass, or (with no nulls involved) no row can fail.
-        if let Some(may_pass) = self.min_max_prune(&f) {
+        if let Some(may_pass) = self.min_max_prune(stats, &f) {
             for (o, may) in out.iter_mut().zip(may_pass) {
                 if o.is_none() && !may {
                     *o = Some(false);
                 }
             }
         }
-        if let Some(may_fail) = self.min_max_prune(&negate(&f)) {
+        if let Some(may_fail) = self.min_max_prune(stats, &negate(&f)) {
             let columns: Vec<_> = f
                 .column_refs()
                 .into_iter()
-                .filter_map(|c| self.stats.column(&c.name))
+                .filter_map(|c| stats.column(&c.name))
                 .collect();
             for (i, (o, may)) in out.iter_mut().zip(may_fail).enumerate() {
                 let no_nulls = columns
@@ -123,12 +185,12 @@ impl SnapshotTable {
     }
 
     /// DataFusion's min/max pruning of `expr` over the files; `None` when it cannot be used.
-    fn min_max_prune(&self, expr: &Expr) -> Option<Vec<bool>> {
+    fn min_max_prune(&self, stats: &FileStats, expr: &Expr) -> Option<Vec<bool>> {
         let physical = physical(expr, self.schema.clone())?;
         let p = PruningPredicateBuilder::new()
             .with_file_schema(self.schema.clone())
             .build(physical)?;
-        p.prune(self.stats.as_ref()).ok()
+        p.prune(stats).ok()
     }
 }
 
@@ -200,9 +262,10 @@ impl TableProvider for SnapshotTable {
     }
 
     fn statistics(&self) -> Option<Statistics> {
+        let files = &self.stats()?.files;
         let mut s = Statistics::new_unknown(&self.schema);
-        s.num_rows = Precision::Exact(self.snapshot.rows() as usize);
-        s.total_byte_size = Precision::Exact(self.snapshot.bytes() as usize);
+        s.num_rows = Precision::Exact(files.iter().map(|f| f.rows as usize).sum());
+        s.total_byte_size = Precision::Exact(files.iter().map(|f| f.size as usize).sum());
         Some(s)
     }
 
@@ -213,9 +276,13 @@ impl TableProvider for SnapshotTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let keep = self.prune(state, filters)?;
-        let mut files: Vec<&crate::log::AddFile> = self
-            .stats
+        let stats = &self
+            .loaded()
+            .await
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
+            .stats;
+        let keep = self.prune(stats, filters);
+        let mut files: Vec<&crate::log::AddFile> = stats
             .files
             .iter()
             .zip(&keep)
@@ -225,7 +292,7 @@ impl TableProvider for SnapshotTable {
         tracing::debug!(
             table = %self.location.display,
             files = files.len(),
-            pruned = self.stats.len() - files.len(),
+            pruned = stats.len() - files.len(),
             "scan"
         );
         // Without filters, a LIMIT needs only as many files as hold that many rows: the

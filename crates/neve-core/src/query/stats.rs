@@ -10,7 +10,13 @@ use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
 use serde_json::Value;
 
-use crate::log::AddFile;
+use std::collections::BTreeMap;
+
+use arrow::datatypes::{DataType, TimeUnit};
+
+use crate::log::{AddFile, ColumnStats, SnapshotHead};
+use crate::partition::{civil_from_days, time_bounds, Transform};
+use crate::write::timestamp_string;
 
 /// Min/max/null counts of every alive file of one snapshot, one array element per file, in
 /// the order of `files`. Columns are converted on first use and kept.
@@ -18,6 +24,9 @@ pub(crate) struct FileStats {
     pub files: Vec<Arc<AddFile>>,
     schema: SchemaRef,
     columns: Mutex<HashMap<String, Arc<ColumnArrays>>>,
+    /// Whether a column missing from a file's statistics means the file predates it (all
+    /// null). Not so for the stand-ins of a head, where it means unknown.
+    complete: bool,
 }
 
 /// One column's statistics across files.
@@ -43,6 +52,60 @@ impl FileStats {
             files,
             schema,
             columns: Mutex::new(HashMap::new()),
+            complete: true,
+        }
+    }
+
+    /// One stand-in file per partition of `head`: its rows and bytes, and the bounds its
+    /// partition values imply for their source columns (a month partition holds that month
+    /// of its timestamp, an identity partition one value, the null partition only nulls).
+    /// Nothing else is known, so only what those decide is answered from it.
+    pub fn from_head(head: &SnapshotHead, schema: SchemaRef) -> Self {
+        let files =
+            head.partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let mut stats = BTreeMap::new();
+                    for f in &head.metadata.partition_by {
+                        let (Some(value), Ok(field)) =
+                            (p.values.get(&f.name), schema.field_with_name(&f.source))
+                        else {
+                            continue;
+                        };
+                        let s = match value {
+                            None => Some(ColumnStats {
+                                min: None,
+                                max: None,
+                                nulls: p.rows as u64,
+                            }),
+                            Some(v) => partition_bounds(f.transform, v, field.data_type()).map(
+                                |(min, max)| ColumnStats {
+                                    min: Some(min),
+                                    max: Some(max),
+                                    nulls: 0,
+                                },
+                            ),
+                        };
+                        // Two levels over one column (year and month, say): keep the first; both
+                        // are true bounds.
+                        if let Some(s) = s {
+                            stats.entry(f.source.clone()).or_insert(s);
+                        }
+                    }
+                    Arc::new(AddFile {
+                        path: format!("<partition {i}>"),
+                        partition_values: p.values.clone(),
+                        size: p.bytes.max(0) as u64,
+                        rows: p.rows.max(0) as u64,
+                        modification_time: 0,
+                        stats,
+                    })
+                })
+                .collect();
+        Self {
+            complete: false,
+            ..Self::new(files, schema)
         }
     }
 
@@ -84,7 +147,7 @@ impl FileStats {
             .map(|f| match f.stats.get(name) {
                 Some(s) => Some(s.nulls),
                 // A file written before the column existed holds only nulls for it.
-                None if f.stats.is_empty() => None,
+                None if f.stats.is_empty() || !self.complete => None,
                 None => Some(f.rows),
             })
             .collect();
@@ -98,6 +161,40 @@ impl FileStats {
 
     pub fn rows(&self) -> UInt64Array {
         self.files.iter().map(|f| Some(f.rows)).collect()
+    }
+}
+
+/// Lowest and highest value of `dt` a partition value allows, as the log spells statistics.
+fn partition_bounds(t: Transform, label: &str, dt: &DataType) -> Option<(Value, Value)> {
+    match t {
+        Transform::Identity => match dt {
+            DataType::Utf8
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Date32
+            | DataType::Boolean => Some((Value::from(label), Value::from(label))),
+            _ => None,
+        },
+        Transform::Year | Transform::Month | Transform::Day | Transform::Hour => {
+            let (lo, hi) = time_bounds(t, label)?;
+            match dt {
+                DataType::Timestamp(TimeUnit::Microsecond, tz) => Some((
+                    Value::from(timestamp_string(lo, tz.is_some())),
+                    Value::from(timestamp_string(hi, tz.is_some())),
+                )),
+                DataType::Date32 => {
+                    let day = |us: i64| {
+                        let (y, m, d) = civil_from_days(us.div_euclid(86_400_000_000));
+                        Value::from(format!("{y:04}-{m:02}-{d:02}"))
+                    };
+                    Some((day(lo), day(hi)))
+                }
+                _ => None,
+            }
+        }
+        Transform::Bucket(_) | Transform::Truncate(_) => None,
     }
 }
 

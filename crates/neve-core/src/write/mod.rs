@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 pub use encode::parse_compression;
 pub(crate) use encode::{
     assign_batch, batch_stats, conform, encode_parquet, gather_sorted, group_by_partition,
-    writer_properties,
+    timestamp_string, writer_properties,
 };
 
 use crate::error::{Error, Result};

@@ -116,9 +116,18 @@ pub async fn neve_seed_queries(address: &str, runs: usize) -> Result<Vec<Value>>
         for _ in 0..runs.max(1) {
             let started = Instant::now();
             let mut engine = QueryEngine::new();
+            let session = started.elapsed();
             engine.register("taxi", address, None).await?;
+            let opened = started.elapsed();
             let batches = engine.collect(&sql).await?;
             secs.push(started.elapsed().as_secs_f64());
+            tracing::debug!(
+                query = %name,
+                session_ms = session.as_secs_f64() * 1e3,
+                open_ms = (opened - session).as_secs_f64() * 1e3,
+                run_ms = (started.elapsed() - opened).as_secs_f64() * 1e3,
+                "seed query timings"
+            );
             bytes = engine.reads().bytes();
             rows = batches.iter().map(|b| b.num_rows()).sum::<usize>();
         }

@@ -1,0 +1,195 @@
+//! The head of the latest version: its definition and per-partition totals, read without the
+//! file list. This is what lets `count(*)` by partition answer in a few requests whatever the
+//! number of files: the checkpoint's first lines (one ranged GET) and the first line of each
+//! later commit, whose summary carries its net change per partition.
+
+use std::collections::BTreeMap;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::{GetOptions, GetRange};
+
+use super::actions::{Action, CheckpointHeader, CommitInfo, Metadata, PartitionTotals, Protocol};
+use super::store::{LogStore, READ_CONCURRENCY};
+use crate::error::{Error, Result};
+
+/// A version's definition and per-partition totals.
+#[derive(Debug, Clone)]
+pub struct SnapshotHead {
+    pub version: u64,
+    /// Timestamp of the commit at `version` (ms since the epoch).
+    pub timestamp: i64,
+    pub metadata: Metadata,
+    /// Partitions with at least one alive file, in partition order.
+    pub partitions: Vec<PartitionTotals>,
+}
+
+/// Totals by partition values, while replaying.
+type Totals = BTreeMap<BTreeMap<String, Option<String>>, PartitionTotals>;
+
+impl LogStore {
+    /// The head of the latest version, or `None` when the log cannot give it without the
+    /// file list (entries written before per-partition totals existed, or entries removed
+    /// while reading): the caller then loads the full snapshot.
+    pub async fn load_head(&self) -> Result<Option<SnapshotHead>> {
+        let pointer = self.read_pointer_full().await?;
+        let listing = self.list(pointer.as_ref().map(|p| p.version)).await?;
+        let newest_ckpt = listing
+            .checkpoints
+            .iter()
+            .next_back()
+            .copied()
+            .max(pointer.as_ref().map(|p| p.version));
+        let mut head = match newest_ckpt {
+            Some(v) => {
+                let head_bytes = pointer
+                    .as_ref()
+                    .filter(|p| p.version == v)
+                    .and_then(|p| p.head_bytes);
+                match self.read_checkpoint_head(v, head_bytes).await? {
+                    Some(h) => h,
+                    None => return Ok(None),
+                }
+            }
+            None => Replay::default(),
+        };
+        let start = head.version.map(|v| v + 1).unwrap_or(0);
+        let Some(&latest) = listing.commits.iter().next_back() else {
+            return Ok(head.finish());
+        };
+        if (start..=latest).any(|v| !listing.commits.contains(&v)) {
+            return Ok(None);
+        }
+        let bodies: Vec<Option<bytes::Bytes>> = futures::stream::iter(
+            (start..=latest).map(|v| async move { self.get_opt(&self.commit_path(v)).await }),
+        )
+        .buffered(READ_CONCURRENCY)
+        .try_collect()
+        .await?;
+        for (v, body) in (start..=latest).zip(bodies) {
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            let path = self.commit_path(v);
+            if !head.apply_commit(path.as_ref(), v, &body)? {
+                return Ok(None);
+            }
+        }
+        Ok(head.finish())
+    }
+
+    /// The header, protocol and metadata lines of a checkpoint; a ranged GET when the
+    /// pointer says how long they are.
+    async fn read_checkpoint_head(
+        &self,
+        version: u64,
+        head_bytes: Option<u64>,
+    ) -> Result<Option<Replay>> {
+        let path = self.checkpoint_path(version);
+        let opts = GetOptions {
+            range: head_bytes.map(|n| GetRange::Bounded(0..n)),
+            ..Default::default()
+        };
+        let bytes = match self.store().get_opts(&path, opts).await {
+            Ok(r) => r.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut header: Option<CheckpointHeader> = None;
+        let mut protocol: Option<Protocol> = None;
+        let mut metadata: Option<Metadata> = None;
+        for line in bytes.split(|&b| b == b'\n').take(3) {
+            match serde_json::from_slice::<Action>(line)
+                .map_err(|e| Error::corrupt(path.as_ref(), e))?
+            {
+                Action::Checkpoint(h) => header = Some(h),
+                Action::Protocol(p) => protocol = Some(p),
+                Action::Metadata(m) => metadata = Some(m),
+                _ => {}
+            }
+        }
+        let (Some(header), Some(protocol), Some(metadata)) = (header, protocol, metadata) else {
+            return Err(Error::corrupt(
+                path.as_ref(),
+                "checkpoint does not start with its header, protocol and metadata",
+            ));
+        };
+        protocol.check()?;
+        let Some(partitions) = header.partitions else {
+            return Ok(None);
+        };
+        Ok(Some(Replay {
+            version: Some(header.version),
+            timestamp: header.timestamp,
+            metadata: Some(metadata),
+            totals: partitions
+                .into_iter()
+                .map(|t| (t.values.clone(), t))
+                .collect(),
+        }))
+    }
+}
+
+/// A head being built: a checkpoint's, then each later commit's changes.
+#[derive(Default)]
+struct Replay {
+    version: Option<u64>,
+    timestamp: i64,
+    metadata: Option<Metadata>,
+    totals: Totals,
+}
+
+impl Replay {
+    /// Apply one commit from its commit info and its metadata/protocol lines; add and remove
+    /// lines are skipped unparsed. False when the commit has no per-partition totals.
+    fn apply_commit(&mut self, path: &str, version: u64, body: &[u8]) -> Result<bool> {
+        let mut info: Option<CommitInfo> = None;
+        for line in body.split(|&b| b == b'\n') {
+            let parse = || {
+                serde_json::from_slice::<Action>(line)
+                    .map_err(|e| Error::corrupt(path, format!("commit {version}: {e}")))
+            };
+            if line.starts_with(b"{\"commitInfo\"") {
+                if let Action::CommitInfo(i) = parse()? {
+                    info = Some(i);
+                }
+            } else if line.starts_with(b"{\"metadata\"") {
+                if let Action::Metadata(m) = parse()? {
+                    self.metadata = Some(m);
+                }
+            } else if line.starts_with(b"{\"protocol\"") {
+                if let Action::Protocol(p) = parse()? {
+                    p.check()?;
+                }
+            }
+        }
+        let info = info.ok_or_else(|| Error::corrupt(path, "commit without commitInfo"))?;
+        let s = &info.summary;
+        match &s.partitions {
+            Some(changes) => {
+                for c in changes {
+                    self.totals
+                        .entry(c.values.clone())
+                        .or_insert_with(|| PartitionTotals {
+                            values: c.values.clone(),
+                            ..Default::default()
+                        })
+                        .add_all(c);
+                }
+            }
+            None if s.files_added == 0 && s.files_removed == 0 => {}
+            None => return Ok(false),
+        }
+        self.version = Some(version);
+        self.timestamp = info.timestamp;
+        Ok(true)
+    }
+
+    fn finish(self) -> Option<SnapshotHead> {
+        Some(SnapshotHead {
+            version: self.version?,
+            timestamp: self.timestamp,
+            metadata: self.metadata?,
+            partitions: self.totals.into_values().filter(|t| t.files > 0).collect(),
+        })
+    }
+}
