@@ -59,22 +59,48 @@ impl LogStore {
         if (start..=latest).any(|v| !listing.commits.contains(&v)) {
             return Ok(None);
         }
-        let bodies: Vec<Option<bytes::Bytes>> = futures::stream::iter(
-            (start..=latest).map(|v| async move { self.get_opt(&self.commit_path(v)).await }),
+        let bodies: Vec<Option<(bytes::Bytes, bool)>> = futures::stream::iter(
+            (start..=latest).map(|v| async move { self.get_prefix(&self.commit_path(v)).await }),
         )
         .buffered(READ_CONCURRENCY)
         .try_collect()
         .await?;
         for (v, body) in (start..=latest).zip(bodies) {
-            let Some(body) = body else {
+            let Some((body, whole)) = body else {
                 return Ok(None);
             };
             let path = self.commit_path(v);
-            if !head.apply_commit(path.as_ref(), v, &body)? {
+            let mut outcome = head.apply_commit(path.as_ref(), v, &body, whole)?;
+            if outcome == Applied::NeedsMore {
+                let Some(body) = self.get_opt(&path).await? else {
+                    return Ok(None);
+                };
+                outcome = head.apply_commit(path.as_ref(), v, &body, true)?;
+            }
+            if outcome != Applied::Yes {
                 return Ok(None);
             }
         }
         Ok(head.finish())
+    }
+
+    /// The first `COMMIT_PREFIX` bytes of an object, and whether that is all of it.
+    async fn get_prefix(
+        &self,
+        path: &object_store::path::Path,
+    ) -> Result<Option<(bytes::Bytes, bool)>> {
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(0..COMMIT_PREFIX)),
+            ..Default::default()
+        };
+        match self.store().get_opts(path, opts).await {
+            Ok(r) => {
+                let whole = r.range.end >= r.meta.size;
+                Ok(Some((r.bytes().await?, whole)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The header, protocol and metadata lines of a checkpoint; a ranged GET when the
@@ -129,6 +155,20 @@ impl LogStore {
     }
 }
 
+/// Bytes of a commit read first: its commit info (with the per-partition totals) and any
+/// metadata line come before its add and remove lines.
+const COMMIT_PREFIX: u64 = 64 << 10;
+
+/// What applying one commit to a head gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Applied {
+    Yes,
+    /// The commit has no per-partition totals (an older writer).
+    NoTotals,
+    /// The prefix read cut a line that matters: read the whole commit.
+    NeedsMore,
+}
+
 /// A head being built: a checkpoint's, then each later commit's changes.
 #[derive(Default)]
 struct Replay {
@@ -140,10 +180,30 @@ struct Replay {
 
 impl Replay {
     /// Apply one commit from its commit info and its metadata/protocol lines; add and remove
-    /// lines are skipped unparsed. False when the commit has no per-partition totals.
-    fn apply_commit(&mut self, path: &str, version: u64, body: &[u8]) -> Result<bool> {
+    /// lines are skipped unparsed. `body` may be only the start of the commit (`whole`
+    /// false): then a line it cuts off is not trusted.
+    fn apply_commit(
+        &mut self,
+        path: &str,
+        version: u64,
+        body: &[u8],
+        whole: bool,
+    ) -> Result<Applied> {
         let mut info: Option<CommitInfo> = None;
-        for line in body.split(|&b| b == b'\n') {
+        let mut lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+        if !whole {
+            // The last piece may be cut; what it holds is needed only if it is not an add
+            // or remove line.
+            let last = lines.pop().unwrap_or_default();
+            let known = last.is_empty()
+                || last.starts_with(b"{\"add\"")
+                || last.starts_with(b"{\"remove\"");
+            if !known {
+                return Ok(Applied::NeedsMore);
+            }
+        }
+        let mut metadata = None;
+        for line in lines {
             let parse = || {
                 serde_json::from_slice::<Action>(line)
                     .map_err(|e| Error::corrupt(path, format!("commit {version}: {e}")))
@@ -154,7 +214,7 @@ impl Replay {
                 }
             } else if line.starts_with(b"{\"metadata\"") {
                 if let Action::Metadata(m) = parse()? {
-                    self.metadata = Some(m);
+                    metadata = Some(m);
                 }
             } else if line.starts_with(b"{\"protocol\"") {
                 if let Action::Protocol(p) = parse()? {
@@ -162,7 +222,12 @@ impl Replay {
                 }
             }
         }
-        let info = info.ok_or_else(|| Error::corrupt(path, "commit without commitInfo"))?;
+        let Some(info) = info else {
+            if !whole {
+                return Ok(Applied::NeedsMore);
+            }
+            return Err(Error::corrupt(path, "commit without commitInfo"));
+        };
         let s = &info.summary;
         match &s.partitions {
             Some(changes) => {
@@ -177,11 +242,14 @@ impl Replay {
                 }
             }
             None if s.files_added == 0 && s.files_removed == 0 => {}
-            None => return Ok(false),
+            None => return Ok(Applied::NoTotals),
+        }
+        if metadata.is_some() {
+            self.metadata = metadata;
         }
         self.version = Some(version);
         self.timestamp = info.timestamp;
-        Ok(true)
+        Ok(Applied::Yes)
     }
 
     fn finish(self) -> Option<SnapshotHead> {

@@ -404,3 +404,49 @@ async fn commits_without_partition_totals_fall_back_to_the_file_list() {
     let n = e.collect("SELECT count(*) FROM t").await.unwrap();
     assert_eq!(int(&n, 0), vec![(1000 + 310 - file.rows) as i64]);
 }
+
+#[tokio::test]
+async fn the_head_reads_only_the_start_of_big_commits() {
+    let t = TableBuilder::new(TableLocation::memory("big"))
+        .with_seed(9)
+        .build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("day(ts)").unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // 300 day partitions: a commit of well over 64 KiB.
+    t.insert_batches(
+        schema(),
+        vec![rows(0, 0, 300, 2)],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
+    let big = t.log().commit_path(1);
+    assert!(t.location().store.head(&big).await.unwrap().size > 64 << 10);
+    // Then a new column, in a commit of the same size: its metadata line must be seen.
+    let base = rows(1_000, 0, 300, 2);
+    let mut fields = schema().fields().to_vec();
+    fields.push(Arc::new(Field::new("extra", DataType::Int64, true)));
+    let extra: Arc<dyn arrow::array::Array> = Arc::new(Int64Array::from(vec![7; base.num_rows()]));
+    let mut cols = base.columns().to_vec();
+    cols.push(extra);
+    let wider = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+    t.insert_batches(
+        wider.schema(),
+        vec![wider],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
+    let head = t.log().load_head().await.unwrap().expect("a head");
+    let snapshot = t.snapshot().await.unwrap();
+    assert_eq!(head.metadata, snapshot.metadata);
+    assert!(head.metadata.schema.column("extra").is_some());
+    assert_eq!(head.partitions, snapshot.partition_totals());
+    assert_eq!(head.partitions.len(), 300);
+}
