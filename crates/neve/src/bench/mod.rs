@@ -166,7 +166,16 @@ pub async fn load_taxi(table: &Table, rows: usize, per_insert: usize, seed: u64)
         left -= n;
         inserts += 1;
     }
+    settle().await;
     Ok(inserts)
+}
+
+/// After a load, let the machine write back what it buffered (the page cache, MinIO's own
+/// work) before anything is timed: queries run right after writing 1.2 GB measured that
+/// writeback too. The peers, which run later, would otherwise get a quieter machine.
+async fn settle() {
+    let _ = tokio::process::Command::new("sync").status().await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
 }
 
 /// Run a benchmark peer's Python script and parse the one JSON object it prints.
