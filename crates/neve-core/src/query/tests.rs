@@ -60,16 +60,21 @@ async fn table() -> Table {
     .await
     .unwrap();
     for b in [rows(0, 0, 100, 10), rows(10_000, 212, 31, 10)] {
-        t.insert_batches(
-            schema(),
-            vec![b],
-            &InsertOptions::default(),
-            Arc::new(NoProgress),
-        )
-        .await
-        .unwrap();
+        insert(&t, b).await;
     }
     t
+}
+
+/// One insert of `batch` (its own schema) in one commit.
+async fn insert(t: &Table, batch: RecordBatch) {
+    t.insert_batches(
+        batch.schema(),
+        vec![batch],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
 }
 
 async fn engine(t: &Table) -> QueryEngine {
@@ -281,14 +286,7 @@ async fn maintained_table() -> Table {
     .into_iter()
     .enumerate()
     {
-        t.insert_batches(
-            schema(),
-            vec![b],
-            &InsertOptions::default(),
-            Arc::new(NoProgress),
-        )
-        .await
-        .unwrap();
+        insert(&t, b).await;
         if i == 1 {
             let opts = crate::merge::MergeOptions {
                 min_files: 2,
@@ -417,14 +415,7 @@ async fn the_head_reads_only_the_start_of_big_commits() {
     .await
     .unwrap();
     // 300 day partitions: a commit of well over 64 KiB.
-    t.insert_batches(
-        schema(),
-        vec![rows(0, 0, 300, 2)],
-        &InsertOptions::default(),
-        Arc::new(NoProgress),
-    )
-    .await
-    .unwrap();
+    insert(&t, rows(0, 0, 300, 2)).await;
     let big = t.log().commit_path(1);
     assert!(t.location().store.head(&big).await.unwrap().size > 64 << 10);
     // Then a new column, in a commit of the same size: its metadata line must be seen.
@@ -435,14 +426,7 @@ async fn the_head_reads_only_the_start_of_big_commits() {
     let mut cols = base.columns().to_vec();
     cols.push(extra);
     let wider = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
-    t.insert_batches(
-        wider.schema(),
-        vec![wider],
-        &InsertOptions::default(),
-        Arc::new(NoProgress),
-    )
-    .await
-    .unwrap();
+    insert(&t, wider).await;
     let head = t.log().load_head().await.unwrap().expect("a head");
     let snapshot = t.snapshot().await.unwrap();
     assert_eq!(head.metadata, snapshot.metadata);
