@@ -434,3 +434,37 @@ async fn the_head_reads_only_the_start_of_big_commits() {
     assert_eq!(head.partitions, snapshot.partition_totals());
     assert_eq!(head.partitions.len(), 300);
 }
+
+#[tokio::test]
+async fn a_commit_info_longer_than_the_prefix_is_read_whole() {
+    let t = TableBuilder::new(TableLocation::memory("wide"))
+        .with_seed(11)
+        .build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("id").unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // 1,500 identity partitions: the commit info alone is over 64 KiB.
+    insert(&t, rows(0, 0, 1_500, 1)).await;
+    let commit = t.log().read_commit(1).await.unwrap().unwrap();
+    let info_len = serde_json::to_vec(&commit.info).unwrap().len();
+    assert!(info_len > 64 << 10, "commit info is {info_len} bytes");
+    let head = t.log().load_head().await.unwrap().expect("a head");
+    assert_eq!(
+        head.partitions,
+        t.snapshot().await.unwrap().partition_totals()
+    );
+    assert_eq!(head.partitions.len(), 1_500);
+
+    // An identity partition decides equality on its column from the head alone.
+    let mut e = QueryEngine::new();
+    e.register_table("t", &t, None).await.unwrap();
+    let n = e
+        .collect("SELECT count(*) FROM t WHERE id = 42")
+        .await
+        .unwrap();
+    assert_eq!(int(&n, 0), vec![1]);
+    assert_eq!(e.reads().bytes(), 0);
+}
