@@ -49,19 +49,28 @@ fn rows(first_id: i64, start_day: i64, days: i64, per_day: i64) -> RecordBatch {
 /// A month-partitioned table with two inserts: 2021-01-01..2021-04-10 (100 days × 10 rows),
 /// then 2021-08-01..2021-08-31 (31 days × 10 rows).
 async fn table() -> Table {
-    let t = TableBuilder::new(TableLocation::memory("q"))
-        .with_seed(3)
-        .build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("month(ts) as m").unwrap(),
-        sort_by: vec!["kind".into(), "ts".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let t = created(
+        "q",
+        3,
+        CreateOptions {
+            partition_by: parse_spec("month(ts) as m").unwrap(),
+            sort_by: vec!["kind".into(), "ts".into()],
+            ..Default::default()
+        },
+    )
+    .await;
     for b in [rows(0, 0, 100, 10), rows(10_000, 212, 31, 10)] {
         insert(&t, b).await;
     }
+    t
+}
+
+/// A new table on the in-memory store.
+async fn created(name: &str, seed: u64, opts: CreateOptions) -> Table {
+    let t = TableBuilder::new(TableLocation::memory(name))
+        .with_seed(seed)
+        .build();
+    t.create(opts).await.unwrap();
     t
 }
 
@@ -264,20 +273,20 @@ async fn errors_say_what_and_where() {
 
 /// Inserts, a merge, a delete and a partition drop, checkpointing every 2 versions.
 async fn maintained_table() -> Table {
-    let t = TableBuilder::new(TableLocation::memory("h"))
-        .with_seed(5)
-        .build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("month(ts) as m").unwrap(),
-        sort_by: vec!["kind".into(), "ts".into()],
-        settings: crate::log::TableSettings {
-            checkpoint_interval: 2,
+    let t = created(
+        "h",
+        5,
+        CreateOptions {
+            partition_by: parse_spec("month(ts) as m").unwrap(),
+            sort_by: vec!["kind".into(), "ts".into()],
+            settings: crate::log::TableSettings {
+                checkpoint_interval: 2,
+                ..Default::default()
+            },
             ..Default::default()
         },
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    )
+    .await;
     for (i, b) in [
         rows(0, 0, 100, 10),
         rows(10_000, 212, 31, 10),
@@ -405,15 +414,15 @@ async fn commits_without_partition_totals_fall_back_to_the_file_list() {
 
 #[tokio::test]
 async fn the_head_reads_only_the_start_of_big_commits() {
-    let t = TableBuilder::new(TableLocation::memory("big"))
-        .with_seed(9)
-        .build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("day(ts)").unwrap(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let t = created(
+        "big",
+        9,
+        CreateOptions {
+            partition_by: parse_spec("day(ts)").unwrap(),
+            ..Default::default()
+        },
+    )
+    .await;
     // 300 day partitions: a commit of well over 64 KiB.
     insert(&t, rows(0, 0, 300, 2)).await;
     let big = t.log().commit_path(1);
@@ -437,15 +446,15 @@ async fn the_head_reads_only_the_start_of_big_commits() {
 
 #[tokio::test]
 async fn a_commit_info_longer_than_the_prefix_is_read_whole() {
-    let t = TableBuilder::new(TableLocation::memory("wide"))
-        .with_seed(11)
-        .build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("id").unwrap(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let t = created(
+        "wide",
+        11,
+        CreateOptions {
+            partition_by: parse_spec("id").unwrap(),
+            ..Default::default()
+        },
+    )
+    .await;
     // 1,500 identity partitions: the commit info alone is over 64 KiB.
     insert(&t, rows(0, 0, 1_500, 1)).await;
     let commit = t.log().read_commit(1).await.unwrap().unwrap();
