@@ -110,12 +110,13 @@ impl<'a> Compressor<'a> {
     /// The context, created (with the pending level) on first use.
     fn context(&mut self) -> io::Result<&mut zstd_safe::CCtx<'a>> {
         if self.context.is_none() {
-            let mut context = zstd_safe::CCtx::try_create().ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::OutOfMemory,
-                    "cannot create a zstd compression context",
-                )
-            })?;
+            let mut context =
+                zstd_safe::CCtx::try_create().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::OutOfMemory,
+                        "cannot create a zstd compression context",
+                    )
+                })?;
             context
                 .set_parameter(zstd_safe::CParameter::CompressionLevel(
                     self.level,

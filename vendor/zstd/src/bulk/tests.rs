@@ -51,8 +51,5 @@ fn context_is_created_on_first_use() {
     assert!(c.has_context());
     assert_eq!(packed, compress(TEXT.as_bytes(), 19).unwrap());
     assert_ne!(packed, fast);
-    assert_eq!(
-        decompress(&packed, TEXT.len()).unwrap(),
-        TEXT.as_bytes()
-    );
+    assert_eq!(decompress(&packed, TEXT.len()).unwrap(), TEXT.as_bytes());
 }
