@@ -18,8 +18,9 @@ pub struct Compressor<'a> {
     // for every column chunk it *reads*, and creating a zstd compression context runs CPUID,
     // which traps to the hypervisor on virtual machines (about 10 µs a context).
     context: Option<zstd_safe::CCtx<'a>>,
-    // The level to set when the context is created (0: zstd's default).
-    level: i32,
+    // The level to set when the context is created; `None` (a default or prepared-dictionary
+    // compressor) sets none, as upstream does.
+    level: Option<i32>,
 }
 
 impl Compressor<'static> {
@@ -35,7 +36,7 @@ impl Compressor<'static> {
     pub fn with_dictionary(level: i32, dictionary: &[u8]) -> io::Result<Self> {
         let mut compressor = Self {
             context: None,
-            level,
+            level: Some(level),
         };
 
         compressor.set_dictionary(level, dictionary)?;
@@ -85,7 +86,7 @@ impl<'a> Compressor<'a> {
         level: i32,
         dictionary: &[u8],
     ) -> io::Result<()> {
-        self.level = level;
+        self.level = Some(level);
         if self.context.is_none() && dictionary.is_empty() {
             // Applied when the context is created.
             return Ok(());
@@ -117,11 +118,13 @@ impl<'a> Compressor<'a> {
                         "cannot create a zstd compression context",
                     )
                 })?;
-            context
-                .set_parameter(zstd_safe::CParameter::CompressionLevel(
-                    self.level,
-                ))
-                .map_err(map_error_code)?;
+            if let Some(level) = self.level {
+                context
+                    .set_parameter(zstd_safe::CParameter::CompressionLevel(
+                        level,
+                    ))
+                    .map_err(map_error_code)?;
+            }
             self.context = Some(context);
         }
         Ok(self.context.as_mut().expect("created above"))
