@@ -21,7 +21,7 @@ use datafusion::logical_expr::{Aggregate, EmptyRelation, Expr, LogicalPlan, Valu
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 
 use super::constant::per_file;
-use super::provider::{unqualify, SnapshotTable};
+use super::provider::{stats_form, SnapshotTable};
 
 /// The optimizer rule; registered by [`super::QueryEngine`].
 #[derive(Debug, Default)]
@@ -190,7 +190,7 @@ fn answer(agg: &Aggregate) -> Option<LogicalPlan> {
     }
     let groups = group
         .iter()
-        .map(|g| per_file(&unqualify(g), stats))
+        .map(|g| per_file(&stats_form(g), stats))
         .collect::<Option<Vec<_>>>()?;
     if groups
         .iter()

@@ -208,10 +208,12 @@ impl QueryEngine {
                 .load()
                 .await?;
         }
-        self.ctx
+        let df = self
+            .ctx
             .execute_logical_plan(plan)
             .await
-            .map_err(query_error)
+            .map_err(query_error)?;
+        plain_strings(df).map_err(query_error)
     }
 
     /// Plan and start a query; batches arrive as they are computed.
@@ -230,6 +232,34 @@ impl QueryEngine {
             .try_collect()
             .await
             .map_err(query_error)
+    }
+}
+
+/// `df` with string and binary view columns cast to the plain types: the table's own types,
+/// which every Arrow and Parquet reader understands. Views are how scans read strings
+/// (`provider::scan_schema`), not what results are made of.
+fn plain_strings(df: DataFrame) -> datafusion::error::Result<DataFrame> {
+    use arrow::datatypes::DataType;
+    use datafusion::logical_expr::{cast, Expr};
+    let mut any = false;
+    let exprs: Vec<Expr> = df
+        .schema()
+        .iter()
+        .map(|(q, f)| {
+            let c = Expr::Column(datafusion::common::Column::from((q, f)));
+            let to = match f.data_type() {
+                DataType::Utf8View => DataType::Utf8,
+                DataType::BinaryView => DataType::Binary,
+                _ => return c,
+            };
+            any = true;
+            cast(c, to).alias_qualified(q.cloned(), f.name())
+        })
+        .collect();
+    if any {
+        df.select(exprs)
+    } else {
+        Ok(df)
     }
 }
 

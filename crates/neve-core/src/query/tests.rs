@@ -250,6 +250,62 @@ async fn time_travel_sees_the_old_snapshot() {
 }
 
 #[tokio::test]
+async fn strings_are_scanned_as_views_and_returned_as_the_table_types() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let provider = e.ctx.table_provider("t").await.unwrap();
+    let kind = provider.schema().field_with_name("kind").unwrap().clone();
+    assert_eq!(kind.data_type(), &DataType::Utf8View);
+
+    let b = e
+        .collect(
+            "SELECT kind, count(*) AS n, max(kind || '!') AS x FROM t GROUP BY kind ORDER BY kind",
+        )
+        .await
+        .unwrap();
+    let schema = b[0].schema();
+    assert_eq!(schema.field(0).data_type(), &DataType::Utf8);
+    assert_eq!(schema.field(2).data_type(), &DataType::Utf8);
+    let kinds: Vec<&str> = b
+        .iter()
+        .flat_map(|b| b.column(0).as_string::<i32>().iter().map(Option::unwrap))
+        .collect();
+    assert_eq!(kinds, ["a", "b"]);
+    assert_eq!(int(&b, 1), vec![655, 655]);
+
+    // Filters on strings still prune by the log's statistics, casts included.
+    let before = e.reads().bytes();
+    for sql in [
+        "SELECT count(*) FROM t WHERE kind > 'b'",
+        "SELECT count(*) FROM t WHERE CAST(kind AS VARCHAR) = 'c'",
+        "SELECT count(*) FROM t WHERE kind IN ('x', 'y')",
+    ] {
+        assert_eq!(int(&e.collect(sql).await.unwrap(), 0), vec![0], "{sql}");
+    }
+    assert_eq!(e.reads().bytes(), before, "no file was opened");
+
+    // Counts by a string partition come from the log, in the table's type.
+    let by_kind = created(
+        "qk",
+        4,
+        CreateOptions {
+            partition_by: parse_spec("kind").unwrap(),
+            ..Default::default()
+        },
+    )
+    .await;
+    insert(&by_kind, rows(0, 0, 10, 10)).await;
+    let e = engine(&by_kind).await;
+    let b = e
+        .collect("SELECT kind, count(*) FROM t WHERE kind <> 'c' GROUP BY kind ORDER BY kind")
+        .await
+        .unwrap();
+    assert_eq!(e.reads().bytes(), 0, "answered from the log");
+    assert_eq!(b[0].schema().field(0).data_type(), &DataType::Utf8);
+    assert_eq!(int(&b, 1), vec![50, 50]);
+}
+
+#[tokio::test]
 async fn errors_say_what_and_where() {
     let t = table().await;
     let e = engine(&t).await;

@@ -9,12 +9,14 @@ use std::path::{Path as StdPath, PathBuf};
 use std::sync::Arc;
 
 use object_store::aws::AmazonS3Builder;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, Result};
+
+mod local;
+pub use local::LocalStore;
 
 /// What kind of store a table lives on, with what external readers need to address it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +99,7 @@ impl TableLocation {
             reason: e.to_string(),
         })?;
         Ok(Self {
-            store: Arc::new(LocalFileSystem::new()),
+            store: Arc::new(LocalStore::new()),
             root,
             kind: StoreKind::Local { dir: abs },
             display: display.to_string(),
