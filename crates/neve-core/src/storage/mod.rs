@@ -18,6 +18,43 @@ use crate::error::{Error, Result};
 mod local;
 pub use local::LocalStore;
 
+/// Limit on one S3 request.
+const S3_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The HTTP client for an endpoint reached over plain http (MinIO on loopback or inside a
+/// cluster). object_store's own client loads the system's root certificates, every file of
+/// `/etc/ssl/certs`, each time a store is built: about 5 ms, on every command, for a TLS that
+/// plain http never uses. Otherwise the client is set up as object_store sets up its own: HTTP/1,
+/// no response compression (it breaks `Content-Length`), the same timeouts.
+#[derive(Debug)]
+struct PlainHttp {
+    timeout: std::time::Duration,
+}
+
+impl object_store::client::HttpConnector for PlainHttp {
+    fn connect(
+        &self,
+        _options: &ClientOptions,
+    ) -> object_store::Result<object_store::client::HttpClient> {
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("neve/", env!("CARGO_PKG_VERSION")))
+            .tls_built_in_root_certs(false)
+            .http1_only()
+            .timeout(self.timeout)
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .no_gzip()
+            .no_brotli()
+            .no_zstd()
+            .no_deflate()
+            .build()
+            .map_err(|e| object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(e),
+            })?;
+        Ok(object_store::client::HttpClient::new(client))
+    }
+}
+
 /// What kind of store a table lives on, with what external readers need to address it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreKind {
@@ -139,7 +176,7 @@ impl TableLocation {
             .with_client_options(
                 ClientOptions::new()
                     .with_allow_http(allow_http)
-                    .with_timeout(std::time::Duration::from_secs(60)),
+                    .with_timeout(S3_TIMEOUT),
             )
             .with_retry(RetryConfig::default())
             // Skip SHA-256 of every uploaded byte (TLS or the loopback protects the payload);
@@ -151,6 +188,11 @@ impl TableLocation {
             );
         if let Some(ep) = &endpoint {
             builder = builder.with_endpoint(ep);
+            if ep.starts_with("http://") {
+                builder = builder.with_http_connector(PlainHttp {
+                    timeout: S3_TIMEOUT,
+                });
+            }
         }
         let store = builder.build().map_err(|e| Error::InvalidLocation {
             location: display.to_string(),
