@@ -18,39 +18,62 @@ use crate::error::{Error, Result};
 mod local;
 pub use local::LocalStore;
 
-/// Limit on one S3 request.
-const S3_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// The HTTP client for an endpoint reached over plain http (MinIO on loopback or inside a
 /// cluster). object_store's own client loads the system's root certificates, every file of
 /// `/etc/ssl/certs`, each time a store is built: about 5 ms, on every command, for a TLS that
-/// plain http never uses. Otherwise the client is set up as object_store sets up its own: HTTP/1,
-/// no response compression (it breaks `Content-Length`), the same timeouts.
+/// plain http never uses. Otherwise the client follows the store's `ClientOptions` (timeouts,
+/// proxy, pool) and object_store's fixed choices: HTTP/1, no response compression (it breaks
+/// `Content-Length`).
 #[derive(Debug)]
-struct PlainHttp {
-    timeout: std::time::Duration,
-}
+struct PlainHttp;
 
 impl object_store::client::HttpConnector for PlainHttp {
     fn connect(
         &self,
-        _options: &ClientOptions,
+        options: &ClientOptions,
     ) -> object_store::Result<object_store::client::HttpClient> {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("neve/", env!("CARGO_PKG_VERSION")))
+        use object_store::ClientConfigKey as K;
+        let err = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
+            store: "S3",
+            source: e,
+        };
+        let get = |k: K| options.get_config_value(&k);
+        let duration = |k: K| -> object_store::Result<Option<std::time::Duration>> {
+            get(k)
+                .map(|v| humantime::parse_duration(&v).map_err(|e| err(Box::new(e))))
+                .transpose()
+        };
+        let mut b = reqwest::Client::builder()
+            .user_agent(
+                get(K::UserAgent)
+                    .unwrap_or_else(|| concat!("neve/", env!("CARGO_PKG_VERSION")).into()),
+            )
             .tls_built_in_root_certs(false)
             .http1_only()
-            .timeout(self.timeout)
-            .connect_timeout(std::time::Duration::from_secs(5))
             .no_gzip()
             .no_brotli()
             .no_zstd()
-            .no_deflate()
-            .build()
-            .map_err(|e| object_store::Error::Generic {
-                store: "S3",
-                source: Box::new(e),
-            })?;
+            .no_deflate();
+        if let Some(t) = duration(K::Timeout)? {
+            b = b.timeout(t);
+        }
+        if let Some(t) = duration(K::ConnectTimeout)? {
+            b = b.connect_timeout(t);
+        }
+        if let Some(t) = duration(K::PoolIdleTimeout)? {
+            b = b.pool_idle_timeout(t);
+        }
+        if let Some(n) = get(K::PoolMaxIdlePerHost) {
+            b = b.pool_max_idle_per_host(n.parse().map_err(|e| err(Box::new(e)))?);
+        }
+        if let Some(url) = get(K::ProxyUrl) {
+            let mut proxy = reqwest::Proxy::all(&url).map_err(|e| err(Box::new(e)))?;
+            if let Some(excludes) = get(K::ProxyExcludes) {
+                proxy = proxy.no_proxy(reqwest::NoProxy::from_string(&excludes));
+            }
+            b = b.proxy(proxy);
+        }
+        let client = b.build().map_err(|e| err(Box::new(e)))?;
         Ok(object_store::client::HttpClient::new(client))
     }
 }
@@ -176,7 +199,7 @@ impl TableLocation {
             .with_client_options(
                 ClientOptions::new()
                     .with_allow_http(allow_http)
-                    .with_timeout(S3_TIMEOUT),
+                    .with_timeout(std::time::Duration::from_secs(60)),
             )
             .with_retry(RetryConfig::default())
             // Skip SHA-256 of every uploaded byte (TLS or the loopback protects the payload);
@@ -189,9 +212,7 @@ impl TableLocation {
         if let Some(ep) = &endpoint {
             builder = builder.with_endpoint(ep);
             if ep.starts_with("http://") {
-                builder = builder.with_http_connector(PlainHttp {
-                    timeout: S3_TIMEOUT,
-                });
+                builder = builder.with_http_connector(PlainHttp);
             }
         }
         let store = builder.build().map_err(|e| Error::InvalidLocation {
