@@ -239,28 +239,28 @@ impl QueryEngine {
 /// which every Arrow and Parquet reader understands. Views are how scans read strings
 /// (`provider::scan_schema`), not what results are made of.
 fn plain_strings(df: DataFrame) -> datafusion::error::Result<DataFrame> {
-    use arrow::datatypes::DataType;
     use datafusion::logical_expr::{cast, Expr};
-    let mut any = false;
+    if !df
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| provider::is_view(f.data_type()))
+    {
+        return Ok(df);
+    }
     let exprs: Vec<Expr> = df
         .schema()
         .iter()
         .map(|(q, f)| {
             let c = Expr::Column(datafusion::common::Column::from((q, f)));
-            let to = match f.data_type() {
-                DataType::Utf8View => DataType::Utf8,
-                DataType::BinaryView => DataType::Binary,
-                _ => return c,
-            };
-            any = true;
-            cast(c, to).alias_qualified(q.cloned(), f.name())
+            if provider::is_view(f.data_type()) {
+                cast(c, provider::plain(f.data_type())).alias_qualified(q.cloned(), f.name())
+            } else {
+                c
+            }
         })
         .collect();
-    if any {
-        df.select(exprs)
-    } else {
-        Ok(df)
-    }
+    df.select(exprs)
 }
 
 /// Partitions of a query plan: `NEVE_SCAN_PARTITIONS`, or four per core (at least 8).

@@ -267,11 +267,12 @@ pub(crate) fn stats_form(e: &Expr) -> Expr {
         .unwrap_or_else(|_| e.clone())
 }
 
-fn is_view(t: &DataType) -> bool {
+pub(crate) fn is_view(t: &DataType) -> bool {
     matches!(t, DataType::Utf8View | DataType::BinaryView)
 }
 
-fn plain(t: &DataType) -> DataType {
+/// The plain type of a view type; other types as they are.
+pub(crate) fn plain(t: &DataType) -> DataType {
     match t {
         DataType::Utf8View => DataType::Utf8,
         DataType::BinaryView => DataType::Binary,
