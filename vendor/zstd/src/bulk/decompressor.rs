@@ -10,7 +10,12 @@ use zstd_safe;
 /// This reduces memory usage compared to calling `decompress` multiple times.
 #[derive(Default)]
 pub struct Decompressor<'a> {
-    context: zstd_safe::DCtx<'a>,
+    // neve patch: a decompressor without a dictionary or parameters owns no context; each
+    // call borrows one from the thread's pool (see `pool`). The parquet crate makes a
+    // decompressor for every column chunk it reads and keeps it while the chunk is open: one
+    // 95 kB context per column of every open file, each created with a CPUID trap on
+    // virtual machines.
+    context: Option<zstd_safe::DCtx<'a>>,
 }
 
 impl Decompressor<'static> {
@@ -54,7 +59,11 @@ impl<'a> Decompressor<'a> {
     /// Note that using a dictionary means that compression will need to use
     /// the same dictionary.
     pub fn set_dictionary(&mut self, dictionary: &[u8]) -> io::Result<()> {
-        self.context
+        if self.context.is_none() && dictionary.is_empty() {
+            // No dictionary on a fresh context: nothing to set.
+            return Ok(());
+        }
+        self.context()?
             .load_dictionary(dictionary)
             .map_err(map_error_code)?;
 
@@ -72,7 +81,7 @@ impl<'a> Decompressor<'a> {
     where
         'b: 'a,
     {
-        self.context
+        self.context()?
             .ref_ddict(dictionary.as_ddict())
             .map_err(map_error_code)?;
 
@@ -88,9 +97,35 @@ impl<'a> Decompressor<'a> {
         source: &[u8],
         destination: &mut C,
     ) -> io::Result<usize> {
-        self.context
-            .decompress(destination, source)
-            .map_err(map_error_code)
+        match &mut self.context {
+            Some(context) => context
+                .decompress(destination, source)
+                .map_err(map_error_code),
+            None => super::pool::with_decompression(|context| {
+                context
+                    .decompress(destination, source)
+                    .map_err(map_error_code)
+            }),
+        }
+    }
+
+    /// The decompressor's own context, created when a dictionary or parameter needs one.
+    fn context(&mut self) -> io::Result<&mut zstd_safe::DCtx<'a>> {
+        if self.context.is_none() {
+            let context = zstd_safe::DCtx::try_create().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "cannot create a zstd decompression context",
+                )
+            })?;
+            self.context = Some(context);
+        }
+        Ok(self.context.as_mut().expect("created above"))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn has_context(&self) -> bool {
+        self.context.is_some()
     }
 
     /// Decompress a block of data, and return the result in a `Vec<u8>`.
@@ -114,7 +149,7 @@ impl<'a> Decompressor<'a> {
         &mut self,
         parameter: zstd_safe::DParameter,
     ) -> io::Result<()> {
-        self.context
+        self.context()?
             .set_parameter(parameter)
             .map_err(map_error_code)?;
         Ok(())

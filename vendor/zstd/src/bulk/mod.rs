@@ -6,6 +6,7 @@
 
 mod compressor;
 mod decompressor;
+mod pool;
 
 #[cfg(test)]
 mod tests;
