@@ -67,6 +67,29 @@ pub enum Error {
     #[error("table schema is strict and the input has new column(s): {columns}")]
     NewColumnRejected { columns: String },
 
+    /// A schema definition (`--schema`, `neve alter`) that cannot be parsed.
+    #[error("invalid schema '{spec}': {reason}")]
+    InvalidSchema { spec: String, reason: String },
+
+    /// A value that cannot be stored in its column without changing it: a fraction into an
+    /// integer, a number out of range, text that does not parse, a null in a `not null` column.
+    #[error("invalid value in '{input}' at {position}, column '{column}': {value} {reason}")]
+    InvalidValue {
+        input: String,
+        /// `line N` (CSV, NDJSON), `element N` (JSON array) or `row N` (Arrow, Parquet).
+        position: String,
+        /// The column's path (`user.plan`, `tags[]`).
+        column: String,
+        /// The value as the input spells it (quoted when text), or `null`.
+        value: String,
+        /// What is wrong, naming the expected type.
+        reason: String,
+    },
+
+    /// A schema change (`neve alter`) that is not safe on this table.
+    #[error("cannot alter column '{column}': {reason}")]
+    UnsafeAlter { column: String, reason: String },
+
     /// A column type neve cannot store yet.
     #[error("column '{column}' has unsupported type {data_type}")]
     UnsupportedType { column: String, data_type: String },
@@ -196,6 +219,9 @@ impl Error {
             | SchemaConflict { .. }
             | NewColumnRejected { .. }
             | UnsupportedType { .. }
+            | InvalidSchema { .. }
+            | InvalidValue { .. }
+            | UnsafeAlter { .. }
             | MissingPartitionColumn { .. }
             | InvalidPartitionSpec { .. }
             | InvalidSortKey { .. }

@@ -241,10 +241,12 @@ pub fn format_spec(fields: &[PartitionField]) -> String {
 /// Check a transform applies to a column type (at create or first insert).
 pub fn check_source_type(field: &PartitionField, dt: &DataType) -> Result<()> {
     let ok = match field.transform {
-        Transform::Identity => !matches!(
-            dt,
-            DataType::Float32 | DataType::Float64 | DataType::Float16
-        ),
+        Transform::Identity => {
+            !matches!(
+                dt,
+                DataType::Float32 | DataType::Float64 | DataType::Float16
+            ) && !dt.is_nested()
+        }
         Transform::Year | Transform::Month | Transform::Day => {
             matches!(
                 dt,

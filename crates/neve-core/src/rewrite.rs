@@ -213,10 +213,12 @@ impl Table {
         }
         let planned: HashSet<String> = snapshot.files.keys().cloned().collect();
         let mut raced = false;
+        let written_with = snapshot.metadata.schema.clone();
         let result = self
             .committer
             .commit(&mut snapshot, "DELETE", |snap| {
                 let now = self.clock.now_millis();
+                let renamed = written_with.renames_and_drops(&snap.metadata.schema);
                 let gone = whole
                     .iter()
                     .chain(changed.iter().map(|(i, _)| i))
@@ -240,7 +242,10 @@ impl Table {
                 let mut actions: Vec<Action> = whole.iter().map(|f| remove(f, now)).collect();
                 for (input, out) in &changed {
                     actions.push(remove(input, now));
-                    actions.extend(out.iter().cloned().map(Action::Add));
+                    actions.extend(
+                        out.iter()
+                            .map(|f| Action::Add(crate::log::rekey_stats(f, &renamed))),
+                    );
                 }
                 Ok(actions)
             })
@@ -282,7 +287,7 @@ impl Table {
         parallelism: usize,
         progress: Arc<dyn Progress>,
     ) -> Result<Vec<(AddFile, Vec<AddFile>)>> {
-        let (schema, props) = rewrite_props(&snapshot.metadata)?;
+        let (schema, props, ids) = rewrite_props(&snapshot.metadata)?;
         let committer = self.committer.clone();
         let new_id: Arc<dyn Fn() -> String + Send + Sync> =
             Arc::new(move || committer.new_id().to_string());
@@ -295,6 +300,7 @@ impl Table {
                     location: self.location.clone(),
                     schema: schema.clone(),
                     props: props.clone(),
+                    ids: ids.clone(),
                     folder: folder_of(snapshot, f),
                     partition_values: f.partition_values.clone(),
                     target_size: u64::MAX,

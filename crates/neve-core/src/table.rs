@@ -11,10 +11,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::log::{
     Action, Committer, LogStore, LoggedCommit, Metadata, Protocol, Snapshot, TableSettings,
-    FORMAT_VERSION,
 };
 use crate::partition::{check_source_type, PartitionField};
-use crate::schema::TableSchema;
+use crate::schema::{AlterOp, TableSchema};
 use crate::storage::TableLocation;
 use crate::write::input::{open_input, OpenedInput, ReadOptions};
 use crate::write::{DataWriter, NoProgress, Progress, WriteOptions};
@@ -225,11 +224,10 @@ impl Table {
             read_version: None,
             summary: Default::default(),
         };
+        let format_version = crate::log::format_version_for(&metadata.schema);
         let actions = vec![
             Action::CommitInfo(info),
-            Action::Protocol(Protocol {
-                format_version: FORMAT_VERSION,
-            }),
+            Action::Protocol(Protocol { format_version }),
             Action::Metadata(metadata),
         ];
         let body = crate::log::actions::to_json_lines(&actions);
@@ -333,7 +331,21 @@ impl Table {
         // Every input's schema is checked before any data is written.
         let mut merged = meta.schema.clone();
         for inp in &inputs {
+            if inp.schema.fields().is_empty() {
+                // An empty input: nothing to check, nothing to write.
+                continue;
+            }
             let ts = TableSchema::from_arrow(&inp.schema)?;
+            for c in meta.schema.columns.iter().filter(|c| !c.nullable) {
+                if ts.column(&c.name).is_none() {
+                    return Err(Error::InvalidInput {
+                        input: inp.name.clone(),
+                        line: None,
+                        column: Some(c.name.clone()),
+                        message: "the column is not null and the input has no such column".into(),
+                    });
+                }
+            }
             for f in &meta.partition_by {
                 if ts.column(&f.source).is_none() {
                     return Err(Error::MissingPartitionColumn {
@@ -364,9 +376,15 @@ impl Table {
             for inp in inputs {
                 let (tx, rx) = tokio::sync::mpsc::channel(8);
                 let splitter = writer.splitter();
+                let name = inp.name.clone();
                 let reader = tokio::task::spawn_blocking(move || {
+                    let mut rows = 0u64;
                     for b in inp.batches {
-                        let split = b.and_then(|b| splitter.split(b));
+                        let split = b.and_then(|b| {
+                            let first = rows;
+                            rows += b.num_rows() as u64;
+                            splitter.split(b, &name, first)
+                        });
                         let stop = split.is_err();
                         if tx.blocking_send(split).is_err() || stop {
                             break;
@@ -416,9 +434,30 @@ impl Table {
                     .metadata
                     .schema
                     .evolve(&merged, snap.metadata.settings.strict_schema)?;
+                // A column set `not null` while this insert ran: its files must have no nulls.
+                for c in schema.columns.iter().filter(|c| !c.nullable) {
+                    if let Some(a) = adds
+                        .iter()
+                        .find(|a| a.stats.get(&c.name).is_none_or(|s| s.nulls > 0))
+                    {
+                        return Err(Error::CommitConflict {
+                            version: snap.version,
+                            reason: format!(
+                                "column '{}' was set not null while this insert ran, and its file {} has nulls there; nothing was committed",
+                                c.name, a.path
+                            ),
+                        });
+                    }
+                }
                 let mut actions = Vec::with_capacity(adds.len() + 1);
                 schema_changed = schema != snap.metadata.schema;
                 if schema_changed {
+                    let needed = crate::log::format_version_for(&schema);
+                    if needed > snap.protocol.format_version {
+                        actions.push(Action::Protocol(Protocol {
+                            format_version: needed,
+                        }));
+                    }
                     actions.push(Action::Metadata(Metadata {
                         schema,
                         ..snap.metadata.clone()
@@ -441,6 +480,77 @@ impl Table {
                 Err(e)
             }
         }
+    }
+
+    /// Change the schema (`neve alter`): one metadata-only commit. Refused with the reason
+    /// when unsafe: dropping a partition source or sort key, `set not null` on a column that
+    /// has nulls in alive files (from the log's null counts), a lossy type change.
+    pub async fn alter(&self, op: &AlterOp) -> Result<u64> {
+        let mut snapshot = self.snapshot().await?;
+        let outcome = self
+            .committer
+            .commit(&mut snapshot, "ALTER", |snap| {
+                let mut meta = snap.metadata.clone();
+                let refuse = |column: &str, reason: String| Error::UnsafeAlter {
+                    column: column.to_string(),
+                    reason,
+                };
+                let in_layout = |c: &str| {
+                    meta.partition_by.iter().any(|p| p.source == c) || meta.sort_by.iter().any(|s| s == c)
+                };
+                match op {
+                    AlterOp::DropColumn(c) if in_layout(c) => {
+                        return Err(refuse(c, "the table is partitioned or sorted by it".into()))
+                    }
+                    AlterOp::SetNotNull(c) => {
+                        if c.contains('.') {
+                            return Err(refuse(
+                                c,
+                                "not null can be set on top-level columns; declare nested fields not null when creating the table".into(),
+                            ));
+                        }
+                        let nulls: u64 = snap
+                            .files
+                            .values()
+                            .map(|f| f.stats.get(c).map_or(f.rows, |s| s.nulls))
+                            .sum();
+                        if nulls > 0 && meta.schema.column(c).is_some() {
+                            return Err(refuse(
+                                c,
+                                format!("{nulls} rows of alive files have no value there; fill or delete them first"),
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+                let schema = meta.schema.alter(op, !snap.files.is_empty())?;
+                if let AlterOp::RenameColumn { from, to } = op {
+                    for p in &mut meta.partition_by {
+                        if p.source == *from {
+                            p.source = to.clone();
+                        }
+                    }
+                    for s in &mut meta.sort_by {
+                        if s == from {
+                            *s = to.clone();
+                        }
+                    }
+                }
+                validate_layout(&schema, &meta.partition_by, &meta.sort_by)?;
+                let mut actions = Vec::new();
+                let needed = crate::log::format_version_for(&schema);
+                if needed > snap.protocol.format_version {
+                    actions.push(Action::Protocol(Protocol {
+                        format_version: needed,
+                    }));
+                }
+                meta.schema = schema;
+                actions.push(Action::Metadata(meta));
+                Ok(actions)
+            })
+            .await?;
+        *self.cache.lock().await = Some(snapshot);
+        Ok(outcome.version)
     }
 
     /// Commits in order, the last `limit` if given.
@@ -483,11 +593,20 @@ fn validate_layout(
         }
     }
     for s in sort_by {
-        if schema.column(s).is_none() {
-            return Err(Error::InvalidSortKey {
-                column: s.clone(),
-                reason: "no such column in the table or the input".into(),
-            });
+        match schema.column(s) {
+            None => {
+                return Err(Error::InvalidSortKey {
+                    column: s.clone(),
+                    reason: "no such column in the table or the input".into(),
+                })
+            }
+            Some(c) if c.column_type.is_nested() => {
+                return Err(Error::InvalidSortKey {
+                    column: s.clone(),
+                    reason: format!("is {}; sort keys must be primitive columns", c.column_type),
+                })
+            }
+            Some(_) => {}
         }
     }
     Ok(())

@@ -18,8 +18,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create a table.
+    /// Create a table, optionally with its columns declared (--schema).
     Create(CreateArgs),
+    /// Change a table's schema in one commit: add column "C TYPE", rename column A to B,
+    /// drop column C, widen C TYPE, set not null C, drop not null C.
+    Alter(AlterArgs),
     /// Insert Parquet, CSV, NDJSON/JSON or Arrow files (or `-` for stdin) in one commit.
     Insert(InsertArgs),
     /// Show a table's version, files, rows, bytes, partitions, schema and settings.
@@ -63,9 +66,22 @@ pub struct CreateArgs {
     pub table: String,
     #[command(flatten)]
     pub layout: LayoutArgs,
-    /// Reject inserts that bring new columns.
+    /// The columns, e.g. "id string not null, ts timestamp(UTC), user struct<id int64, plan
+    /// string>, tags list<string>, attrs map<string, string>, amount decimal(18,2)".
+    #[arg(long)]
+    pub schema: Option<String>,
+    /// Reject inserts that bring columns (or nested fields) the schema does not declare.
     #[arg(long)]
     pub strict_schema: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AlterArgs {
+    pub table: String,
+    /// The change: add column "country string" | rename column tags to labels | drop column
+    /// attrs | widen amount decimal(28,2) | set not null id | drop not null id.
+    #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+    pub change: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -100,6 +116,10 @@ pub struct InsertArgs {
     /// CSV files have no header row (columns become column_1, column_2, ...).
     #[arg(long)]
     pub no_header: bool,
+    /// Read numbers given for timestamp columns as seconds, milliseconds, microseconds or
+    /// nanoseconds since the epoch (without it they are an error).
+    #[arg(long, value_name = "s|ms|us|ns")]
+    pub epoch_unit: Option<String>,
     /// Rows buffered before a chunk is partitioned, sorted and written (bounds memory).
     #[arg(long, default_value_t = 2 << 20)]
     pub chunk_rows: usize,

@@ -36,7 +36,8 @@ pub fn info_json(location: &str, s: &Snapshot) -> Value {
         "partition_details": parts.iter().map(|(p, (files, rows))| json!({"partition": p, "files": files, "rows": rows})).collect::<Vec<_>>(),
         "partition_by": format_spec(&s.metadata.partition_by),
         "sort_by": s.metadata.sort_by,
-        "schema": s.metadata.schema.columns.iter().map(|c| json!({"name": c.name, "type": c.column_type.to_string()})).collect::<Vec<_>>(),
+        "schema": s.metadata.schema.columns.iter().map(|c| json!({"id": c.id, "name": c.name, "type": c.column_type.to_string(), "nullable": c.nullable})).collect::<Vec<_>>(),
+        "schema_ddl": s.metadata.schema.to_string(),
         "settings": s.metadata.settings,
         "format_version": s.protocol.format_version,
     })
@@ -104,11 +105,13 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
             .schema
             .columns
             .iter()
-            .map(|c| c.name.len())
+            .map(|c| neve_core::schema::format_name(&c.name).len())
             .max()
             .unwrap_or(0);
         for c in &s.metadata.schema.columns {
-            let _ = writeln!(o, "  {:<w$}  {}", c.name, c.column_type);
+            let null = if c.nullable { "" } else { " not null" };
+            let name = neve_core::schema::format_name(&c.name);
+            let _ = writeln!(o, "  {name:<w$}  {}{null}", c.column_type);
         }
     }
     o

@@ -8,8 +8,20 @@ use crate::error::{Error, Result};
 use crate::partition::PartitionField;
 use crate::schema::TableSchema;
 
-/// The table format version this neve reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest table format version this neve reads and writes. Version 2 tables may use
+/// nested types, `time`, `fixed(n)`, `not null` columns, and renamed or dropped columns
+/// (readers must match file columns by field id); a table is written as version 1 until its
+/// schema needs any of that, so older readers keep reading it.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The format version a table with `schema` needs.
+pub fn format_version_for(schema: &TableSchema) -> u32 {
+    if schema.needs_v2() {
+        2
+    } else {
+        1
+    }
+}
 
 /// One line of a commit or checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

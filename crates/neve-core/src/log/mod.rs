@@ -9,10 +9,11 @@ mod store;
 
 pub use actions::{
     Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata,
-    PartitionTotals, Protocol, RemoveFile, TableSettings, FORMAT_VERSION,
+    PartitionTotals, Protocol, RemoveFile, TableSettings, format_version_for, FORMAT_VERSION,
 };
 pub use commit::{CommitOutcome, Committer};
 pub use head::SnapshotHead;
+pub(crate) use snapshot::rekey_stats;
 pub use snapshot::Snapshot;
 pub use store::{LogListing, LogStore, LoggedCommit};
 

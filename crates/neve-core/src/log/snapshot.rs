@@ -126,7 +126,17 @@ impl Snapshot {
                     p.check()?;
                     self.protocol = p;
                 }
-                Action::Metadata(m) => self.metadata = m,
+                Action::Metadata(m) => {
+                    let changes = self.metadata.schema.renames_and_drops(&m.schema);
+                    if !changes.is_empty() {
+                        for f in self.files.values_mut() {
+                            if f.stats.keys().any(|k| changes.contains_key(k)) {
+                                *f = Arc::new(rekey_stats(f, &changes));
+                            }
+                        }
+                    }
+                    self.metadata = m;
+                }
                 Action::Add(f) => {
                     self.tombstones.remove(&f.path);
                     self.files.insert(f.path.clone(), Arc::new(f));
@@ -200,5 +210,26 @@ impl Snapshot {
             e.1 += f.rows;
         }
         out
+    }
+}
+
+/// `f` with its statistics under the names a later schema gives its columns (see
+/// [`crate::schema::TableSchema::renames_and_drops`]); statistics of dropped columns go.
+pub(crate) fn rekey_stats(
+    f: &AddFile,
+    changes: &std::collections::HashMap<String, Option<String>>,
+) -> AddFile {
+    let stats = f
+        .stats
+        .iter()
+        .filter_map(|(k, v)| match changes.get(k) {
+            Some(Some(new)) => Some((new.clone(), v.clone())),
+            Some(None) => None,
+            None => Some((k.clone(), v.clone())),
+        })
+        .collect();
+    AddFile {
+        stats,
+        ..f.clone()
     }
 }

@@ -89,10 +89,13 @@ impl Table {
 
         // Commit every group whose inputs are all still alive.
         let mut kept: Vec<usize> = Vec::new();
+        let written_with = snapshot.metadata.schema.clone();
         let result = self
             .committer
             .commit(&mut snapshot, "MERGE", |snap| {
                 kept.clear();
+                // Outputs' statistics are keyed by the names at write time.
+                let renamed = written_with.renames_and_drops(&snap.metadata.schema);
                 let now = self.clock.now_millis();
                 let mut actions = Vec::new();
                 for m in &merged {
@@ -102,7 +105,9 @@ impl Table {
                     }
                     kept.push(m.group);
                     actions.extend(g.inputs.iter().map(|f| remove(f, now)));
-                    actions.extend(m.outputs.iter().cloned().map(Action::Add));
+                    actions.extend(m.outputs.iter().map(|f| {
+                        Action::Add(crate::log::rekey_stats(f, &renamed))
+                    }));
                 }
                 if kept.is_empty() {
                     return Err(Error::CommitConflict {
@@ -154,7 +159,7 @@ impl Table {
         progress: Arc<dyn Progress>,
     ) -> Result<Vec<Merged>> {
         let meta = &snapshot.metadata;
-        let (schema, props) = rewrite_props(meta)?;
+        let (schema, props, ids) = rewrite_props(meta)?;
         let committer = self.committer.clone();
         let new_id: Arc<dyn Fn() -> String + Send + Sync> =
             Arc::new(move || committer.new_id().to_string());
@@ -167,6 +172,7 @@ impl Table {
                     location: self.location.clone(),
                     schema: schema.clone(),
                     props: props.clone(),
+                    ids: ids.clone(),
                     folder: g.partition.clone(),
                     partition_values: g.inputs[0].partition_values.clone(),
                     target_size: opts.target_file_size,

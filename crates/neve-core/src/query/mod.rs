@@ -7,6 +7,7 @@
 
 mod constant;
 mod counting;
+mod ids;
 mod metadata;
 mod provider;
 mod scan;
@@ -22,6 +23,7 @@ use futures::TryStreamExt;
 
 pub(crate) use constant::coerce_predicate;
 pub use counting::{CountingStore, ReadCounter};
+pub(crate) use ids::FieldIdAdapterFactory;
 pub use provider::SnapshotTable;
 pub(crate) use scan::ordered_rows;
 

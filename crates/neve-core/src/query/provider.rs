@@ -44,6 +44,8 @@ pub struct SnapshotTable {
     /// What queries see: [`scan_schema`].
     scan_schema: SchemaRef,
     store_url: ObjectStoreUrl,
+    /// Finds the table's columns in each file by field id.
+    ids: Arc<super::FieldIdAdapterFactory>,
     /// One stand-in file per partition, from the head.
     head: Option<Arc<FileStats>>,
     full: tokio::sync::OnceCell<Loaded>,
@@ -74,6 +76,7 @@ impl SnapshotTable {
     ) -> Self {
         let schema = snapshot.metadata.schema.to_arrow();
         Self {
+            ids: Arc::new(super::FieldIdAdapterFactory::new(&snapshot.metadata.schema)),
             location,
             version: snapshot.version,
             head: None,
@@ -92,6 +95,7 @@ impl SnapshotTable {
     ) -> Self {
         let schema = head.metadata.schema.to_arrow();
         Self {
+            ids: Arc::new(super::FieldIdAdapterFactory::new(&head.metadata.schema)),
             location,
             version: head.version,
             head: Some(Arc::new(FileStats::from_head(&head, schema.clone()))),
@@ -396,6 +400,7 @@ impl TableProvider for SnapshotTable {
             .with_file_groups(groups)
             .with_statistics(stats)
             .with_projection_indices(projection.cloned())?
+            .with_expr_adapter(Some(self.ids.clone()))
             .with_limit(limit)
             .build();
         let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());

@@ -36,6 +36,7 @@ const BATCH_ROWS: usize = 4096;
 pub(crate) fn ordered_rows(
     location: &TableLocation,
     schema: SchemaRef,
+    ids: Arc<super::FieldIdAdapterFactory>,
     files: &[AddFile],
     sort_by: &[String],
     keep: Option<&Expr>,
@@ -76,8 +77,9 @@ pub(crate) fn ordered_rows(
     };
     let source =
         ParquetSource::new(schema.clone()).with_metadata_size_hint(super::provider::FOOTER_HINT);
-    let mut builder =
-        FileScanConfigBuilder::new(store_url, Arc::new(source)).with_file_groups(groups);
+    let mut builder = FileScanConfigBuilder::new(store_url, Arc::new(source))
+        .with_file_groups(groups)
+        .with_expr_adapter(Some(ids));
     if let Some(o) = &ordering {
         builder = builder.with_output_ordering(vec![o.clone()]);
     }

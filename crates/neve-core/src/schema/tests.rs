@@ -5,6 +5,18 @@ fn t(s: &str) -> ColumnType {
     s.parse().unwrap()
 }
 
+fn col(name: impl Into<String>, ty: ColumnType) -> Column {
+    Column::new(name, ty, true)
+}
+
+/// An input's schema: no ids, as `TableSchema::from_arrow` makes it.
+fn input(columns: Vec<Column>) -> TableSchema {
+    TableSchema {
+        columns,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn type_names_round_trip() {
     for s in [
@@ -26,11 +38,14 @@ fn type_names_round_trip() {
         "timestamp",
         "timestamp(UTC)",
         "decimal(10,2)",
+        "time",
+        "fixed(16)",
     ] {
         assert_eq!(t(s).to_string(), s);
         assert_eq!(ColumnType::from_arrow("c", &t(s).to_arrow()).unwrap(), t(s));
     }
-    assert!("list<int>".parse::<ColumnType>().is_err());
+    assert!("list<int>".parse::<ColumnType>().is_ok());
+    assert!("list<".parse::<ColumnType>().is_err());
 }
 
 #[test]
@@ -50,43 +65,16 @@ fn widening_rules() {
 
 #[test]
 fn evolve_adds_and_widens_and_rejects() {
-    let table = TableSchema {
-        columns: vec![
-            Column {
-                name: "a".into(),
-                column_type: t("int32"),
-            },
-            Column {
-                name: "b".into(),
-                column_type: t("string"),
-            },
-        ],
-    };
-    let input = TableSchema {
-        columns: vec![
-            Column {
-                name: "a".into(),
-                column_type: t("int64"),
-            },
-            Column {
-                name: "c".into(),
-                column_type: t("float64"),
-            },
-        ],
-    };
-    let out = table.evolve(&input, false).unwrap();
+    let table = TableSchema::new(vec![col("a", t("int32")), col("b", t("string"))]);
+    let inp = input(vec![col("a", t("int64")), col("c", t("float64"))]);
+    let out = table.evolve(&inp, false).unwrap();
     assert_eq!(out.column("a").unwrap().column_type, t("int64"));
     assert_eq!(out.columns.len(), 3);
     assert_eq!(out.columns[2].name, "c");
-    let err = table.evolve(&input, true).unwrap_err();
+    let err = table.evolve(&inp, true).unwrap_err();
     assert!(err.to_string().contains("c"), "{err}");
 
-    let bad = TableSchema {
-        columns: vec![Column {
-            name: "b".into(),
-            column_type: t("int64"),
-        }],
-    };
+    let bad = input(vec![col("b", t("int64"))]);
     let err = table.evolve(&bad, false).unwrap_err();
     let msg = err.to_string();
     assert!(
@@ -113,6 +101,11 @@ fn any_type() -> impl Strategy<Value = ColumnType> {
         Just(t("binary")),
         Just(t("date")),
         Just(t("timestamp")),
+        Just(t("time")),
+        Just(t("fixed(16)")),
+        Just(t("decimal(10,2)")),
+        Just(t("decimal(12,4)")),
+        Just(t("decimal(38,0)")),
     ]
 }
 
@@ -140,9 +133,9 @@ proptest! {
     #[test]
     fn evolution_only_widens(types in proptest::collection::vec((0usize..4, any_type()), 1..12)) {
         let mut table = TableSchema::default();
-        for (col, ty) in types {
-            let input = TableSchema { columns: vec![Column { name: format!("c{col}"), column_type: ty }] };
-            match table.evolve(&input, false) {
+        for (c, ty) in types {
+            let inp = input(vec![col(format!("c{c}"), ty)]);
+            match table.evolve(&inp, false) {
                 Ok(next) => {
                     for c in &table.columns {
                         let n = next.column(&c.name).unwrap();
@@ -155,4 +148,126 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn ddl_round_trips_nested_types() {
+    let text = "id string not null, ts timestamp(UTC), user struct<id int64, plan string>, \
+                tags list<string>, attrs map<string, string>, amount decimal(18,2), \
+                deep list<struct<a map<string, list<int32 not null>>, \"odd name\" time>>, \
+                u fixed(16)";
+    let s = parse_schema(text).unwrap();
+    assert_eq!(s.to_string(), text);
+    assert_eq!(parse_schema(&s.to_string()).unwrap(), s);
+    assert!(!s.column("id").unwrap().nullable);
+    // Every column and nested field has its own id, depth first.
+    let ids: Vec<u32> = s.fields().iter().map(|(_, c)| c.id).collect();
+    assert_eq!(ids, (1..=ids.len() as u32).collect::<Vec<_>>());
+    assert_eq!(s.last_column_id, ids.len() as u32);
+    // SQL spellings.
+    let s = parse_schema("a bigint, b double, c varchar, d uuid, e array<int>").unwrap();
+    assert_eq!(s.to_string(), "a int64, b float64, c string, d fixed(16), e list<int32>");
+}
+
+#[test]
+fn ddl_errors_say_what_is_wrong() {
+    for (text, want) in [
+        ("id strng", "unknown type 'strng'"),
+        ("a int64, a string", "duplicate column 'a'"),
+        ("a struct<b int64", "expected ','"),
+        ("a decimal(40,2)", "precision must be 1 to 38"),
+        ("a map<list<int64>, string>", "map keys must be a primitive type"),
+        ("a int64 not", "expected 'null' after 'not'"),
+        ("a timestamp(Mars/Olympus)", "timestamp(Mars/Olympus)"),
+    ] {
+        let e = parse_schema(text).unwrap_err().to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+}
+
+#[test]
+fn log_form_of_nested_types() {
+    let s = parse_schema("user struct<id int64 not null>, tags list<string>, m map<string, float64 not null>").unwrap();
+    let json = serde_json::to_string(&s).unwrap();
+    assert_eq!(
+        json,
+        r#"{"columns":[{"id":1,"name":"user","type":{"type":"struct","fields":[{"id":2,"name":"id","type":"int64","nullable":false}]}},{"id":3,"name":"tags","type":{"type":"list","elementId":4,"element":"string"}},{"id":5,"name":"m","type":{"type":"map","keyId":6,"key":"string","valueId":7,"value":"float64","valueNullable":false}}],"lastColumnId":7}"#
+    );
+    let back: TableSchema = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, s);
+}
+
+#[test]
+fn schemas_written_before_ids_get_them_by_position() {
+    let legacy = r#"{"columns":[{"name":"a","type":"int64"},{"name":"b","type":"string"}]}"#;
+    let s: TableSchema = serde_json::from_str(legacy).unwrap();
+    assert_eq!(s.columns[0].id, 1);
+    assert_eq!(s.columns[1].id, 2);
+    assert_eq!(s.name_mapped_ids, 2, "files without ids hold these columns by name");
+    assert!(!s.needs_v2());
+}
+
+#[test]
+fn nested_fields_evolve_and_keep_ids() {
+    let table = parse_schema("user struct<id int32, plan string>, tags list<int8>").unwrap();
+    let arrow_like = input(vec![
+        col("user", t("struct<id int64, country string>")),
+        col("tags", t("list<int16>")),
+    ]);
+    let out = table.evolve(&arrow_like, false).unwrap();
+    assert_eq!(
+        out.to_string(),
+        "user struct<id int64, plan string, country string>, tags list<int16>"
+    );
+    let user = out.column("user").unwrap();
+    let ColumnType::Struct(fields) = &user.column_type else { panic!() };
+    assert_eq!((fields[0].id, fields[1].id), (2, 3), "existing fields keep their ids");
+    assert_eq!(fields[2].id, out.last_column_id, "a new field gets the next id");
+    // Strict tables refuse new nested fields too.
+    let e = table.evolve(&arrow_like, true).unwrap_err().to_string();
+    assert!(e.contains("user.country"), "{e}");
+    // A struct cannot become a list.
+    let e = table.evolve(&input(vec![col("user", t("list<int64>"))]), false).unwrap_err().to_string();
+    assert!(e.contains("'user'") && e.contains("struct<"), "{e}");
+}
+
+#[test]
+fn written_ids_must_agree_with_the_table() {
+    // The files of an insert were written with tags = id 2; a rename made id 2 `labels`.
+    let written = parse_schema("a int64, tags string").unwrap();
+    let table = written
+        .alter(&AlterOp::RenameColumn { from: "tags".into(), to: "labels".into() }, true)
+        .unwrap();
+    let e = table.evolve(&written, false).unwrap_err();
+    assert!(matches!(e, Error::CommitConflict { .. }), "{e}");
+    // The same schema evolving onto itself is fine.
+    assert_eq!(written.evolve(&written, false).unwrap(), written);
+}
+
+#[test]
+fn alter_changes_and_refusals() {
+    let s = parse_schema("id string, amount decimal(18,2), tags list<string>, user struct<plan string>").unwrap();
+    let op = |words: &str| AlterOp::parse(&words.split(' ').map(String::from).collect::<Vec<_>>()).unwrap();
+    let widened = s.alter(&op("widen amount decimal(28,2)"), true).unwrap();
+    assert_eq!(widened.column("amount").unwrap().column_type, t("decimal(28,2)"));
+    let e = s.alter(&op("widen amount decimal(18,3)"), true).unwrap_err().to_string();
+    assert!(e.contains("not lossless"), "{e}");
+    let renamed = s.alter(&op("rename column tags to labels"), true).unwrap();
+    assert_eq!(renamed.column("labels").unwrap().id, s.column("tags").unwrap().id);
+    let dropped = s.alter(&op("drop column tags"), true).unwrap();
+    let readded = dropped
+        .alter(&AlterOp::parse(&["add".into(), "column".into(), "tags string".into()]).unwrap(), true)
+        .unwrap();
+    assert!(readded.column("tags").unwrap().id > s.last_column_id, "a new column never reuses an id");
+    let nested = s
+        .alter(&AlterOp::parse(&["add".into(), "column".into(), "user.country string".into()]).unwrap(), true)
+        .unwrap();
+    assert_eq!(nested.to_string(), "id string, amount decimal(18,2), tags list<string>, user struct<plan string, country string>");
+    let e = s
+        .alter(&AlterOp::parse(&["add".into(), "column".into(), "x int64 not null".into()]).unwrap(), true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has rows"), "{e}");
+    assert!(s.alter(&op("set not null id"), true).unwrap().column("id").map(|c| !c.nullable).unwrap());
+    assert!(AlterOp::parse(&["frobnicate".into()]).is_err());
 }

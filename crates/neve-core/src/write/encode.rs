@@ -149,12 +149,30 @@ pub(crate) fn gather_sorted(
     )?)
 }
 
-/// Writer properties for a table's settings.
+/// Parquet leaf columns an Arrow type is stored as (one per primitive below it).
+fn leaves(t: &arrow::datatypes::DataType) -> usize {
+    use arrow::datatypes::DataType as D;
+    match t {
+        D::Struct(fields) => fields.iter().map(|f| leaves(f.data_type())).sum(),
+        D::List(f) | D::LargeList(f) | D::FixedSizeList(f, _) | D::Map(f, _) => leaves(f.data_type()),
+        _ => 1,
+    }
+}
+
+/// Writer properties for a table's settings. `sort_cols` are top-level columns of `schema`;
+/// Parquet's `sorting_columns` counts leaf columns, which nested columns before them shift.
 pub(crate) fn writer_properties(
     compression: Compression,
     row_group_rows: usize,
+    schema: &SchemaRef,
     sort_cols: &[usize],
 ) -> WriterProperties {
+    let leaf_of = |top: usize| -> usize {
+        schema.fields()[..top]
+            .iter()
+            .map(|f| leaves(f.data_type()))
+            .sum()
+    };
     let mut b = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows))
@@ -165,7 +183,7 @@ pub(crate) fn writer_properties(
             sort_cols
                 .iter()
                 .map(|&c| SortingColumn {
-                    column_idx: c as i32,
+                    column_idx: leaf_of(c) as i32,
                     descending: false,
                     nulls_first: true,
                 })
@@ -310,6 +328,19 @@ fn min_max(a: &ArrayRef) -> (Option<Value>, Option<Value>) {
             let f = |us: i64| Value::from(timestamp_string(us, z));
             (agg::min(arr).map(f), agg::max(arr).map(f))
         }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let arr = a.as_primitive::<Time64MicrosecondType>();
+            let f = |us: i64| {
+                Value::from(format!(
+                    "{:02}:{:02}:{:02}.{:06}",
+                    us / 3_600_000_000,
+                    us / 60_000_000 % 60,
+                    us / 1_000_000 % 60,
+                    us % 1_000_000
+                ))
+            };
+            (agg::min(arr).map(f), agg::max(arr).map(f))
+        }
         DataType::Decimal128(_, s) => {
             let arr = a.as_primitive::<Decimal128Type>();
             let s = *s;
@@ -356,33 +387,4 @@ pub(crate) fn timestamp_string(us: i64, zoned: bool) -> String {
     } else {
         s
     }
-}
-
-/// Cast and complete `batch` to the `target` schema: table types, every table column
-/// (missing ones as nulls), table column order.
-pub(crate) fn conform(
-    batch: &RecordBatch,
-    target: &arrow::datatypes::SchemaRef,
-) -> Result<RecordBatch> {
-    let schema = batch.schema();
-    let mut cols = Vec::with_capacity(target.fields().len());
-    for f in target.fields() {
-        let col = match schema.index_of(f.name()) {
-            Ok(i) => {
-                let c = batch.column(i);
-                if c.data_type() == f.data_type() {
-                    c.clone()
-                } else {
-                    arrow::compute::cast(c, f.data_type())?
-                }
-            }
-            Err(_) => arrow::array::new_null_array(f.data_type(), batch.num_rows()),
-        };
-        cols.push(col);
-    }
-    Ok(RecordBatch::try_new_with_options(
-        target.clone(),
-        cols,
-        &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-    )?)
 }

@@ -15,8 +15,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use super::conform::conform_batch;
+use super::text::TextOptions;
 use crate::error::{Error, Result};
-use crate::schema::{ColumnType, TableSchema};
+use crate::schema::{Column, ColumnType, TableSchema};
 
 /// Supported input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub struct ReadOptions {
     pub infer_rows: usize,
     pub csv_delimiter: u8,
     pub csv_header: bool,
+    /// How text values become typed values (the unit of epoch numbers for timestamps).
+    pub text: TextOptions,
 }
 
 impl Default for ReadOptions {
@@ -68,6 +72,7 @@ impl Default for ReadOptions {
             infer_rows: 100_000,
             csv_delimiter: b',',
             csv_header: true,
+            text: TextOptions::default(),
         }
     }
 }
@@ -78,6 +83,37 @@ pub struct OpenedInput {
     pub format: InputFormat,
     pub schema: SchemaRef,
     pub batches: Box<dyn Iterator<Item = Result<RecordBatch>> + Send>,
+}
+
+impl OpenedInput {
+    /// An input without rows or columns: inserting it commits nothing.
+    fn empty(name: String, format: InputFormat) -> Self {
+        Self {
+            name,
+            format,
+            schema: Arc::new(Schema::empty()),
+            batches: Box::new(std::iter::empty()),
+        }
+    }
+}
+
+/// Whether a reader holds nothing but white space (consumes it; only used to decide that an
+/// input is empty, and such an input has nothing else to read).
+fn is_exhausted(reader: &mut Box<dyn BufRead + Send>, name: &str) -> Result<bool> {
+    loop {
+        let buf = reader.fill_buf().map_err(|source| Error::InputUnreadable {
+            input: name.into(),
+            source,
+        })?;
+        if buf.is_empty() {
+            return Ok(true);
+        }
+        if !buf.iter().all(u8::is_ascii_whitespace) {
+            return Ok(false);
+        }
+        let n = buf.len();
+        reader.consume(n);
+    }
 }
 
 impl std::fmt::Debug for OpenedInput {
@@ -109,6 +145,13 @@ pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result
         }
         Box::new(BufReader::with_capacity(1 << 20, f))
     };
+    let head = reader.fill_buf().map_err(|source| Error::InputUnreadable {
+        input: name.clone(),
+        source,
+    })?;
+    if head.iter().all(u8::is_ascii_whitespace) && is_exhausted(&mut reader, &name)? {
+        return Ok(OpenedInput::empty(name, opts.format.unwrap_or(InputFormat::Ndjson)));
+    }
     let format = match opts.format {
         Some(f) => f,
         None => detect_format(&name, path, &mut reader)?,
@@ -117,7 +160,7 @@ pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result
         InputFormat::Parquet => open_parquet(name, path, reader, opts),
         InputFormat::Arrow => open_arrow(name, path, reader),
         InputFormat::Csv => open_csv(name, path, reader, opts, table),
-        InputFormat::Ndjson => open_ndjson(name, reader, opts, table),
+        InputFormat::Ndjson => open_ndjson(name, reader, opts, table, "line"),
         InputFormat::Json => open_json_array(name, reader, opts, table),
     }
 }
@@ -303,30 +346,99 @@ fn read_head(
     Ok((head, reader))
 }
 
-/// Normalize an inferred type so text decoders produce the table's representation.
-fn normalize_inferred(dt: &DataType) -> DataType {
-    match dt {
-        DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
-        DataType::Date64 => DataType::Date32,
-        other => other.clone(),
+/// The schema a text input is decoded into: the table's types for the columns it has (nested
+/// ones extended by new fields the input brings), inferred types for new columns.
+fn decode_schema(inferred: &Schema, table: &TableSchema) -> Result<Schema> {
+    let mut fields = Vec::with_capacity(inferred.fields().len());
+    for f in inferred.fields() {
+        let it = ColumnType::from_arrow(f.name(), f.data_type())?;
+        let t = match table.column(f.name()) {
+            Some(c) => prefer_table(&c.column_type, &it),
+            None => it,
+        };
+        fields.push(Field::new(f.name(), t.to_arrow(), true));
+    }
+    Ok(Schema::new(fields))
+}
+
+/// The table's type, with the nested fields only the input has appended: values are then read
+/// as the table's types, so a value that does not fit gets its own error.
+fn prefer_table(table: &ColumnType, input: &ColumnType) -> ColumnType {
+    use ColumnType as C;
+    match (table, input) {
+        (C::Null, i) => i.clone(),
+        (C::Struct(t), C::Struct(i)) => {
+            let mut out: Vec<Column> = t
+                .iter()
+                .map(|tc| match i.iter().find(|ic| ic.name == tc.name) {
+                    Some(ic) => Column {
+                        column_type: prefer_table(&tc.column_type, &ic.column_type),
+                        ..tc.clone()
+                    },
+                    None => tc.clone(),
+                })
+                .collect();
+            out.extend(i.iter().filter(|ic| !t.iter().any(|tc| tc.name == ic.name)).cloned());
+            C::Struct(out)
+        }
+        (C::List(t), C::List(i)) => C::List(Box::new(Column {
+            column_type: prefer_table(&t.column_type, &i.column_type),
+            ..t.as_ref().clone()
+        })),
+        (C::Map(tk, tv), C::Map(_, iv)) => C::Map(
+            tk.clone(),
+            Box::new(Column {
+                column_type: prefer_table(&tv.column_type, &iv.column_type),
+                ..tv.as_ref().clone()
+            }),
+        ),
+        (t, _) => t.clone(),
     }
 }
 
-/// The schema a text input is decoded with: the table's types for known columns.
-fn decode_schema(inferred: &Schema, table: &TableSchema) -> Schema {
-    Schema::new(
-        inferred
+/// What a text decoder produces for `dt`: every non-string primitive as its text (parsed
+/// exactly afterwards by `conform_batch`), nested types kept.
+fn raw_type(dt: &DataType) -> DataType {
+    let raw_field = |f: &arrow::datatypes::FieldRef| {
+        Arc::new(Field::new(f.name(), raw_type(f.data_type()), f.is_nullable() || !matches!(f.name().as_str(), "key")))
+    };
+    match dt {
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| Field::new(f.name(), raw_type(f.data_type()), true)).collect()),
+        DataType::List(e) => DataType::List(Arc::new(Field::new(e.name(), raw_type(e.data_type()), true))),
+        DataType::Map(entries, sorted) => {
+            let DataType::Struct(kv) = entries.data_type() else {
+                return dt.clone();
+            };
+            let kv: Vec<_> = kv.iter().map(raw_field).collect();
+            DataType::Map(
+                Arc::new(Field::new(entries.name(), DataType::Struct(kv.into()), false)),
+                *sorted,
+            )
+        }
+        DataType::Null | DataType::Utf8 => dt.clone(),
+        _ => DataType::Utf8,
+    }
+}
+
+fn raw_schema(typed: &Schema) -> SchemaRef {
+    Arc::new(Schema::new(
+        typed
             .fields()
             .iter()
-            .map(|f| {
-                let dt = match table.column(f.name()) {
-                    Some(c) if c.column_type != ColumnType::Null => c.column_type.to_arrow(),
-                    _ => normalize_inferred(f.data_type()),
-                };
-                Field::new(f.name(), dt, true)
-            })
+            .map(|f| Field::new(f.name(), raw_type(f.data_type()), true))
             .collect::<Vec<_>>(),
-    )
+    ))
+}
+
+/// Raw text batches to typed ones; `position` says where row `i` of the batch is.
+fn typed(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+    text: &TextOptions,
+    name: &str,
+    position: &dyn Fn(usize) -> String,
+) -> Result<RecordBatch> {
+    conform_batch(&batch, schema, text, name, position)
 }
 
 fn open_csv(
@@ -349,22 +461,34 @@ fn open_csv(
         .infer_schema(Cursor::new(&head), Some(opts.infer_rows))
         .map_err(|e| csv_error(&name, &inferred_names(&head, delimiter), 0, e))?;
     if inferred.fields().is_empty() {
-        return Err(invalid(&name, None, None, "no columns (empty input?)"));
+        return Ok(OpenedInput::empty(name, InputFormat::Csv));
     }
-    let schema = Arc::new(decode_schema(&inferred, table));
+    let schema = Arc::new(decode_schema(&inferred, table)?);
+    let raw = raw_schema(&schema);
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let header_lines = u64::from(opts.csv_header);
-    let rdr = arrow::csv::ReaderBuilder::new(schema.clone())
+    let rdr = arrow::csv::ReaderBuilder::new(raw)
         .with_header(opts.csv_header)
         .with_delimiter(delimiter)
         .with_batch_size(opts.batch_rows)
         .build(Cursor::new(head).chain(rest))?;
     let n = name.clone();
+    let s = schema.clone();
+    let text = opts.text;
+    let mut records = 0u64;
     Ok(OpenedInput {
         name,
         format: InputFormat::Csv,
         schema,
-        batches: Box::new(rdr.map(move |r| r.map_err(|e| csv_error(&n, &names, header_lines, e)))),
+        batches: Box::new(rdr.map(move |r| {
+            let raw = r.map_err(|e| csv_error(&n, &names, header_lines, e))?;
+            let first = records;
+            records += raw.num_rows() as u64;
+            // Lines, assuming no quoted field spans lines.
+            typed(raw, &s, &text, &n, &|i| {
+                format!("line {}", header_lines + first + i as u64 + 1)
+            })
+        })),
     })
 }
 
@@ -414,7 +538,7 @@ fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema 
         .iter()
         .map(|f| {
             if f.data_type() != &DataType::Utf8 {
-                return Field::new(f.name(), normalize_inferred(f.data_type()), true);
+                return Field::new(f.name(), f.data_type().clone(), true);
             }
             let mut kind: Option<DataType> = None;
             let mut seen = false;
@@ -465,18 +589,6 @@ fn infer_json(name: &str, samples: &[serde_json::Value], table: &TableSchema) ->
     let inferred =
         arrow::json::reader::infer_json_schema_from_iterator(samples.iter().map(|v| Ok(v.clone())))
             .map_err(|e| invalid(name, None, None, format!("cannot infer a schema: {e}")))?;
-    for f in inferred.fields() {
-        if matches!(
-            f.data_type(),
-            DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_)
-        ) && table.column(f.name()).is_none()
-        {
-            return Err(Error::UnsupportedType {
-                column: f.name().clone(),
-                data_type: f.data_type().to_string(),
-            });
-        }
-    }
     if inferred.fields().is_empty() {
         return Err(invalid(
             name,
@@ -488,7 +600,7 @@ fn infer_json(name: &str, samples: &[serde_json::Value], table: &TableSchema) ->
     Ok(Arc::new(decode_schema(
         &refine_json_types(inferred, samples),
         table,
-    )))
+    )?))
 }
 
 fn open_ndjson(
@@ -496,6 +608,7 @@ fn open_ndjson(
     reader: Box<dyn BufRead + Send>,
     opts: &ReadOptions,
     table: &TableSchema,
+    unit: &'static str,
 ) -> Result<OpenedInput> {
     let (head, rest) = read_head(&name, reader, opts.infer_rows)?;
     let mut samples = Vec::new();
@@ -503,38 +616,32 @@ fn open_ndjson(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
-            invalid(
-                &name,
-                Some(i as u64 + 1),
-                None,
-                format!("malformed JSON: {e}"),
-            )
-        })?;
+        let at = Some(i as u64 + 1);
+        let v: serde_json::Value = serde_json::from_slice(line)
+            .map_err(|e| located(&name, unit, at, None, format!("malformed JSON: {e}")))?;
         if !v.is_object() {
-            return Err(invalid(
-                &name,
-                Some(i as u64 + 1),
-                None,
-                "expected a JSON object per line",
-            ));
+            return Err(located(&name, unit, at, None, "expected a JSON object".into()));
         }
         samples.push(v);
     }
+    if samples.is_empty() {
+        return Ok(OpenedInput::empty(name, InputFormat::Ndjson));
+    }
     let schema = infer_json(&name, &samples, table)?;
     drop(samples);
-    let decoder = arrow::json::ReaderBuilder::new(schema.clone())
-        .with_batch_size(opts.batch_rows)
-        .with_strict_mode(true)
-        .build_decoder()?;
+    let raw = raw_schema(&schema);
+    let decoder = json_decoder(&raw, opts.batch_rows)?;
     let lines = Box::new(Cursor::new(head).chain(rest));
     Ok(OpenedInput {
         name: name.clone(),
-        format: InputFormat::Ndjson,
+        format: if unit == "line" { InputFormat::Ndjson } else { InputFormat::Json },
         schema: schema.clone(),
         batches: Box::new(NdjsonBatches {
             name,
+            unit,
+            raw,
             schema,
+            text: opts.text,
             decoder,
             lines,
             line_no: 0,
@@ -545,11 +652,34 @@ fn open_ndjson(
     })
 }
 
-/// Streams NDJSON lines through arrow-json, keeping the current batch's lines so that an
-/// error can name the exact line.
+/// Numbers, booleans and strings all arrive as their text (`coerce_primitive`), so that
+/// `conform_batch` parses them exactly: arrow-json alone would store 1.5 in an integer column
+/// as 1, and a number in a timestamp column as microseconds.
+fn json_decoder(raw: &SchemaRef, batch_rows: usize) -> Result<arrow::json::reader::Decoder> {
+    Ok(arrow::json::ReaderBuilder::new(raw.clone())
+        .with_batch_size(batch_rows)
+        .with_strict_mode(true)
+        .with_coerce_primitive(true)
+        .build_decoder()?)
+}
+
+/// An error at line (NDJSON) or element (JSON array) `at`.
+fn located(name: &str, unit: &str, at: Option<u64>, column: Option<String>, message: String) -> Error {
+    match (unit, at) {
+        ("line", _) | (_, None) => invalid(name, at, column, message),
+        (unit, Some(n)) => invalid(name, None, column, format!("{unit} {n}: {message}")),
+    }
+}
+
+/// Streams NDJSON lines (or a JSON array's elements, one per line) through arrow-json,
+/// keeping the current batch's lines so that an error can name the exact one.
 struct NdjsonBatches {
     name: String,
+    /// "line" or "element".
+    unit: &'static str,
+    raw: SchemaRef,
     schema: SchemaRef,
+    text: TextOptions,
     decoder: arrow::json::reader::Decoder,
     lines: Box<dyn BufRead + Send>,
     line_no: u64,
@@ -563,23 +693,19 @@ impl NdjsonBatches {
     /// Find which pending line fails, decoding each alone.
     fn locate(&self, e: ArrowError) -> Error {
         for (no, line) in &self.pending {
-            let mut d = match arrow::json::ReaderBuilder::new(self.schema.clone())
-                .with_strict_mode(true)
-                .build_decoder()
-            {
-                Ok(d) => d,
-                Err(_) => break,
+            let Ok(mut d) = json_decoder(&self.raw, 1) else {
+                break;
             };
             let res = d.decode(line).and_then(|_| d.flush());
             if let Err(err) = res {
-                return json_error(&self.name, Some(*no), err);
+                return json_error(&self.name, self.unit, Some(*no), err);
             }
         }
-        json_error(&self.name, None, e)
+        json_error(&self.name, self.unit, None, e)
     }
 }
 
-fn json_error(name: &str, line: Option<u64>, e: ArrowError) -> Error {
+fn json_error(name: &str, unit: &str, line: Option<u64>, e: ArrowError) -> Error {
     let msg = e.to_string();
     let msg = msg.strip_prefix("Json error: ").unwrap_or(&msg).to_string();
     let column = ["field '", "column '"].iter().find_map(|k| {
@@ -591,7 +717,7 @@ fn json_error(name: &str, line: Option<u64>, e: ArrowError) -> Error {
     } else {
         ""
     };
-    invalid(name, line, column, format!("{msg}{hint}"))
+    located(name, unit, line, column, format!("{msg}{hint}"))
 }
 
 impl Iterator for NdjsonBatches {
@@ -622,11 +748,12 @@ impl Iterator for NdjsonBatches {
             let trimmed = buf.trim_ascii();
             if !trimmed.starts_with(b"{") || !trimmed.ends_with(b"}") {
                 self.done = true;
-                return Some(Err(invalid(
+                return Some(Err(located(
                     &self.name,
+                    self.unit,
                     Some(self.line_no),
                     None,
-                    "malformed JSON: expected one object per line",
+                    "malformed JSON: expected one object per line".into(),
                 )));
             }
             if let Err(e) = self.decoder.decode(&buf) {
@@ -641,7 +768,13 @@ impl Iterator for NdjsonBatches {
             return None;
         }
         let out = match self.decoder.flush() {
-            Ok(Some(b)) => Ok(b),
+            Ok(Some(b)) => {
+                let lines: Vec<u64> = self.pending.iter().map(|(n, _)| *n).collect();
+                let unit = self.unit;
+                typed(b, &self.schema, &self.text, &self.name, &|i| {
+                    format!("{unit} {}", lines[i])
+                })
+            }
             Ok(None) => {
                 self.done = true;
                 return None;
@@ -651,11 +784,16 @@ impl Iterator for NdjsonBatches {
                 Err(self.locate(e))
             }
         };
+        if out.is_err() {
+            self.done = true;
+        }
         self.pending.clear();
         Some(out)
     }
 }
 
+/// A JSON array of objects, read as one object per line with its element number as the line
+/// number: the elements' text reaches the decoder as written (numbers keep their digits).
 fn open_json_array(
     name: String,
     mut reader: Box<dyn BufRead + Send>,
@@ -669,61 +807,77 @@ fn open_json_array(
             input: name.clone(),
             source,
         })?;
-    let values: Vec<serde_json::Value> = serde_json::from_slice(&text).map_err(|e| {
-        invalid(
-            &name,
-            Some(e.line() as u64),
-            None,
-            format!("malformed JSON array: {e}"),
-        )
-    })?;
+    let lines = array_elements_as_lines(&text).map_err(|(n, m)| located(&name, "element", n, None, m))?;
     drop(text);
-    if let Some(i) = values.iter().position(|v| !v.is_object()) {
-        return Err(invalid(
-            &name,
-            None,
-            None,
-            format!("element {} is not an object", i + 1),
-        ));
+    open_ndjson(name, Box::new(Cursor::new(lines)), opts, table, "element")
+}
+
+/// `[{..}, {..}]` to `{..}\n{..}\n`: line breaks outside strings become spaces (inside JSON
+/// strings they are always escaped). Errors carry the element number.
+fn array_elements_as_lines(text: &[u8]) -> std::result::Result<Vec<u8>, (Option<u64>, String)> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    let skip_ws = |i: &mut usize| {
+        while *i < text.len() && text[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i);
+    if text.get(i) != Some(&b'[') {
+        return Err((None, "malformed JSON array: expected '['".into()));
     }
-    let schema = infer_json(&name, &values[..values.len().min(opts.infer_rows)], table)?;
-    let batch_rows = opts.batch_rows;
-    let n = name.clone();
-    let s = schema.clone();
-    let chunks: Vec<Vec<serde_json::Value>> =
-        values.chunks(batch_rows).map(|c| c.to_vec()).collect();
-    let iter = chunks.into_iter().enumerate().map(move |(ci, chunk)| {
-        let mut d = arrow::json::ReaderBuilder::new(s.clone())
-            .with_strict_mode(true)
-            .build_decoder()?;
-        match d.serialize(&chunk).and_then(|_| d.flush()) {
-            Ok(Some(b)) => Ok(b),
-            Ok(None) => Err(invalid(&n, None, None, "empty batch")),
-            Err(e) => {
-                // Locate the element.
-                for (i, v) in chunk.iter().enumerate() {
-                    let mut one = arrow::json::ReaderBuilder::new(s.clone())
-                        .with_strict_mode(true)
-                        .build_decoder()?;
-                    if let Err(err) = one
-                        .serialize(std::slice::from_ref(v))
-                        .and_then(|_| one.flush())
-                    {
-                        let mut located = json_error(&n, None, err);
-                        if let Error::InvalidInput { message, .. } = &mut located {
-                            *message = format!("element {}: {message}", ci * batch_rows + i + 1);
-                        }
-                        return Err(located);
-                    }
+    i += 1;
+    let mut element = 0u64;
+    loop {
+        skip_ws(&mut i);
+        match text.get(i) {
+            Some(b']') if element == 0 => break,
+            Some(b'{') => {}
+            Some(_) => return Err((Some(element + 1), "is not an object".into())),
+            None => return Err((Some(element + 1), "malformed JSON array: unexpected end".into())),
+        }
+        element += 1;
+        let (mut depth, mut in_str, mut esc) = (0i64, false, false);
+        while i < text.len() {
+            let b = text[i];
+            i += 1;
+            if in_str {
+                out.push(b);
+                if esc {
+                    esc = false;
+                } else if b == b'\\' {
+                    esc = true;
+                } else if b == b'"' {
+                    in_str = false;
                 }
-                Err(json_error(&n, None, e))
+                continue;
+            }
+            match b {
+                b'"' => in_str = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth -= 1,
+                _ => {}
+            }
+            out.push(if b == b'\n' || b == b'\r' { b' ' } else { b });
+            if depth == 0 {
+                break;
             }
         }
-    });
-    Ok(OpenedInput {
-        name,
-        format: InputFormat::Json,
-        schema,
-        batches: Box::new(iter),
-    })
+        if depth != 0 {
+            return Err((Some(element), "malformed JSON array: unexpected end".into()));
+        }
+        out.push(b'\n');
+        skip_ws(&mut i);
+        match text.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => break,
+            _ => return Err((Some(element), "malformed JSON array: expected ',' or ']' after the element".into())),
+        }
+    }
+    i += 1;
+    skip_ws(&mut i);
+    if i < text.len() {
+        return Err((None, "malformed JSON array: text after the closing ']'".into()));
+    }
+    Ok(out)
 }

@@ -2,8 +2,10 @@
 //! bounded chunks, split each chunk by partition, sort, encode Parquet in parallel and upload
 //! concurrently. Nothing here commits: the caller commits the returned files in one commit.
 
+mod conform;
 mod encode;
 pub mod input;
+pub mod text;
 pub(crate) mod sink;
 
 use std::collections::BTreeMap;
@@ -20,7 +22,7 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    assign_batch, batch_stats, conform, encode_parquet, gather_sorted, group_by_partition,
+    assign_batch, batch_stats, encode_parquet, gather_sorted, group_by_partition,
     timestamp_string, writer_properties,
 };
 
@@ -75,8 +77,15 @@ pub(crate) struct Splitter {
 }
 
 impl Splitter {
-    pub fn split(&self, batch: RecordBatch) -> Result<SplitBatch> {
-        let batch = conform(&batch, &self.target)?;
+    /// `first_row` is the 0-based row of the batch's first row in `input`, for errors.
+    pub fn split(&self, batch: RecordBatch, input: &str, first_row: u64) -> Result<SplitBatch> {
+        let batch = conform::conform_batch(
+            &batch,
+            &self.target,
+            &Default::default(),
+            input,
+            &|i| format!("row {}", first_row + i as u64 + 1),
+        )?;
         let partitions = assign_batch(&batch, &self.fields)?;
         Ok(SplitBatch { batch, partitions })
     }
@@ -207,6 +216,7 @@ impl DataWriter {
         let props = writer_properties(
             self.compression,
             self.metadata.settings.row_group_rows,
+            &self.target,
             &sort_cols,
         );
         let new_id = self.new_id.clone();

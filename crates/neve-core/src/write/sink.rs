@@ -30,6 +30,8 @@ pub(crate) struct SinkConfig {
     pub location: TableLocation,
     pub schema: SchemaRef,
     pub props: WriterProperties,
+    /// How input files' columns are found (by field id).
+    pub ids: Arc<crate::query::FieldIdAdapterFactory>,
     /// Partition folder (`d=2021-08`), empty for an unpartitioned table.
     pub folder: String,
     pub partition_values: BTreeMap<String, Option<String>>,
@@ -163,7 +165,14 @@ pub(crate) async fn delete_quietly(location: &TableLocation, paths: Vec<Path>) {
 }
 
 /// Schema and Parquet properties for rewriting a table's files (merge, delete).
-pub(crate) fn rewrite_props(meta: &Metadata) -> Result<(SchemaRef, WriterProperties)> {
+#[allow(clippy::type_complexity)]
+pub(crate) fn rewrite_props(
+    meta: &Metadata,
+) -> Result<(
+    SchemaRef,
+    WriterProperties,
+    Arc<crate::query::FieldIdAdapterFactory>,
+)> {
     let schema = meta.schema.to_arrow();
     let sort_cols: Vec<usize> = meta
         .sort_by
@@ -175,8 +184,14 @@ pub(crate) fn rewrite_props(meta: &Metadata) -> Result<(SchemaRef, WriterPropert
             name: "compression".into(),
             reason,
         })?;
-    let props = writer_properties(compression, meta.settings.row_group_rows, &sort_cols);
-    Ok((schema, props))
+    let props = writer_properties(
+        compression,
+        meta.settings.row_group_rows,
+        &schema,
+        &sort_cols,
+    );
+    let ids = Arc::new(crate::query::FieldIdAdapterFactory::new(&meta.schema));
+    Ok((schema, props, ids))
 }
 
 /// One rewrite: the rows of `inputs`, in `sort_by` order (file order when empty), keeping
@@ -199,11 +214,13 @@ pub(crate) async fn run_rewrites(
         tokio::spawn(async move {
             let location = job.config.location.clone();
             let schema = job.config.schema.clone();
+            let ids = job.config.ids.clone();
             let mut sink = FileSink::new(job.config);
             let res = async {
                 let mut rows = crate::query::ordered_rows(
                     &location,
                     schema,
+                    ids,
                     &job.inputs,
                     &job.sort_by,
                     job.keep.as_ref(),

@@ -48,6 +48,14 @@ pub async fn run(a: InsertArgs) -> Result<()> {
             infer_rows: a.infer_rows.max(1),
             csv_delimiter: delimiter,
             csv_header: !a.no_header,
+            text: neve_core::write::text::TextOptions {
+                epoch_unit: a
+                    .epoch_unit
+                    .as_deref()
+                    .map(str::parse)
+                    .transpose()
+                    .map_err(CliError::Usage)?,
+            },
             ..Default::default()
         },
         write: WriteOptions {

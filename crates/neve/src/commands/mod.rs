@@ -11,13 +11,14 @@ use neve_core::log::TableSettings;
 use neve_core::partition::parse_spec;
 use neve_core::{AsOf, CreateOptions, Table};
 
-use crate::cli::{Cli, Command, CreateArgs, HistoryArgs, InfoArgs, LayoutArgs};
+use crate::cli::{AlterArgs, Cli, Command, CreateArgs, HistoryArgs, InfoArgs, LayoutArgs};
 use crate::error::{CliError, Result};
 use crate::output;
 
 pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Create(a) => create(a).await,
+        Command::Alter(a) => alter(a).await,
         Command::Insert(a) => insert::run(a).await,
         Command::Info(a) => info(a).await,
         Command::Files(a) => files::run(a).await,
@@ -66,9 +67,24 @@ pub fn parse_as_of(s: &Option<String>) -> Result<AsOf> {
 
 async fn create(a: CreateArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
-    let opts = create_options(&a.layout, a.strict_schema)?;
+    let mut opts = create_options(&a.layout, a.strict_schema)?;
+    if let Some(schema) = &a.schema {
+        opts.schema = neve_core::schema::parse_schema(schema)?;
+    }
     let s = table.create(opts).await?;
     println!("created table {} (version {})", a.table, s.version);
+    Ok(())
+}
+
+async fn alter(a: AlterArgs) -> Result<()> {
+    let table = Table::at(&a.table)?;
+    let op = neve_core::schema::AlterOp::parse(&a.change)?;
+    let version = table.alter(&op).await?;
+    let s = table.snapshot().await?;
+    println!(
+        "altered {} as version {version}: {}",
+        a.table, s.metadata.schema
+    );
     Ok(())
 }
 

@@ -7,3 +7,4 @@ mod concurrency;
 mod conformance;
 mod maintenance;
 mod sql;
+mod types;

@@ -1,0 +1,361 @@
+//! Schema evolution: what an insert may change on its own (new nullable columns and nested
+//! fields, lossless widening at any depth) and what `neve alter` changes explicitly.
+
+use super::{Column, ColumnType, TableSchema};
+use crate::error::{Error, Result};
+
+impl TableSchema {
+    /// Evolve `self` (the table) to accept `input`: new columns and nested fields are appended
+    /// (unless `strict`), types widen losslessly. Input fields that carry an id (the schema an
+    /// insert wrote its files with) keep it, and must agree with the table's: a column renamed,
+    /// dropped or given that id by a concurrent commit is a conflict. Returns the new schema;
+    /// an error names the first conflict.
+    pub fn evolve(&self, input: &TableSchema, strict: bool) -> Result<TableSchema> {
+        let mut out = self.clone();
+        let mut new_fields = Vec::new();
+        for col in &input.columns {
+            match out.columns.iter_mut().find(|c| c.name == col.name) {
+                Some(existing) => evolve_column(existing, col, &col.name, &mut new_fields)?,
+                None => {
+                    new_fields.push(col.name.clone());
+                    out.columns.push(Column {
+                        nullable: true,
+                        aliases: Vec::new(),
+                        ..col.clone()
+                    });
+                }
+            }
+        }
+        if strict && !self.is_empty() && !new_fields.is_empty() {
+            return Err(Error::NewColumnRejected {
+                columns: new_fields.join(", "),
+            });
+        }
+        out.assign_ids();
+        out.check_unique_ids()?;
+        Ok(out)
+    }
+
+    /// Two fields with one id: a concurrent commit gave an id this schema also uses.
+    fn check_unique_ids(&self) -> Result<()> {
+        let mut seen = std::collections::HashMap::new();
+        for (path, c) in self.fields() {
+            if let Some(other) = seen.insert(c.id, path.clone()) {
+                return Err(Error::CommitConflict {
+                    version: 0,
+                    reason: format!(
+                        "columns '{other}' and '{path}' would share field id {} (a concurrent commit changed the schema); nothing was committed, run the insert again",
+                        c.id
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply one `neve alter` change. `has_rows` says whether the table holds any rows (a new
+    /// `not null` column needs an empty table). Null counts for `set not null` are checked by
+    /// the caller, which has the files.
+    pub fn alter(&self, op: &AlterOp, has_rows: bool) -> Result<TableSchema> {
+        let mut out = self.clone();
+        let unsafe_alter = |column: &str, reason: String| Error::UnsafeAlter {
+            column: column.to_string(),
+            reason,
+        };
+        match op {
+            AlterOp::AddColumn { parent, column } => {
+                if !column.nullable && has_rows {
+                    return Err(unsafe_alter(
+                        &column.name,
+                        "the table has rows, which would have no value in a not null column; add it nullable, fill it, then `set not null`".into(),
+                    ));
+                }
+                let siblings = match parent {
+                    None => &mut out.columns,
+                    Some(p) => match &mut field_mut(&mut out.columns, p)?.column_type {
+                        ColumnType::Struct(fields) => fields,
+                        other => {
+                            return Err(unsafe_alter(
+                                p,
+                                format!("is {other}, not a struct: fields can only be added to structs"),
+                            ))
+                        }
+                    },
+                };
+                if siblings.iter().any(|c| c.name == column.name) {
+                    return Err(unsafe_alter(&column.name, "a column of that name exists".into()));
+                }
+                let mut c = column.clone();
+                clear_ids(&mut c);
+                siblings.push(c);
+            }
+            AlterOp::RenameColumn { from, to } => {
+                if from.contains('.') {
+                    return Err(unsafe_alter(
+                        from,
+                        "renaming nested fields is not supported yet; rename top-level columns".into(),
+                    ));
+                }
+                if out.column(to).is_some() {
+                    return Err(unsafe_alter(from, format!("a column named '{to}' exists")));
+                }
+                let name_mapped = out.name_mapped_ids;
+                let c = field_mut(&mut out.columns, from)?;
+                if c.id <= name_mapped && !c.aliases.contains(from) {
+                    c.aliases.push(from.clone());
+                }
+                c.name = to.clone();
+            }
+            AlterOp::DropColumn(name) => {
+                if name.contains('.') {
+                    return Err(unsafe_alter(
+                        name,
+                        "dropping nested fields is not supported yet; drop top-level columns".into(),
+                    ));
+                }
+                let i = out
+                    .index_of(name)
+                    .ok_or_else(|| unsafe_alter(name, "no such column".into()))?;
+                if out.columns.len() == 1 {
+                    return Err(unsafe_alter(name, "it is the table's only column".into()));
+                }
+                out.columns.remove(i);
+            }
+            AlterOp::Widen { column, to } => {
+                let c = field_mut(&mut out.columns, column)?;
+                if c.column_type.is_nested() || to.is_nested() {
+                    return Err(unsafe_alter(
+                        column,
+                        "only primitive types widen; nested types change by adding fields".into(),
+                    ));
+                }
+                if c.column_type == *to {
+                    return Err(unsafe_alter(column, format!("is {to} already")));
+                }
+                if !c.column_type.widens_to(to) {
+                    return Err(unsafe_alter(
+                        column,
+                        format!(
+                            "{} to {to} is not lossless (ints widen to wider ints, float32 to float64, decimal(p,s) to more integer and fraction digits, fixed to binary)",
+                            c.column_type
+                        ),
+                    ));
+                }
+                c.column_type = to.clone();
+            }
+            AlterOp::SetNotNull(column) => {
+                let c = field_mut(&mut out.columns, column)?;
+                if !c.nullable {
+                    return Err(unsafe_alter(column, "is not null already".into()));
+                }
+                c.nullable = false;
+            }
+            AlterOp::DropNotNull(column) => {
+                let c = field_mut(&mut out.columns, column)?;
+                if c.nullable {
+                    return Err(unsafe_alter(column, "is nullable already".into()));
+                }
+                c.nullable = true;
+            }
+        }
+        out.assign_ids();
+        Ok(out)
+    }
+}
+
+/// New fields from `neve alter add` get fresh ids, whatever the definition said.
+fn clear_ids(c: &mut Column) {
+    c.id = 0;
+    match &mut c.column_type {
+        ColumnType::Struct(fields) => fields.iter_mut().for_each(clear_ids),
+        ColumnType::List(e) => clear_ids(e),
+        ColumnType::Map(k, v) => {
+            clear_ids(k);
+            clear_ids(v);
+        }
+        _ => {}
+    }
+}
+
+/// The field at a dotted path (`user.plan`) through structs.
+fn field_mut<'a>(columns: &'a mut [Column], path: &str) -> Result<&'a mut Column> {
+    let missing = || Error::UnsafeAlter {
+        column: path.to_string(),
+        reason: "no such column".into(),
+    };
+    let mut parts = path.split('.');
+    let first = parts.next().ok_or_else(missing)?;
+    let mut c = columns
+        .iter_mut()
+        .find(|c| c.name == first)
+        .ok_or_else(missing)?;
+    for part in parts {
+        let ColumnType::Struct(fields) = &mut c.column_type else {
+            return Err(missing());
+        };
+        c = fields
+            .iter_mut()
+            .find(|f| f.name == part)
+            .ok_or_else(missing)?;
+    }
+    Ok(c)
+}
+
+fn conflict(path: &str, table: &ColumnType, input: &ColumnType) -> Error {
+    use ColumnType::*;
+    let hint = match (table, input) {
+        (Int64 | UInt64, Float32 | Float64) | (Float32 | Float64, Int64 | UInt64) => {
+            Some("int64 to float64 is not lossless above 2^53; cast the column explicitly".into())
+        }
+        _ if table.is_integer() && input.is_integer() => {
+            Some("the table's type cannot hold every value of the input's type".into())
+        }
+        _ => None,
+    };
+    Error::SchemaConflict {
+        column: path.to_string(),
+        table_type: table.to_string(),
+        input_type: input.to_string(),
+        hint,
+    }
+}
+
+fn id_conflict(path: &str, table: u32, input: u32) -> Error {
+    Error::CommitConflict {
+        version: 0,
+        reason: format!(
+            "column '{path}' has field id {table} in the table but {input} in this insert's files (a concurrent commit renamed, dropped or added it); nothing was committed, run the insert again"
+        ),
+    }
+}
+
+/// Evolve one existing field to accept `input` (same name).
+fn evolve_column(
+    existing: &mut Column,
+    input: &Column,
+    path: &str,
+    new_fields: &mut Vec<String>,
+) -> Result<()> {
+    if input.id != 0 && existing.id != 0 && input.id != existing.id {
+        return Err(id_conflict(path, existing.id, input.id));
+    }
+    use ColumnType as C;
+    match (&mut existing.column_type, &input.column_type) {
+        (_, C::Null) => {}
+        (C::Null, t) => existing.column_type = t.clone(),
+        (C::Struct(fields), C::Struct(inputs)) => {
+            for f in inputs {
+                let p = format!("{path}.{}", f.name);
+                match fields.iter_mut().find(|c| c.name == f.name) {
+                    Some(e) => evolve_column(e, f, &p, new_fields)?,
+                    None => {
+                        new_fields.push(p);
+                        fields.push(Column {
+                            nullable: true,
+                            aliases: Vec::new(),
+                            ..f.clone()
+                        });
+                    }
+                }
+            }
+        }
+        (C::List(e), C::List(i)) => evolve_column(e, i, &format!("{path}[]"), new_fields)?,
+        (C::Map(k, v), C::Map(ik, iv)) => {
+            let kp = format!("{path}.key");
+            if k.column_type != ik.column_type {
+                match k.column_type.unify(&ik.column_type) {
+                    Some(t) if !t.is_nested() => k.column_type = t,
+                    _ => return Err(conflict(&kp, &k.column_type, &ik.column_type)),
+                }
+            }
+            if ik.id != 0 && k.id != 0 && ik.id != k.id {
+                return Err(id_conflict(&kp, k.id, ik.id));
+            }
+            evolve_column(v, iv, &format!("{path}.value"), new_fields)?;
+        }
+        (t, i) if !t.is_nested() && !i.is_nested() => {
+            if t != i {
+                match t.unify(i) {
+                    Some(u) => *t = u,
+                    None => return Err(conflict(path, t, i)),
+                }
+            }
+        }
+        (t, i) => return Err(conflict(path, t, i)),
+    }
+    Ok(())
+}
+
+/// One explicit schema change, as `neve alter` takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlterOp {
+    /// `add column "country string"`, or `add column "user.country string"` into a struct.
+    AddColumn {
+        parent: Option<String>,
+        column: Column,
+    },
+    /// `rename column tags to labels`.
+    RenameColumn { from: String, to: String },
+    /// `drop column attrs`.
+    DropColumn(String),
+    /// `widen amount decimal(28,2)`.
+    Widen { column: String, to: ColumnType },
+    /// `set not null id`.
+    SetNotNull(String),
+    /// `drop not null id`.
+    DropNotNull(String),
+}
+
+impl AlterOp {
+    /// Parse the words after `neve alter TABLE`.
+    pub fn parse(words: &[String]) -> Result<Self> {
+        let spec = words.join(" ");
+        let bad = |reason: &str| Error::InvalidSchema {
+            spec: spec.clone(),
+            reason: reason.to_string(),
+        };
+        let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
+        let l: Vec<&str> = lower.iter().map(String::as_str).collect();
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        Ok(match l.as_slice() {
+            ["add", "column", ..] | ["add", ..] => {
+                let skip = if l.get(1) == Some(&"column") { 2 } else { 1 };
+                let def = w[skip..].join(" ");
+                if def.trim().is_empty() {
+                    return Err(bad("expected `add column \"NAME TYPE [not null]\"`"));
+                }
+                // `user.country string`: the path's last part is the new field's name.
+                let def = def.trim();
+                let (path, rest) = def.split_once(char::is_whitespace).unwrap_or((def, ""));
+                let (parent, def) = match path.rsplit_once('.') {
+                    Some((p, n)) if !path.starts_with(['"', '`']) => {
+                        (Some(p.to_string()), format!("{n} {rest}"))
+                    }
+                    _ => (None, def.to_string()),
+                };
+                let column = super::parse_column(&def)?;
+                AlterOp::AddColumn { parent, column }
+            }
+            ["rename", "column", _, "to", _] => AlterOp::RenameColumn {
+                from: w[2].to_string(),
+                to: w[4].to_string(),
+            },
+            ["rename", _, "to", _] => AlterOp::RenameColumn {
+                from: w[1].to_string(),
+                to: w[3].to_string(),
+            },
+            ["drop", "column", _] => AlterOp::DropColumn(w[2].to_string()),
+            ["widen", _, ..] if w.len() > 2 => AlterOp::Widen {
+                column: w[1].to_string(),
+                to: super::parse_type(&w[2..].join(" ")).map_err(|r| bad(&r))?,
+            },
+            ["set", "not", "null", _] => AlterOp::SetNotNull(w[3].to_string()),
+            ["drop", "not", "null", _] => AlterOp::DropNotNull(w[3].to_string()),
+            _ => {
+                return Err(bad(
+                    "expected one of: add column \"NAME TYPE\", rename column A to B, drop column C, widen C TYPE, set not null C, drop not null C",
+                ))
+            }
+        })
+    }
+}

@@ -1,0 +1,538 @@
+//! Text to typed values, exactly: what CSV cells and JSON scalars become in a column of a
+//! given type. Nothing is rounded, truncated or reinterpreted: a value that the type cannot
+//! hold as written is an error that says why.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder,
+    FixedSizeBinaryBuilder, Float32Builder, Float64Builder, PrimitiveBuilder, StringArray,
+    Time64MicrosecondBuilder, TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit,
+    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use base64::Engine;
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
+
+/// The unit of numbers given for timestamps (`--epoch-unit`); without one, a number into a
+/// timestamp column is an error (1700000000 read as microseconds is 1970-01-01T00:28:20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpochUnit {
+    Seconds,
+    Millis,
+    Micros,
+    Nanos,
+}
+
+impl std::str::FromStr for EpochUnit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "s" | "sec" | "seconds" => Self::Seconds,
+            "ms" | "millis" | "milliseconds" => Self::Millis,
+            "us" | "micros" | "microseconds" => Self::Micros,
+            "ns" | "nanos" | "nanoseconds" => Self::Nanos,
+            other => return Err(format!("'{other}' is not an epoch unit (s, ms, us, ns)")),
+        })
+    }
+}
+
+/// How text is read into typed columns.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextOptions {
+    pub epoch_unit: Option<EpochUnit>,
+}
+
+/// Why one value could not be stored: its index in the array, its text, and the reason.
+#[derive(Debug, Clone)]
+pub(crate) struct BadText {
+    pub index: usize,
+    pub reason: String,
+}
+
+/// Parse every non-null string of `a` as `target`.
+pub(crate) fn parse_text(
+    a: &StringArray,
+    target: &DataType,
+    opts: &TextOptions,
+) -> Result<ArrayRef, BadText> {
+    macro_rules! ints {
+        ($t:ty) => {
+            parse_ints::<$t>(a, target)
+        };
+    }
+    let each = |f: &mut dyn FnMut(Option<&str>) -> Result<(), String>| -> Result<(), BadText> {
+        for (index, v) in a.iter().enumerate() {
+            f(v).map_err(|reason| BadText { index, reason })?;
+        }
+        Ok(())
+    };
+    Ok(match target {
+        DataType::Utf8 => Arc::new(a.clone()),
+        DataType::Int8 => ints!(Int8Type)?,
+        DataType::Int16 => ints!(Int16Type)?,
+        DataType::Int32 => ints!(Int32Type)?,
+        DataType::Int64 => ints!(Int64Type)?,
+        DataType::UInt8 => ints!(UInt8Type)?,
+        DataType::UInt16 => ints!(UInt16Type)?,
+        DataType::UInt32 => ints!(UInt32Type)?,
+        DataType::UInt64 => ints!(UInt64Type)?,
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(v.map(parse_bool).transpose()?);
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::Float32 => {
+            let mut b = Float32Builder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(v.map(|s| parse_float(s, 24).map(|f| f as f32)).transpose()?);
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(v.map(|s| parse_float(s, 53)).transpose()?);
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::Decimal128(p, s) => {
+            let mut b = Decimal128Builder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(v.map(|t| parse_decimal(t, *p, *s)).transpose()?);
+                Ok(())
+            })?;
+            Arc::new(
+                b.finish()
+                    .with_precision_and_scale(*p, *s)
+                    .expect("valid decimal type"),
+            )
+        }
+        DataType::Date32 => {
+            let mut b = Date32Builder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(v.map(parse_date).transpose()?);
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let mut b = Time64MicrosecondBuilder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(v.map(parse_time).transpose()?);
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+            let zone = match tz {
+                Some(z) => Some(z.parse::<arrow::array::timezone::Tz>().map_err(|e| BadText {
+                    index: 0,
+                    reason: format!("the column's time zone '{z}' is unknown: {e}"),
+                })?),
+                None => None,
+            };
+            let mut b = TimestampMicrosecondBuilder::with_capacity(a.len());
+            each(&mut |v| {
+                b.append_option(
+                    v.map(|s| parse_timestamp(s, zone.as_ref(), opts.epoch_unit))
+                        .transpose()?,
+                );
+                Ok(())
+            })?;
+            Arc::new(b.finish().with_timezone_opt(tz.clone()))
+        }
+        DataType::Binary => {
+            let mut b = BinaryBuilder::with_capacity(a.len(), a.value_data().len());
+            each(&mut |v| {
+                match v {
+                    None => b.append_null(),
+                    Some(s) => b.append_value(parse_base64(s)?),
+                }
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::FixedSizeBinary(n) => {
+            let mut b = FixedSizeBinaryBuilder::with_capacity(a.len(), *n);
+            each(&mut |v| {
+                match v {
+                    None => b.append_null(),
+                    Some(s) => {
+                        let bytes = parse_fixed(s, *n)?;
+                        b.append_value(&bytes).map_err(|e| e.to_string())?;
+                    }
+                }
+                Ok(())
+            })?;
+            Arc::new(b.finish())
+        }
+        DataType::Null => {
+            each(&mut |v| match v {
+                None => Ok(()),
+                Some(_) => Err("is not null, and the column is all nulls (type null)".into()),
+            })?;
+            arrow::array::new_null_array(&DataType::Null, a.len())
+        }
+        other => {
+            return Err(BadText {
+                index: a.nulls().map_or(0, |n| n.valid_indices().next().unwrap_or(0)),
+                reason: format!("cannot be read as {other} from text"),
+            })
+        }
+    })
+}
+
+fn parse_ints<T>(a: &StringArray, target: &DataType) -> Result<ArrayRef, BadText>
+where
+    T: ArrowPrimitiveType,
+    T::Native: TryFrom<i128>,
+{
+    let mut b = PrimitiveBuilder::<T>::with_capacity(a.len());
+    for (index, v) in a.iter().enumerate() {
+        match v {
+            None => b.append_null(),
+            Some(s) => {
+                let n = parse_int(s, target).map_err(|reason| BadText { index, reason })?;
+                b.append_value(n);
+            }
+        }
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+fn parse_int<N: TryFrom<i128>>(s: &str, target: &DataType) -> Result<N, String> {
+    let t = s.trim();
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        let why = if digits.contains(['.', 'e', 'E']) && t.parse::<f64>().is_ok() {
+            "is not an integer"
+        } else {
+            "is not a number"
+        };
+        return Err(format!("{why} (column type {})", type_name(target)));
+    }
+    let wide: i128 = t
+        .parse()
+        .map_err(|_| format!("is out of range for {}", type_name(target)))?;
+    N::try_from(wide).map_err(|_| format!("is out of range for {}", type_name(target)))
+}
+
+fn type_name(t: &DataType) -> String {
+    crate::schema::ColumnType::from_arrow("", t)
+        .map(|c| c.to_string())
+        .unwrap_or_else(|_| t.to_string())
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("is not a boolean (true or false)".into()),
+    }
+}
+
+/// A float of `mantissa` bits; integers must be exactly representable, and a finite text must
+/// not overflow to infinity.
+fn parse_float(s: &str, mantissa: u32) -> Result<f64, String> {
+    let t = s.trim();
+    let ty = if mantissa == 24 { "float32" } else { "float64" };
+    let v: f64 = t
+        .parse()
+        .map_err(|_| format!("is not a number (column type {ty})"))?;
+    let narrow = if mantissa == 24 { v as f32 as f64 } else { v };
+    if narrow.is_infinite() && !t.to_ascii_lowercase().contains("inf") {
+        return Err(format!("is out of range for {ty}"));
+    }
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        let exact: i128 = t.parse().map_err(|_| format!("is out of range for {ty}"))?;
+        if (narrow as i128) != exact || narrow.abs() >= 2f64.powi(127) {
+            return Err(format!(
+                "is an integer that {ty} cannot hold exactly (beyond 2^{mantissa})"
+            ));
+        }
+    }
+    Ok(narrow)
+}
+
+/// A decimal with at most `s` fraction digits (trailing zeros beyond are fine) and at most
+/// `p - s` integer digits.
+fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
+    let t = text.trim();
+    let ty = format!("decimal({p},{s})");
+    let (neg, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(format!("is not a decimal number (column type {ty})"));
+    }
+    let scale = s.max(0) as usize;
+    let (kept, dropped) = frac.split_at(frac.len().min(scale));
+    if dropped.bytes().any(|b| b != b'0') {
+        return Err(format!("has more than {scale} decimal places ({ty})"));
+    }
+    let int = int.trim_start_matches('0');
+    if int.len() > (p as usize).saturating_sub(scale) {
+        return Err(format!("is out of range for {ty}"));
+    }
+    let mut digits = String::with_capacity(int.len() + scale);
+    digits.push_str(int);
+    digits.push_str(kept);
+    for _ in kept.len()..scale {
+        digits.push('0');
+    }
+    let v: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().map_err(|_| format!("is out of range for {ty}"))?
+    };
+    Ok(if neg { -v } else { v })
+}
+
+const EPOCH: NaiveDate = NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid");
+
+fn parse_date(s: &str) -> Result<i32, String> {
+    let d = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+        .map_err(|e| format!("is not a date (YYYY-MM-DD): {e}"))?;
+    Ok((d - EPOCH).num_days() as i32)
+}
+
+/// Sub-microsecond digits that are not zero would be lost.
+fn micros_of_nanos(nanos: u32) -> Result<i64, String> {
+    if nanos % 1000 != 0 {
+        return Err("has nanoseconds; neve keeps microseconds".into());
+    }
+    Ok((nanos / 1000) as i64)
+}
+
+fn parse_time(s: &str) -> Result<i64, String> {
+    let t = NaiveTime::parse_from_str(s.trim(), "%H:%M:%S%.f")
+        .or_else(|_| NaiveTime::parse_from_str(s.trim(), "%H:%M"))
+        .map_err(|e| format!("is not a time of day (HH:MM:SS[.ffffff]): {e}"))?;
+    use chrono::Timelike;
+    Ok(t.num_seconds_from_midnight() as i64 * 1_000_000 + micros_of_nanos(t.nanosecond())?)
+}
+
+fn parse_timestamp(
+    s: &str,
+    zone: Option<&arrow::array::timezone::Tz>,
+    epoch: Option<EpochUnit>,
+) -> Result<i64, String> {
+    let t = s.trim();
+    let numeric = !t.is_empty()
+        && t.strip_prefix('-')
+            .unwrap_or(t)
+            .bytes()
+            .all(|b| b.is_ascii_digit());
+    if numeric {
+        let Some(unit) = epoch else {
+            return Err(
+                "is a number, and a timestamp needs text (2024-05-01T12:00:00Z) or an epoch unit (--epoch-unit s|ms|us|ns)"
+                    .into(),
+            );
+        };
+        let n: i64 = t.parse().map_err(|_| "is out of range for a timestamp".to_string())?;
+        let us = match unit {
+            EpochUnit::Seconds => n.checked_mul(1_000_000),
+            EpochUnit::Millis => n.checked_mul(1_000),
+            EpochUnit::Micros => Some(n),
+            EpochUnit::Nanos => {
+                if n % 1000 != 0 {
+                    return Err("has nanoseconds; neve keeps microseconds".into());
+                }
+                Some(n / 1000)
+            }
+        };
+        return us.ok_or_else(|| "is out of range for a timestamp".into());
+    }
+    // With an offset or Z: an instant.
+    let with_offset = chrono::DateTime::parse_from_rfc3339(t)
+        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z"))
+        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f%z"))
+        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%z"));
+    if let Ok(dt) = with_offset {
+        if zone.is_none() && dt.offset().local_minus_utc() != 0 {
+            return Err(format!(
+                "has a UTC offset ({}) and the column is a timestamp without a time zone (declare it timestamp(UTC) to store instants)",
+                dt.offset()
+            ));
+        }
+        let utc = dt.naive_utc();
+        return Ok(utc.and_utc().timestamp() * 1_000_000
+            + micros_of_nanos(utc.and_utc().timestamp_subsec_nanos())?);
+    }
+    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(t, "%Y-%m-%d")
+                .ok()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })
+        .ok_or_else(|| "is not a timestamp (2024-05-01T12:00:00[.ffffff][Z|+02:00])".to_string())?;
+    // Without an offset: wall time, in the column's zone when it has one.
+    let utc = match zone {
+        None => naive,
+        Some(z) => match z.from_local_datetime(&naive) {
+            chrono::LocalResult::Single(dt) => dt.naive_utc(),
+            _ => {
+                return Err(
+                    "is not one instant in the column's time zone (skipped or repeated by a clock change); give an offset"
+                        .into(),
+                )
+            }
+        },
+    };
+    let utc = utc.and_utc();
+    Ok(utc.timestamp() * 1_000_000 + micros_of_nanos(utc.timestamp_subsec_nanos())?)
+}
+
+fn parse_base64(s: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| format!("is not base64 (binary columns take base64 text): {e}"))
+}
+
+/// A UUID's text (for fixed(16)), else base64 of exactly `n` bytes.
+fn parse_fixed(s: &str, n: i32) -> Result<Vec<u8>, String> {
+    let t = s.trim();
+    if n == 16 && t.len() == 36 && t.as_bytes()[8] == b'-' {
+        let hex: String = t.chars().filter(|c| *c != '-').collect();
+        if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok((0..16)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex digits"))
+                .collect());
+        }
+    }
+    let bytes = parse_base64(t)?;
+    if bytes.len() != n as usize {
+        return Err(format!(
+            "is {} bytes, and the column is fixed({n})",
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(s: &str, t: DataType) -> Result<ArrayRef, String> {
+        one_with(s, t, None)
+    }
+
+    fn one_with(s: &str, t: DataType, unit: Option<EpochUnit>) -> Result<ArrayRef, String> {
+        parse_text(
+            &StringArray::from(vec![Some(s)]),
+            &t,
+            &TextOptions { epoch_unit: unit },
+        )
+        .map_err(|b| b.reason)
+    }
+
+    #[test]
+    fn integers_are_exact() {
+        assert!(one("42", DataType::Int64).is_ok());
+        assert!(one("-128", DataType::Int8).is_ok());
+        let e = one("1.5", DataType::Int64).unwrap_err();
+        assert!(e.contains("not an integer"), "{e}");
+        let e = one("1e3", DataType::Int64).unwrap_err();
+        assert!(e.contains("not an integer"), "{e}");
+        let e = one("300", DataType::Int8).unwrap_err();
+        assert!(e.contains("out of range for int8"), "{e}");
+        let e = one("NaN", DataType::Int32).unwrap_err();
+        assert!(e.contains("not a number"), "{e}");
+        let e = one("-1", DataType::UInt8).unwrap_err();
+        assert!(e.contains("out of range for uint8"), "{e}");
+        let e = one("99999999999999999999", DataType::Int64).unwrap_err();
+        assert!(e.contains("out of range for int64"), "{e}");
+    }
+
+    #[test]
+    fn floats_keep_integers_exact() {
+        assert!(one("9007199254740992", DataType::Float64).is_ok());
+        let e = one("9007199254740993", DataType::Float64).unwrap_err();
+        assert!(e.contains("cannot hold exactly"), "{e}");
+        let e = one("1e400", DataType::Float64).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        let e = one("1e39", DataType::Float32).unwrap_err();
+        assert!(e.contains("out of range for float32"), "{e}");
+        assert!(one("NaN", DataType::Float64).is_ok());
+    }
+
+    #[test]
+    fn decimals_never_round() {
+        let d = one("12.50", DataType::Decimal128(5, 2)).unwrap();
+        assert_eq!(arrow::util::display::array_value_to_string(&d, 0).unwrap(), "12.50");
+        assert!(one("12.500", DataType::Decimal128(5, 2)).is_ok());
+        let e = one("12.505", DataType::Decimal128(5, 2)).unwrap_err();
+        assert!(e.contains("more than 2 decimal places"), "{e}");
+        let e = one("1234.5", DataType::Decimal128(5, 2)).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        let d = one("-0.05", DataType::Decimal128(5, 2)).unwrap();
+        assert_eq!(arrow::util::display::array_value_to_string(&d, 0).unwrap(), "-0.05");
+    }
+
+    #[test]
+    fn dates_and_times() {
+        assert!(one("2024-02-29", DataType::Date32).is_ok());
+        assert!(one("2023-02-29", DataType::Date32).is_err());
+        let d = one("1969-12-31", DataType::Date32).unwrap();
+        assert_eq!(d.as_any().downcast_ref::<arrow::array::Date32Array>().unwrap().value(0), -1);
+        assert!(one("12:34:56.789", DataType::Time64(TimeUnit::Microsecond)).is_ok());
+        let e = one("12:34:56.123456789", DataType::Time64(TimeUnit::Microsecond)).unwrap_err();
+        assert!(e.contains("nanoseconds"), "{e}");
+    }
+
+    #[test]
+    fn timestamps_need_text_or_a_unit() {
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let tz = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let e = one("1700000000", tz.clone()).unwrap_err();
+        assert!(e.contains("epoch unit"), "{e}");
+        let v = one_with("1700000000", tz.clone(), Some(EpochUnit::Seconds)).unwrap();
+        assert_eq!(
+            arrow::util::display::array_value_to_string(&v, 0).unwrap(),
+            "2023-11-14T22:13:20Z"
+        );
+        let e = one_with("1700000000123", tz.clone(), Some(EpochUnit::Nanos)).unwrap_err();
+        assert!(e.contains("nanoseconds"), "{e}");
+        // An offset into a zoned column is the same instant.
+        let v = one("2024-01-01T02:00:00+02:00", tz.clone()).unwrap();
+        assert_eq!(
+            arrow::util::display::array_value_to_string(&v, 0).unwrap(),
+            "2024-01-01T00:00:00Z"
+        );
+        // Into a column without a zone it would have to be dropped or applied: refused.
+        let e = one("2024-01-01T02:00:00+02:00", ts.clone()).unwrap_err();
+        assert!(e.contains("UTC offset"), "{e}");
+        assert!(one("2024-01-01T02:00:00Z", ts.clone()).is_ok());
+        assert!(one("1900-01-01 00:00:00", ts.clone()).is_ok());
+        assert!(one("2024-02-30T00:00:00", ts).is_err());
+    }
+
+    #[test]
+    fn fixed_and_binary() {
+        let v = one("550e8400-e29b-41d4-a716-446655440000", DataType::FixedSizeBinary(16)).unwrap();
+        assert_eq!(v.len(), 1);
+        let e = one("AAEC", DataType::FixedSizeBinary(16)).unwrap_err();
+        assert!(e.contains("3 bytes"), "{e}");
+        assert!(one("aGVsbG8=", DataType::Binary).is_ok());
+        assert!(one("not base64!", DataType::Binary).is_err());
+    }
+}

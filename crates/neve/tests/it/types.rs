@@ -1,0 +1,325 @@
+//! Real-world data end to end through the CLI: declared schemas, nested types, values that
+//! must not change on the way in, empty inputs, and `neve alter` (rename, drop, widen, not
+//! null) read back by id.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Int64Array, ListBuilder, RecordBatch, StringBuilder, StructArray,
+    TimestampNanosecondArray,
+};
+use arrow::datatypes::{DataType, Field, Fields, Schema, TimeUnit};
+
+use crate::common::{info, local_table, neve, neve_ok, s3_table};
+
+const EVENTS: &str = "id string not null, ts timestamp(UTC), \
+    user struct<id int64, plan string, geo struct<country string, tags list<string>>>, \
+    tags list<string>, attrs map<string, string>, amount decimal(18,2), \
+    at time, uid uuid";
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// `neve sql` as NDJSON rows.
+fn sql(table: &str, query: &str) -> Vec<serde_json::Value> {
+    neve_ok(&["sql", query, "--table", &format!("t={table}"), "--format", "ndjson"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn version(table: &str) -> u64 {
+    info(table)["version"].as_u64().unwrap()
+}
+
+const ROWS: &str = r#"{"id": "a", "ts": "2024-02-29T23:59:59.123456Z", "user": {"id": 7, "plan": "pro", "geo": {"country": "NO", "tags": ["x", "y"]}}, "tags": ["t1", "t2"], "attrs": {"k": "v"}, "amount": 12.50, "at": "12:34:56.000001", "uid": "550e8400-e29b-41d4-a716-446655440000"}
+{"id": "b", "ts": "1969-07-20T20:17:40Z", "user": {"id": null, "plan": "free", "geo": null}, "tags": [], "attrs": {}, "amount": "-0.05", "at": null, "uid": null}
+{"id": "c", "ts": null, "user": null, "tags": null, "attrs": null, "amount": null}
+"#;
+
+fn declared_nested_round_trip(table: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&["create", table, "--schema", EVENTS, "--partition-by", "day(ts)", "--sort-by", "id"]);
+    let text = neve_ok(&["info", table]);
+    for want in [
+        "id      string not null",
+        "user    struct<id int64, plan string, geo struct<country string, tags list<string>>>",
+        "attrs   map<string, string>",
+        "amount  decimal(18,2)",
+        "uid     fixed(16)",
+    ] {
+        assert!(text.contains(want), "info shows {want:?}:\n{text}");
+    }
+    assert_eq!(info(table)["format_version"], 2);
+    let nd = write(dir.path(), "events.ndjson", ROWS);
+    neve_ok(&["insert", table, &nd]);
+    let rows = sql(
+        table,
+        "SELECT id, CAST(ts AS VARCHAR) AS ts, user.plan AS plan, user.geo.country AS country, \
+         user.geo.tags AS geo_tags, tags, attrs['k'] AS k, CAST(amount AS VARCHAR) AS amount, \
+         CAST(at AS VARCHAR) AS at, uid IS NULL AS no_uid FROM t ORDER BY id",
+    );
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["ts"], "2024-02-29T23:59:59.123456Z");
+    assert_eq!(rows[0]["plan"], "pro");
+    assert_eq!(rows[0]["country"], "NO");
+    assert_eq!(rows[0]["geo_tags"], serde_json::json!(["x", "y"]));
+    assert_eq!(rows[0]["tags"], serde_json::json!(["t1", "t2"]));
+    assert_eq!(rows[0]["k"], "v");
+    assert_eq!(rows[0]["amount"], "12.50");
+    assert_eq!(rows[0]["at"], "12:34:56.000001");
+    assert_eq!(rows[0]["no_uid"], false);
+    assert_eq!(rows[1]["ts"], "1969-07-20T20:17:40Z");
+    assert_eq!(rows[1]["amount"], "-0.05");
+    assert_eq!(rows[1]["tags"], serde_json::json!([]));
+    assert!(rows[2]["plan"].is_null() && rows[2]["amount"].is_null());
+    // unnest over a list column, grouping by a struct field.
+    let plans = sql(
+        table,
+        "SELECT user.plan AS plan, count(*) AS n FROM t CROSS JOIN unnest(tags) GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(plans, vec![serde_json::json!({"plan": "pro", "n": 2})]);
+    // The same rows as a JSON array and as CSV (scalars only) land the same way.
+    let arr = write(
+        dir.path(),
+        "more.json",
+        r#"[{"id": "d", "user": {"id": 1, "plan": "team", "geo": {"country": "SE", "tags": []}}, "tags": ["q"]},
+            {"id": "e", "amount": 1}]"#,
+    );
+    let csv = write(dir.path(), "more.csv", "id,amount,at\nf,3.10,23:59:59\n");
+    neve_ok(&["insert", table, &arr, &csv]);
+    let more = sql(table, "SELECT id, user.geo.country AS c, CAST(amount AS VARCHAR) AS amount, CAST(at AS VARCHAR) AS at FROM t WHERE id > 'c' ORDER BY id");
+    assert_eq!(more[0]["c"], "SE");
+    assert_eq!(more[1]["amount"], "1.00");
+    assert_eq!(more[2]["amount"], "3.10", "a CSV decimal stays a decimal");
+    assert_eq!(more[2]["at"], "23:59:59");
+}
+
+#[test]
+fn declared_nested_round_trip_local() {
+    let (_d, t) = local_table("events");
+    declared_nested_round_trip(&t);
+}
+
+#[test]
+fn declared_nested_round_trip_minio() {
+    declared_nested_round_trip(&s3_table("events"));
+}
+
+/// Runs a failing insert and checks the exit code, the error and that the version stayed.
+fn refused(table: &str, args: &[&str], needles: &[&str]) {
+    let before = version(table);
+    let mut full = vec!["insert", table];
+    full.extend_from_slice(args);
+    let out = neve(&full);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: error should mention {n:?}: {err}");
+    }
+    assert_eq!(version(table), before, "{args:?} changed the table");
+}
+
+#[test]
+fn lossy_values_are_refused_with_their_place() {
+    let (_d, t) = local_table("lossy");
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&[
+        "create",
+        &t,
+        "--schema",
+        "n int64, small int8, f float64, ts timestamp(UTC), naive timestamp, d date, amount decimal(10,2)",
+    ]);
+    let ok = write(dir.path(), "ok.ndjson", "{\"n\": 1, \"small\": -128, \"d\": \"2024-02-29\", \"naive\": \"1900-01-01 00:00:00\"}\n");
+    neve_ok(&["insert", &t, &ok]);
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("frac.ndjson", "{\"n\": 1}\n{\"n\": 1.5}\n", &["line 2", "'n'", "1.5", "not an integer", "int64"]),
+        ("exp.ndjson", "{\"n\": 1e3}\n", &["line 1", "'n'", "1e3", "not an integer"]),
+        ("overflow.ndjson", "{\"small\": 128}\n", &["line 1", "'small'", "128", "out of range for int8"]),
+        ("nan.ndjson", "{\"n\": \"NaN\"}\n", &["'n'", "\"NaN\"", "not a number"]),
+        ("big.ndjson", "{\"n\": 9223372036854775808}\n", &["out of range for int64"]),
+        ("epoch.ndjson", "{\"ts\": 1700000000}\n", &["'ts'", "1700000000", "epoch unit"]),
+        ("offset.ndjson", "{\"naive\": \"2024-01-01T10:00:00+02:00\"}\n", &["'naive'", "UTC offset"]),
+        ("leap.ndjson", "{\"d\": \"2023-02-29\"}\n", &["'d'", "2023-02-29", "not a date"]),
+        ("cents.ndjson", "{\"amount\": 1.005}\n", &["'amount'", "1.005", "more than 2 decimal places"]),
+        ("float.ndjson", "{\"f\": 9007199254740993}\n", &["'f'", "cannot hold exactly"]),
+        ("type.csv", "n,small\n1,2\n2,x\n", &["line 3", "'small'", "\"x\"", "not a number"]),
+        ("frac.csv", "n\n2.7\n", &["line 2", "'n'", "2.7", "not an integer"]),
+        ("elem.json", "[{\"n\": 1}, {\"n\": 2.5}]", &["element 2", "'n'", "2.5"]),
+    ];
+    for (name, text, needles) in cases {
+        let p = write(dir.path(), name, text);
+        refused(&t, &[&p], needles);
+    }
+    // With the unit named, an epoch number is a timestamp; nanoseconds must be whole micros.
+    let ep = write(dir.path(), "epoch2.ndjson", "{\"ts\": 1700000000}\n");
+    neve_ok(&["insert", &t, &ep, "--epoch-unit", "s"]);
+    let rows = sql(&t, "SELECT CAST(ts AS VARCHAR) AS ts FROM t WHERE ts IS NOT NULL");
+    assert_eq!(rows, vec![serde_json::json!({"ts": "2023-11-14T22:13:20Z"})]);
+    let ns = write(dir.path(), "ns.ndjson", "{\"ts\": 1700000000000000001}\n");
+    refused(&t, &[&ns, "--epoch-unit", "ns"], &["nanoseconds"]);
+    // An offset into a zoned column is the same instant.
+    let off = write(dir.path(), "off.ndjson", "{\"n\": 5, \"ts\": \"2024-01-01T02:00:00+02:00\"}\n");
+    neve_ok(&["insert", &t, &off]);
+    let rows = sql(&t, "SELECT CAST(ts AS VARCHAR) AS ts FROM t WHERE n = 5");
+    assert_eq!(rows, vec![serde_json::json!({"ts": "2024-01-01T00:00:00Z"})]);
+    // A Parquet file with nanoseconds that are not whole microseconds.
+    let pq = dir.path().join("ns.parquet");
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "naive",
+        DataType::Timestamp(TimeUnit::Nanosecond, None),
+        true,
+    )]));
+    let b = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(TimestampNanosecondArray::from(vec![1_000, 1_001]))],
+    )
+    .unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None).unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    refused(&t, &[pq.to_str().unwrap()], &["row 2", "'naive'", "nanoseconds"]);
+}
+
+#[test]
+fn empty_inputs_insert_nothing() {
+    let (_d, t) = local_table("empty");
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&["create", &t, "--partition-by", "month(ts) as d"]);
+    for (name, text) in [("e.ndjson", ""), ("e.csv", ""), ("h.csv", "id,ts\n"), ("ws.json", "  \n\n"), ("a.json", "[]")] {
+        let p = write(dir.path(), name, text);
+        let out = neve_ok(&["insert", &t, &p]);
+        assert!(out.contains("nothing committed"), "{name}: {out}");
+        assert_eq!(version(&t), 0, "{name} committed");
+    }
+}
+
+#[test]
+fn not_null_columns_and_strict_schemas() {
+    let (_d, t) = local_table("strict");
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&["create", &t, "--schema", "id string not null, user struct<plan string>", "--strict-schema"]);
+    let missing = write(dir.path(), "m.ndjson", "{\"user\": {\"plan\": \"x\"}}\n");
+    refused(&t, &[&missing], &["'id'", "not null"]);
+    let null = write(dir.path(), "n.ndjson", "{\"id\": \"a\"}\n{\"id\": null}\n");
+    refused(&t, &[&null], &["line 2", "'id'", "null", "not null"]);
+    let extra = write(dir.path(), "x.ndjson", "{\"id\": \"a\", \"user\": {\"plan\": \"x\", \"seats\": 3}}\n");
+    refused(&t, &[&extra], &["user.seats"]);
+    let new_col = write(dir.path(), "y.ndjson", "{\"id\": \"a\", \"other\": 1}\n");
+    refused(&t, &[&new_col], &["other"]);
+    let good = write(dir.path(), "g.ndjson", "{\"id\": \"a\", \"user\": {\"plan\": \"x\"}}\n");
+    neve_ok(&["insert", &t, &good]);
+}
+
+fn alter(table: &str, change: &str) -> std::process::Output {
+    let mut args = vec!["alter", table];
+    args.extend(change.split(' '));
+    neve(&args)
+}
+
+fn alter_reads_back_by_id(table: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&["create", table, "--sort-by", "id"]);
+    let v1 = write(dir.path(), "v1.ndjson", "{\"id\": 1, \"tags\": \"old\", \"amount\": 1.5, \"n\": 1}\n{\"id\": 2, \"n\": null}\n");
+    neve_ok(&["insert", table, &v1, "--create"]);
+    // Rename: old files read under the new name, by field id.
+    assert!(alter(table, "rename column tags to labels").status.success());
+    let rows = sql(table, "SELECT id, labels FROM t ORDER BY id");
+    assert_eq!(rows[0]["labels"], "old");
+    let v2 = write(dir.path(), "v2.ndjson", "{\"id\": 3, \"labels\": \"new\", \"n\": 3}\n");
+    neve_ok(&["insert", table, &v2]);
+    // Statistics follow the rename: a filter on the new name prunes and finds both files' rows.
+    let rows = sql(table, "SELECT id FROM t WHERE labels = 'old' OR labels = 'new' ORDER BY id");
+    assert_eq!(rows, vec![serde_json::json!({"id": 1}), serde_json::json!({"id": 3})]);
+    // Drop, then add a column of the same name: the old values stay gone.
+    assert!(alter(table, "drop column labels").status.success());
+    let out = neve_ok(&["alter", table, "add", "column", "labels string"]);
+    assert!(out.contains("labels string"), "{out}");
+    let rows = sql(table, "SELECT count(*) AS n FROM t WHERE labels IS NOT NULL");
+    assert_eq!(rows[0]["n"], 0, "a re-added column does not resurrect dropped values");
+    // Not null is refused while alive rows have nulls, then works once they are gone.
+    let out = alter(table, "set not null n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("'n'") && err.contains("1 rows"), "{err}");
+    neve_ok(&["delete", table, "--where", "n IS NULL"]);
+    assert!(alter(table, "set not null n").status.success());
+    let nulls = write(dir.path(), "v3.ndjson", "{\"id\": 4}\n");
+    refused(table, &[&nulls], &["'n'", "not null"]);
+    // Widening a decimal keeps the values; narrowing is refused.
+    let out = alter(table, "widen amount float32");
+    assert_eq!(out.status.code(), Some(65));
+    let i = info(table);
+    let schema = i["schema_ddl"].as_str().unwrap().to_string();
+    assert!(schema.contains("n int64 not null"), "{schema}");
+    let rows = sql(table, "SELECT id, amount FROM t ORDER BY id");
+    assert_eq!(rows[0]["amount"], 1.5);
+    // Merging after a rename and a drop keeps every row and value.
+    neve_ok(&["merge", table, "--min-files", "2"]);
+    let rows = sql(table, "SELECT id, amount FROM t ORDER BY id");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["amount"], 1.5);
+}
+
+#[test]
+fn alter_reads_back_by_id_local() {
+    let (_d, t) = local_table("alter");
+    alter_reads_back_by_id(&t);
+}
+
+#[test]
+fn alter_reads_back_by_id_minio() {
+    alter_reads_back_by_id(&s3_table("alter"));
+}
+
+/// Arrow inputs with nested types: large lists and structs go in as `list` and `struct`.
+#[test]
+fn parquet_with_nested_columns() {
+    let (_d, t) = local_table("nested_pq");
+    let dir = tempfile::tempdir().unwrap();
+    let mut lb = ListBuilder::new(StringBuilder::new());
+    lb.values().append_value("a");
+    lb.values().append_value("b");
+    lb.append(true);
+    lb.append(false);
+    let list: ArrayRef = Arc::new(lb.finish());
+    let list = arrow::compute::cast(
+        &list,
+        &DataType::LargeList(Arc::new(Field::new("item", DataType::Utf8, true))),
+    )
+    .unwrap();
+    let inner = StructArray::new(
+        Fields::from(vec![Field::new("x", DataType::Int64, true)]),
+        vec![Arc::new(Int64Array::from(vec![Some(1), None])) as ArrayRef],
+        None,
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("l", list.data_type().clone(), true),
+        Field::new("s", inner.data_type().clone(), true),
+    ]));
+    let b = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from(vec![1, 2])), list, Arc::new(inner)],
+    )
+    .unwrap();
+    let pq = dir.path().join("n.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None).unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    neve_ok(&["insert", &t, pq.to_str().unwrap(), "--create"]);
+    let i = info(&t);
+    assert_eq!(i["schema_ddl"], "id int64, l list<string>, s struct<x int64>");
+    let rows = sql(&t, "SELECT id, l, s.x AS x FROM t ORDER BY id");
+    assert_eq!(rows[0]["l"], serde_json::json!(["a", "b"]));
+    assert_eq!(rows[0]["x"], 1);
+    assert!(rows[1]["l"].is_null() && rows[1]["x"].is_null());
+    // Sorting and partitioning by a nested column is refused.
+    let out = neve(&["create", &format!("{t}2"), "--schema", "s struct<x int64>", "--sort-by", "s"]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("primitive"));
+}
