@@ -114,7 +114,7 @@ def test_every_type_round_trips(tmp_path, neve, fmt):
     nested_ids = [int(user.type.field(i).metadata[b"PARQUET:field_id"]) for i in range(user.type.num_fields)]
     assert nested_ids == sorted(nested_ids) and nested_ids[0] > ids["small"]
     # neve's own SQL reads the same values.
-    out = neve("sql", "SELECT id, user.plan AS plan, cardinality(user.sessions) AS s FROM t ORDER BY id",
+    out = neve("sql", 'SELECT id, "user".plan AS plan, cardinality("user".sessions) AS s FROM t ORDER BY id',
                "--table", f"t={table}", "--format", "ndjson").stdout
     rows = [json.loads(l) for l in out.splitlines()]
     want = [(r["id"], r["user"]["plan"] if r["user"] else None,
@@ -130,7 +130,7 @@ def test_duckdb_reads_nested_columns_on_minio(tmp_path, neve, duck, s3_prefix):
     neve("insert", table, path, "--create", "--partition-by", "year(ts)", "--sort-by", "id")
     expr = neve("files", table, "--format", "duckdb").stdout.strip()
     got = duck.execute(
-        f"SELECT id, user.plan, len(user.sessions), tags, attrs['k0'], amount, at FROM {expr} ORDER BY id"
+        f"""SELECT id, "user".plan, len("user".sessions), tags, attrs['k0'], amount, at FROM {expr} ORDER BY id"""
     ).fetchall()
     want = [
         (r["id"], r["user"]["plan"] if r["user"] else None, len(r["user"]["sessions"]) if r["user"] else None,

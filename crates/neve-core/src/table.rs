@@ -328,6 +328,18 @@ impl Table {
     ) -> Result<InsertReport> {
         let meta = snapshot.metadata.clone();
         let strict = meta.settings.strict_schema;
+        if inputs.iter().all(|i| i.schema.fields().is_empty()) {
+            // Only empty inputs: nothing to check or write.
+            return Ok(InsertReport {
+                version: None,
+                files: 0,
+                rows: 0,
+                bytes: 0,
+                partitions: 0,
+                attempts: 0,
+                schema_changed: false,
+            });
+        }
         // Every input's schema is checked before any data is written.
         let mut merged = meta.schema.clone();
         for inp in &inputs {

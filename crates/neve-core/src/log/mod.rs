@@ -8,8 +8,8 @@ mod snapshot;
 mod store;
 
 pub use actions::{
-    Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary, Metadata,
-    PartitionTotals, Protocol, RemoveFile, TableSettings, format_version_for, FORMAT_VERSION,
+    format_version_for, Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary,
+    Metadata, PartitionTotals, Protocol, RemoveFile, TableSettings, FORMAT_VERSION,
 };
 pub use commit::{CommitOutcome, Committer};
 pub use head::SnapshotHead;

@@ -228,8 +228,5 @@ pub(crate) fn rekey_stats(
             None => Some((k.clone(), v.clone())),
         })
         .collect();
-    AddFile {
-        stats,
-        ..f.clone()
-    }
+    AddFile { stats, ..f.clone() }
 }

@@ -105,9 +105,11 @@ impl Table {
                     }
                     kept.push(m.group);
                     actions.extend(g.inputs.iter().map(|f| remove(f, now)));
-                    actions.extend(m.outputs.iter().map(|f| {
-                        Action::Add(crate::log::rekey_stats(f, &renamed))
-                    }));
+                    actions.extend(
+                        m.outputs
+                            .iter()
+                            .map(|f| Action::Add(crate::log::rekey_stats(f, &renamed))),
+                    );
                 }
                 if kept.is_empty() {
                     return Err(Error::CommitConflict {

@@ -67,7 +67,12 @@ impl FieldIdAdapterFactory {
                 f.as_ref().clone().with_name(name)
             })
             .collect();
-        changed.then(|| Arc::new(Schema::new_with_metadata(fields, physical.metadata().clone())))
+        changed.then(|| {
+            Arc::new(Schema::new_with_metadata(
+                fields,
+                physical.metadata().clone(),
+            ))
+        })
     }
 }
 
@@ -80,7 +85,9 @@ impl PhysicalExprAdapterFactory for FieldIdAdapterFactory {
         let renamed = self.renamed(&logical_file_schema, &physical_file_schema);
         let inner = DefaultPhysicalExprAdapter::new(
             logical_file_schema,
-            renamed.clone().unwrap_or_else(|| physical_file_schema.clone()),
+            renamed
+                .clone()
+                .unwrap_or_else(|| physical_file_schema.clone()),
         );
         Ok(Arc::new(FieldIdAdapter {
             inner,

@@ -47,14 +47,17 @@ fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
             }
             out.push(Tok::Quoted(name));
             i = j + 1;
-        } else if c.is_ascii_digit() || (c == '-' && cs.get(i + 1).is_some_and(char::is_ascii_digit)) {
+        } else if c.is_ascii_digit()
+            || (c == '-' && cs.get(i + 1).is_some_and(char::is_ascii_digit))
+        {
             let mut j = i + 1;
             while j < cs.len() && cs[j].is_ascii_digit() {
                 j += 1;
             }
             let text: String = cs[i..j].iter().collect();
             out.push(Tok::Num(
-                text.parse().map_err(|_| format!("number '{text}' is too large"))?,
+                text.parse()
+                    .map_err(|_| format!("number '{text}' is too large"))?,
             ));
             i = j;
         } else if c.is_alphanumeric() || c == '_' {
@@ -112,7 +115,10 @@ impl Parser {
     fn expect_sym(&mut self, c: char) -> PResult<()> {
         match self.next() {
             Some(Tok::Sym(x)) if x == c => Ok(()),
-            t => Err(format!("expected '{c}', found {}", Self::describe(t.as_ref()))),
+            t => Err(format!(
+                "expected '{c}', found {}",
+                Self::describe(t.as_ref())
+            )),
         }
     }
 
@@ -138,7 +144,10 @@ impl Parser {
     fn number(&mut self) -> PResult<i64> {
         match self.next() {
             Some(Tok::Num(n)) => Ok(n),
-            t => Err(format!("expected a number, found {}", Self::describe(t.as_ref()))),
+            t => Err(format!(
+                "expected a number, found {}",
+                Self::describe(t.as_ref())
+            )),
         }
     }
 
@@ -179,7 +188,12 @@ impl Parser {
         use ColumnType as C;
         let word = match self.next() {
             Some(Tok::Word(w)) => w.to_ascii_lowercase(),
-            t => return Err(format!("expected a type, found {}", Self::describe(t.as_ref()))),
+            t => {
+                return Err(format!(
+                    "expected a type, found {}",
+                    Self::describe(t.as_ref())
+                ))
+            }
         };
         Ok(match word.as_str() {
             "null" => C::Null,

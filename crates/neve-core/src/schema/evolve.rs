@@ -70,20 +70,24 @@ impl TableSchema {
                         "the table has rows, which would have no value in a not null column; add it nullable, fill it, then `set not null`".into(),
                     ));
                 }
-                let siblings = match parent {
-                    None => &mut out.columns,
-                    Some(p) => match &mut field_mut(&mut out.columns, p)?.column_type {
-                        ColumnType::Struct(fields) => fields,
-                        other => {
-                            return Err(unsafe_alter(
+                let siblings =
+                    match parent {
+                        None => &mut out.columns,
+                        Some(p) => match &mut field_mut(&mut out.columns, p)?.column_type {
+                            ColumnType::Struct(fields) => fields,
+                            other => return Err(unsafe_alter(
                                 p,
-                                format!("is {other}, not a struct: fields can only be added to structs"),
-                            ))
-                        }
-                    },
-                };
+                                format!(
+                                    "is {other}, not a struct: fields can only be added to structs"
+                                ),
+                            )),
+                        },
+                    };
                 if siblings.iter().any(|c| c.name == column.name) {
-                    return Err(unsafe_alter(&column.name, "a column of that name exists".into()));
+                    return Err(unsafe_alter(
+                        &column.name,
+                        "a column of that name exists".into(),
+                    ));
                 }
                 let mut c = column.clone();
                 clear_ids(&mut c);
@@ -93,7 +97,8 @@ impl TableSchema {
                 if from.contains('.') {
                     return Err(unsafe_alter(
                         from,
-                        "renaming nested fields is not supported yet; rename top-level columns".into(),
+                        "renaming nested fields is not supported yet; rename top-level columns"
+                            .into(),
                     ));
                 }
                 if out.column(to).is_some() {
@@ -110,7 +115,8 @@ impl TableSchema {
                 if name.contains('.') {
                     return Err(unsafe_alter(
                         name,
-                        "dropping nested fields is not supported yet; drop top-level columns".into(),
+                        "dropping nested fields is not supported yet; drop top-level columns"
+                            .into(),
                     ));
                 }
                 let i = out

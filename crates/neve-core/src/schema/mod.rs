@@ -120,7 +120,11 @@ impl std::str::FromStr for ColumnType {
 
 /// Nested types as the log spells them.
 #[derive(Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
 enum NestedRepr {
     Struct {
         fields: Vec<Column>,
@@ -205,7 +209,9 @@ impl<'de> Deserialize<'de> for ColumnType {
                     element_id,
                     element,
                     element_nullable,
-                } => ColumnType::List(Box::new(Column::new("element", element, element_nullable).with_id(element_id))),
+                } => ColumnType::List(Box::new(
+                    Column::new("element", element, element_nullable).with_id(element_id),
+                )),
                 NestedRepr::Map {
                     key_id,
                     key,
@@ -257,9 +263,9 @@ impl ColumnType {
             DataType::Date32 | DataType::Date64 => C::Date,
             DataType::Time32(_) | DataType::Time64(_) => C::Time,
             DataType::Timestamp(_, tz) => C::Timestamp(tz.as_ref().map(|t| t.to_string())),
-            DataType::Decimal32(p, s)
-            | DataType::Decimal64(p, s)
-            | DataType::Decimal128(p, s) => C::Decimal(*p, *s),
+            DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s) => {
+                C::Decimal(*p, *s)
+            }
             DataType::Dictionary(_, v) => Self::from_arrow(column, v)?,
             DataType::Struct(fields) => {
                 let mut out: Vec<Column> = Vec::with_capacity(fields.len());

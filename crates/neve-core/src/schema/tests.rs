@@ -166,7 +166,10 @@ fn ddl_round_trips_nested_types() {
     assert_eq!(s.last_column_id, ids.len() as u32);
     // SQL spellings.
     let s = parse_schema("a bigint, b double, c varchar, d uuid, e array<int>").unwrap();
-    assert_eq!(s.to_string(), "a int64, b float64, c string, d fixed(16), e list<int32>");
+    assert_eq!(
+        s.to_string(),
+        "a int64, b float64, c string, d fixed(16), e list<int32>"
+    );
 }
 
 #[test]
@@ -176,7 +179,10 @@ fn ddl_errors_say_what_is_wrong() {
         ("a int64, a string", "duplicate column 'a'"),
         ("a struct<b int64", "expected ','"),
         ("a decimal(40,2)", "precision must be 1 to 38"),
-        ("a map<list<int64>, string>", "map keys must be a primitive type"),
+        (
+            "a map<list<int64>, string>",
+            "map keys must be a primitive type",
+        ),
         ("a int64 not", "expected 'null' after 'not'"),
         ("a timestamp(Mars/Olympus)", "timestamp(Mars/Olympus)"),
     ] {
@@ -187,7 +193,10 @@ fn ddl_errors_say_what_is_wrong() {
 
 #[test]
 fn log_form_of_nested_types() {
-    let s = parse_schema("user struct<id int64 not null>, tags list<string>, m map<string, float64 not null>").unwrap();
+    let s = parse_schema(
+        "user struct<id int64 not null>, tags list<string>, m map<string, float64 not null>",
+    )
+    .unwrap();
     let json = serde_json::to_string(&s).unwrap();
     assert_eq!(
         json,
@@ -203,7 +212,10 @@ fn schemas_written_before_ids_get_them_by_position() {
     let s: TableSchema = serde_json::from_str(legacy).unwrap();
     assert_eq!(s.columns[0].id, 1);
     assert_eq!(s.columns[1].id, 2);
-    assert_eq!(s.name_mapped_ids, 2, "files without ids hold these columns by name");
+    assert_eq!(
+        s.name_mapped_ids, 2,
+        "files without ids hold these columns by name"
+    );
     assert!(!s.needs_v2());
 }
 
@@ -220,14 +232,26 @@ fn nested_fields_evolve_and_keep_ids() {
         "user struct<id int64, plan string, country string>, tags list<int16>"
     );
     let user = out.column("user").unwrap();
-    let ColumnType::Struct(fields) = &user.column_type else { panic!() };
-    assert_eq!((fields[0].id, fields[1].id), (2, 3), "existing fields keep their ids");
-    assert_eq!(fields[2].id, out.last_column_id, "a new field gets the next id");
+    let ColumnType::Struct(fields) = &user.column_type else {
+        panic!()
+    };
+    assert_eq!(
+        (fields[0].id, fields[1].id),
+        (2, 3),
+        "existing fields keep their ids"
+    );
+    assert_eq!(
+        fields[2].id, out.last_column_id,
+        "a new field gets the next id"
+    );
     // Strict tables refuse new nested fields too.
     let e = table.evolve(&arrow_like, true).unwrap_err().to_string();
     assert!(e.contains("user.country"), "{e}");
     // A struct cannot become a list.
-    let e = table.evolve(&input(vec![col("user", t("list<int64>"))]), false).unwrap_err().to_string();
+    let e = table
+        .evolve(&input(vec![col("user", t("list<int64>"))]), false)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'user'") && e.contains("struct<"), "{e}");
 }
 
@@ -236,7 +260,13 @@ fn written_ids_must_agree_with_the_table() {
     // The files of an insert were written with tags = id 2; a rename made id 2 `labels`.
     let written = parse_schema("a int64, tags string").unwrap();
     let table = written
-        .alter(&AlterOp::RenameColumn { from: "tags".into(), to: "labels".into() }, true)
+        .alter(
+            &AlterOp::RenameColumn {
+                from: "tags".into(),
+                to: "labels".into(),
+            },
+            true,
+        )
         .unwrap();
     let e = table.evolve(&written, false).unwrap_err();
     assert!(matches!(e, Error::CommitConflict { .. }), "{e}");
@@ -246,28 +276,60 @@ fn written_ids_must_agree_with_the_table() {
 
 #[test]
 fn alter_changes_and_refusals() {
-    let s = parse_schema("id string, amount decimal(18,2), tags list<string>, user struct<plan string>").unwrap();
-    let op = |words: &str| AlterOp::parse(&words.split(' ').map(String::from).collect::<Vec<_>>()).unwrap();
+    let s = parse_schema(
+        "id string, amount decimal(18,2), tags list<string>, user struct<plan string>",
+    )
+    .unwrap();
+    let op = |words: &str| {
+        AlterOp::parse(&words.split(' ').map(String::from).collect::<Vec<_>>()).unwrap()
+    };
     let widened = s.alter(&op("widen amount decimal(28,2)"), true).unwrap();
-    assert_eq!(widened.column("amount").unwrap().column_type, t("decimal(28,2)"));
-    let e = s.alter(&op("widen amount decimal(18,3)"), true).unwrap_err().to_string();
+    assert_eq!(
+        widened.column("amount").unwrap().column_type,
+        t("decimal(28,2)")
+    );
+    let e = s
+        .alter(&op("widen amount decimal(18,3)"), true)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not lossless"), "{e}");
     let renamed = s.alter(&op("rename column tags to labels"), true).unwrap();
-    assert_eq!(renamed.column("labels").unwrap().id, s.column("tags").unwrap().id);
+    assert_eq!(
+        renamed.column("labels").unwrap().id,
+        s.column("tags").unwrap().id
+    );
     let dropped = s.alter(&op("drop column tags"), true).unwrap();
     let readded = dropped
-        .alter(&AlterOp::parse(&["add".into(), "column".into(), "tags string".into()]).unwrap(), true)
+        .alter(
+            &AlterOp::parse(&["add".into(), "column".into(), "tags string".into()]).unwrap(),
+            true,
+        )
         .unwrap();
-    assert!(readded.column("tags").unwrap().id > s.last_column_id, "a new column never reuses an id");
+    assert!(
+        readded.column("tags").unwrap().id > s.last_column_id,
+        "a new column never reuses an id"
+    );
     let nested = s
-        .alter(&AlterOp::parse(&["add".into(), "column".into(), "user.country string".into()]).unwrap(), true)
+        .alter(
+            &AlterOp::parse(&["add".into(), "column".into(), "user.country string".into()])
+                .unwrap(),
+            true,
+        )
         .unwrap();
     assert_eq!(nested.to_string(), "id string, amount decimal(18,2), tags list<string>, user struct<plan string, country string>");
     let e = s
-        .alter(&AlterOp::parse(&["add".into(), "column".into(), "x int64 not null".into()]).unwrap(), true)
+        .alter(
+            &AlterOp::parse(&["add".into(), "column".into(), "x int64 not null".into()]).unwrap(),
+            true,
+        )
         .unwrap_err()
         .to_string();
     assert!(e.contains("has rows"), "{e}");
-    assert!(s.alter(&op("set not null id"), true).unwrap().column("id").map(|c| !c.nullable).unwrap());
+    assert!(s
+        .alter(&op("set not null id"), true)
+        .unwrap()
+        .column("id")
+        .map(|c| !c.nullable)
+        .unwrap());
     assert!(AlterOp::parse(&["frobnicate".into()]).is_err());
 }

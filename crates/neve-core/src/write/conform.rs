@@ -87,12 +87,7 @@ pub(crate) fn conform_batch(
 }
 
 /// A column the input lacks: nulls, unless the field is `not null`.
-fn missing(
-    f: &FieldRef,
-    path: &str,
-    len: usize,
-    parent: Option<&NullBuffer>,
-) -> CResult<ArrayRef> {
+fn missing(f: &FieldRef, path: &str, len: usize, parent: Option<&NullBuffer>) -> CResult<ArrayRef> {
     let nulls = arrow::array::new_null_array(f.data_type(), len);
     check_not_null(&nulls, f, path, parent, None)?;
     Ok(nulls)
@@ -162,11 +157,19 @@ fn conform_in(
         (DataType::LargeList(_), DataType::List(ef)) => {
             conform_list(a.as_list::<i64>(), ef, path, text, rows)?
         }
-        (DataType::FixedSizeList(..) | DataType::ListView(_) | DataType::LargeListView(_), DataType::List(_)) => {
-            let as_list = arrow::compute::cast(a, &DataType::LargeList(match a.data_type() {
-                DataType::FixedSizeList(f, _) | DataType::ListView(f) | DataType::LargeListView(f) => f.clone(),
-                _ => unreachable!(),
-            }))?;
+        (
+            DataType::FixedSizeList(..) | DataType::ListView(_) | DataType::LargeListView(_),
+            DataType::List(_),
+        ) => {
+            let as_list = arrow::compute::cast(
+                a,
+                &DataType::LargeList(match a.data_type() {
+                    DataType::FixedSizeList(f, _)
+                    | DataType::ListView(f)
+                    | DataType::LargeListView(f) => f.clone(),
+                    _ => unreachable!(),
+                }),
+            )?;
             return conform_in(&as_list, target, path, text, rows, parent);
         }
         (DataType::Map(_, _), DataType::Map(ef, sorted)) => {
@@ -296,7 +299,13 @@ fn conform_map(
     let offsets = a.offsets();
     let start = offsets[0] as usize;
     let end = offsets[offsets.len() - 1] as usize;
-    let shifted = OffsetBuffer::new(offsets.iter().map(|o| o - offsets[0]).collect::<Vec<_>>().into());
+    let shifted = OffsetBuffer::new(
+        offsets
+            .iter()
+            .map(|o| o - offsets[0])
+            .collect::<Vec<_>>()
+            .into(),
+    );
     let erows = element_rows(&shifted, rows);
     let keys = conform_in(
         &a.keys().slice(start, end - start),
@@ -349,28 +358,50 @@ fn conform_leaf(
     match (from, to) {
         (DataType::Timestamp(unit, _), DataType::Timestamp(TimeUnit::Microsecond, tz)) => {
             let us: PrimitiveArray<TimestampMicrosecondType> = match unit {
-                TimeUnit::Second => scale_checked(a.as_primitive::<TimestampSecondType>(), 1_000_000, |i| bad(i, RANGE))?,
-                TimeUnit::Millisecond => scale_checked(a.as_primitive::<TimestampMillisecondType>(), 1_000, |i| bad(i, RANGE))?,
+                TimeUnit::Second => {
+                    scale_checked(a.as_primitive::<TimestampSecondType>(), 1_000_000, |i| {
+                        bad(i, RANGE)
+                    })?
+                }
+                TimeUnit::Millisecond => {
+                    scale_checked(a.as_primitive::<TimestampMillisecondType>(), 1_000, |i| {
+                        bad(i, RANGE)
+                    })?
+                }
                 TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().clone(),
-                TimeUnit::Nanosecond => divide_exact(a.as_primitive::<TimestampNanosecondType>(), 1_000, |i| bad(i, NS))?,
+                TimeUnit::Nanosecond => {
+                    divide_exact(a.as_primitive::<TimestampNanosecondType>(), 1_000, |i| {
+                        bad(i, NS)
+                    })?
+                }
             };
             return Ok(Arc::new(us.with_timezone_opt(tz.clone())));
         }
         (DataType::Time32(unit), DataType::Time64(TimeUnit::Microsecond)) => {
             let us: PrimitiveArray<Time64MicrosecondType> = match unit {
-                TimeUnit::Second => scale_checked(a.as_primitive::<Time32SecondType>(), 1_000_000, |i| bad(i, RANGE))?,
-                _ => scale_checked(a.as_primitive::<Time32MillisecondType>(), 1_000, |i| bad(i, RANGE))?,
+                TimeUnit::Second => {
+                    scale_checked(a.as_primitive::<Time32SecondType>(), 1_000_000, |i| {
+                        bad(i, RANGE)
+                    })?
+                }
+                _ => scale_checked(a.as_primitive::<Time32MillisecondType>(), 1_000, |i| {
+                    bad(i, RANGE)
+                })?,
             };
             return Ok(Arc::new(us));
         }
         (DataType::Time64(TimeUnit::Nanosecond), DataType::Time64(TimeUnit::Microsecond)) => {
             let us: PrimitiveArray<Time64MicrosecondType> =
-                divide_exact(a.as_primitive::<Time64NanosecondType>(), 1_000, |i| bad(i, NS))?;
+                divide_exact(a.as_primitive::<Time64NanosecondType>(), 1_000, |i| {
+                    bad(i, NS)
+                })?;
             return Ok(Arc::new(us));
         }
         (DataType::Date64, DataType::Date32) => {
             let ms = a.as_primitive::<Date64Type>();
-            if let Some(i) = (0..ms.len()).find(|&i| ms.is_valid(i) && ms.value(i) % 86_400_000 != 0) {
+            if let Some(i) =
+                (0..ms.len()).find(|&i| ms.is_valid(i) && ms.value(i) % 86_400_000 != 0)
+            {
                 return Err(bad(i, "has a time of day, and the column is a date"));
             }
         }

@@ -154,7 +154,9 @@ fn leaves(t: &arrow::datatypes::DataType) -> usize {
     use arrow::datatypes::DataType as D;
     match t {
         D::Struct(fields) => fields.iter().map(|f| leaves(f.data_type())).sum(),
-        D::List(f) | D::LargeList(f) | D::FixedSizeList(f, _) | D::Map(f, _) => leaves(f.data_type()),
+        D::List(f) | D::LargeList(f) | D::FixedSizeList(f, _) | D::Map(f, _) => {
+            leaves(f.data_type())
+        }
         _ => 1,
     }
 }

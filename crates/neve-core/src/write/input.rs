@@ -150,7 +150,10 @@ pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result
         source,
     })?;
     if head.iter().all(u8::is_ascii_whitespace) && is_exhausted(&mut reader, &name)? {
-        return Ok(OpenedInput::empty(name, opts.format.unwrap_or(InputFormat::Ndjson)));
+        return Ok(OpenedInput::empty(
+            name,
+            opts.format.unwrap_or(InputFormat::Ndjson),
+        ));
     }
     let format = match opts.format {
         Some(f) => f,
@@ -352,11 +355,12 @@ fn decode_schema(inferred: &Schema, table: &TableSchema) -> Result<Schema> {
     let mut fields = Vec::with_capacity(inferred.fields().len());
     for f in inferred.fields() {
         let it = ColumnType::from_arrow(f.name(), f.data_type())?;
-        let t = match table.column(f.name()) {
-            Some(c) => prefer_table(&c.column_type, &it),
-            None => it,
+        // Not null columns are checked while decoding, where errors can name the line.
+        let (t, nullable) = match table.column(f.name()) {
+            Some(c) => (prefer_table(&c.column_type, &it), c.nullable),
+            None => (it, true),
         };
-        fields.push(Field::new(f.name(), t.to_arrow(), true));
+        fields.push(Field::new(f.name(), t.to_arrow(), nullable));
     }
     Ok(Schema::new(fields))
 }
@@ -378,7 +382,11 @@ fn prefer_table(table: &ColumnType, input: &ColumnType) -> ColumnType {
                     None => tc.clone(),
                 })
                 .collect();
-            out.extend(i.iter().filter(|ic| !t.iter().any(|tc| tc.name == ic.name)).cloned());
+            out.extend(
+                i.iter()
+                    .filter(|ic| !t.iter().any(|tc| tc.name == ic.name))
+                    .cloned(),
+            );
             C::Struct(out)
         }
         (C::List(t), C::List(i)) => C::List(Box::new(Column {
@@ -400,18 +408,35 @@ fn prefer_table(table: &ColumnType, input: &ColumnType) -> ColumnType {
 /// exactly afterwards by `conform_batch`), nested types kept.
 fn raw_type(dt: &DataType) -> DataType {
     let raw_field = |f: &arrow::datatypes::FieldRef| {
-        Arc::new(Field::new(f.name(), raw_type(f.data_type()), f.is_nullable() || !matches!(f.name().as_str(), "key")))
+        Arc::new(Field::new(
+            f.name(),
+            raw_type(f.data_type()),
+            f.is_nullable() || !matches!(f.name().as_str(), "key"),
+        ))
     };
     match dt {
-        DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| Field::new(f.name(), raw_type(f.data_type()), true)).collect()),
-        DataType::List(e) => DataType::List(Arc::new(Field::new(e.name(), raw_type(e.data_type()), true))),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| Field::new(f.name(), raw_type(f.data_type()), true))
+                .collect(),
+        ),
+        DataType::List(e) => DataType::List(Arc::new(Field::new(
+            e.name(),
+            raw_type(e.data_type()),
+            true,
+        ))),
         DataType::Map(entries, sorted) => {
             let DataType::Struct(kv) = entries.data_type() else {
                 return dt.clone();
             };
             let kv: Vec<_> = kv.iter().map(raw_field).collect();
             DataType::Map(
-                Arc::new(Field::new(entries.name(), DataType::Struct(kv.into()), false)),
+                Arc::new(Field::new(
+                    entries.name(),
+                    DataType::Struct(kv.into()),
+                    false,
+                )),
                 *sorted,
             )
         }
@@ -620,7 +645,13 @@ fn open_ndjson(
         let v: serde_json::Value = serde_json::from_slice(line)
             .map_err(|e| located(&name, unit, at, None, format!("malformed JSON: {e}")))?;
         if !v.is_object() {
-            return Err(located(&name, unit, at, None, "expected a JSON object".into()));
+            return Err(located(
+                &name,
+                unit,
+                at,
+                None,
+                "expected a JSON object".into(),
+            ));
         }
         samples.push(v);
     }
@@ -634,7 +665,11 @@ fn open_ndjson(
     let lines = Box::new(Cursor::new(head).chain(rest));
     Ok(OpenedInput {
         name: name.clone(),
-        format: if unit == "line" { InputFormat::Ndjson } else { InputFormat::Json },
+        format: if unit == "line" {
+            InputFormat::Ndjson
+        } else {
+            InputFormat::Json
+        },
         schema: schema.clone(),
         batches: Box::new(NdjsonBatches {
             name,
@@ -664,7 +699,13 @@ fn json_decoder(raw: &SchemaRef, batch_rows: usize) -> Result<arrow::json::reade
 }
 
 /// An error at line (NDJSON) or element (JSON array) `at`.
-fn located(name: &str, unit: &str, at: Option<u64>, column: Option<String>, message: String) -> Error {
+fn located(
+    name: &str,
+    unit: &str,
+    at: Option<u64>,
+    column: Option<String>,
+    message: String,
+) -> Error {
     match (unit, at) {
         ("line", _) | (_, None) => invalid(name, at, column, message),
         (unit, Some(n)) => invalid(name, None, column, format!("{unit} {n}: {message}")),
@@ -807,7 +848,8 @@ fn open_json_array(
             input: name.clone(),
             source,
         })?;
-    let lines = array_elements_as_lines(&text).map_err(|(n, m)| located(&name, "element", n, None, m))?;
+    let lines =
+        array_elements_as_lines(&text).map_err(|(n, m)| located(&name, "element", n, None, m))?;
     drop(text);
     open_ndjson(name, Box::new(Cursor::new(lines)), opts, table, "element")
 }
@@ -834,7 +876,12 @@ fn array_elements_as_lines(text: &[u8]) -> std::result::Result<Vec<u8>, (Option<
             Some(b']') if element == 0 => break,
             Some(b'{') => {}
             Some(_) => return Err((Some(element + 1), "is not an object".into())),
-            None => return Err((Some(element + 1), "malformed JSON array: unexpected end".into())),
+            None => {
+                return Err((
+                    Some(element + 1),
+                    "malformed JSON array: unexpected end".into(),
+                ))
+            }
         }
         element += 1;
         let (mut depth, mut in_str, mut esc) = (0i64, false, false);
@@ -871,13 +918,21 @@ fn array_elements_as_lines(text: &[u8]) -> std::result::Result<Vec<u8>, (Option<
         match text.get(i) {
             Some(b',') => i += 1,
             Some(b']') => break,
-            _ => return Err((Some(element), "malformed JSON array: expected ',' or ']' after the element".into())),
+            _ => {
+                return Err((
+                    Some(element),
+                    "malformed JSON array: expected ',' or ']' after the element".into(),
+                ))
+            }
         }
     }
     i += 1;
     skip_ws(&mut i);
     if i < text.len() {
-        return Err((None, "malformed JSON array: text after the closing ']'".into()));
+        return Err((
+            None,
+            "malformed JSON array: text after the closing ']'".into(),
+        ));
     }
     Ok(out)
 }

@@ -5,8 +5,8 @@
 mod conform;
 mod encode;
 pub mod input;
-pub mod text;
 pub(crate) mod sink;
+pub mod text;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,8 +22,8 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    assign_batch, batch_stats, encode_parquet, gather_sorted, group_by_partition,
-    timestamp_string, writer_properties,
+    assign_batch, batch_stats, encode_parquet, gather_sorted, group_by_partition, timestamp_string,
+    writer_properties,
 };
 
 use crate::error::{Error, Result};
@@ -79,13 +79,10 @@ pub(crate) struct Splitter {
 impl Splitter {
     /// `first_row` is the 0-based row of the batch's first row in `input`, for errors.
     pub fn split(&self, batch: RecordBatch, input: &str, first_row: u64) -> Result<SplitBatch> {
-        let batch = conform::conform_batch(
-            &batch,
-            &self.target,
-            &Default::default(),
-            input,
-            &|i| format!("row {}", first_row + i as u64 + 1),
-        )?;
+        let batch =
+            conform::conform_batch(&batch, &self.target, &Default::default(), input, &|i| {
+                format!("row {}", first_row + i as u64 + 1)
+            })?;
         let partitions = assign_batch(&batch, &self.fields)?;
         Ok(SplitBatch { batch, partitions })
     }

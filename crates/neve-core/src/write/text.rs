@@ -10,8 +10,8 @@ use arrow::array::{
     Time64MicrosecondBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit,
-    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    ArrowPrimitiveType, DataType, Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit, UInt16Type,
+    UInt32Type, UInt64Type, UInt8Type,
 };
 use base64::Engine;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
@@ -90,7 +90,10 @@ pub(crate) fn parse_text(
         DataType::Float32 => {
             let mut b = Float32Builder::with_capacity(a.len());
             each(&mut |v| {
-                b.append_option(v.map(|s| parse_float(s, 24).map(|f| f as f32)).transpose()?);
+                b.append_option(
+                    v.map(|s| parse_float(s, 24).map(|f| f as f32))
+                        .transpose()?,
+                );
                 Ok(())
             })?;
             Arc::new(b.finish())
@@ -133,10 +136,13 @@ pub(crate) fn parse_text(
         }
         DataType::Timestamp(TimeUnit::Microsecond, tz) => {
             let zone = match tz {
-                Some(z) => Some(z.parse::<arrow::array::timezone::Tz>().map_err(|e| BadText {
-                    index: 0,
-                    reason: format!("the column's time zone '{z}' is unknown: {e}"),
-                })?),
+                Some(z) => Some(
+                    z.parse::<arrow::array::timezone::Tz>()
+                        .map_err(|e| BadText {
+                            index: 0,
+                            reason: format!("the column's time zone '{z}' is unknown: {e}"),
+                        })?,
+                ),
                 None => None,
             };
             let mut b = TimestampMicrosecondBuilder::with_capacity(a.len());
@@ -183,7 +189,9 @@ pub(crate) fn parse_text(
         }
         other => {
             return Err(BadText {
-                index: a.nulls().map_or(0, |n| n.valid_indices().next().unwrap_or(0)),
+                index: a
+                    .nulls()
+                    .map_or(0, |n| n.valid_indices().next().unwrap_or(0)),
                 reason: format!("cannot be read as {other} from text"),
             })
         }
@@ -298,7 +306,9 @@ fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
     let v: i128 = if digits.is_empty() {
         0
     } else {
-        digits.parse().map_err(|_| format!("is out of range for {ty}"))?
+        digits
+            .parse()
+            .map_err(|_| format!("is out of range for {ty}"))?
     };
     Ok(if neg { -v } else { v })
 }
@@ -345,7 +355,9 @@ fn parse_timestamp(
                     .into(),
             );
         };
-        let n: i64 = t.parse().map_err(|_| "is out of range for a timestamp".to_string())?;
+        let n: i64 = t
+            .parse()
+            .map_err(|_| "is out of range for a timestamp".to_string())?;
         let us = match unit {
             EpochUnit::Seconds => n.checked_mul(1_000_000),
             EpochUnit::Millis => n.checked_mul(1_000),
@@ -375,15 +387,20 @@ fn parse_timestamp(
         return Ok(utc.and_utc().timestamp() * 1_000_000
             + micros_of_nanos(utc.and_utc().timestamp_subsec_nanos())?);
     }
-    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
-        .or_else(|| {
-            NaiveDate::parse_from_str(t, "%Y-%m-%d")
-                .ok()
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-        })
-        .ok_or_else(|| "is not a timestamp (2024-05-01T12:00:00[.ffffff][Z|+02:00])".to_string())?;
+    let naive = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+    .or_else(|| {
+        NaiveDate::parse_from_str(t, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+    })
+    .ok_or_else(|| "is not a timestamp (2024-05-01T12:00:00[.ffffff][Z|+02:00])".to_string())?;
     // Without an offset: wall time, in the column's zone when it has one.
     let utc = match zone {
         None => naive,
@@ -478,14 +495,20 @@ mod tests {
     #[test]
     fn decimals_never_round() {
         let d = one("12.50", DataType::Decimal128(5, 2)).unwrap();
-        assert_eq!(arrow::util::display::array_value_to_string(&d, 0).unwrap(), "12.50");
+        assert_eq!(
+            arrow::util::display::array_value_to_string(&d, 0).unwrap(),
+            "12.50"
+        );
         assert!(one("12.500", DataType::Decimal128(5, 2)).is_ok());
         let e = one("12.505", DataType::Decimal128(5, 2)).unwrap_err();
         assert!(e.contains("more than 2 decimal places"), "{e}");
         let e = one("1234.5", DataType::Decimal128(5, 2)).unwrap_err();
         assert!(e.contains("out of range"), "{e}");
         let d = one("-0.05", DataType::Decimal128(5, 2)).unwrap();
-        assert_eq!(arrow::util::display::array_value_to_string(&d, 0).unwrap(), "-0.05");
+        assert_eq!(
+            arrow::util::display::array_value_to_string(&d, 0).unwrap(),
+            "-0.05"
+        );
     }
 
     #[test]
@@ -493,9 +516,19 @@ mod tests {
         assert!(one("2024-02-29", DataType::Date32).is_ok());
         assert!(one("2023-02-29", DataType::Date32).is_err());
         let d = one("1969-12-31", DataType::Date32).unwrap();
-        assert_eq!(d.as_any().downcast_ref::<arrow::array::Date32Array>().unwrap().value(0), -1);
+        assert_eq!(
+            d.as_any()
+                .downcast_ref::<arrow::array::Date32Array>()
+                .unwrap()
+                .value(0),
+            -1
+        );
         assert!(one("12:34:56.789", DataType::Time64(TimeUnit::Microsecond)).is_ok());
-        let e = one("12:34:56.123456789", DataType::Time64(TimeUnit::Microsecond)).unwrap_err();
+        let e = one(
+            "12:34:56.123456789",
+            DataType::Time64(TimeUnit::Microsecond),
+        )
+        .unwrap_err();
         assert!(e.contains("nanoseconds"), "{e}");
     }
 
@@ -528,7 +561,11 @@ mod tests {
 
     #[test]
     fn fixed_and_binary() {
-        let v = one("550e8400-e29b-41d4-a716-446655440000", DataType::FixedSizeBinary(16)).unwrap();
+        let v = one(
+            "550e8400-e29b-41d4-a716-446655440000",
+            DataType::FixedSizeBinary(16),
+        )
+        .unwrap();
         assert_eq!(v.len(), 1);
         let e = one("AAEC", DataType::FixedSizeBinary(16)).unwrap_err();
         assert!(e.contains("3 bytes"), "{e}");

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Int64Array, ListBuilder, RecordBatch, StringBuilder, StructArray,
+    Array, ArrayRef, Int64Array, ListBuilder, RecordBatch, StringBuilder, StructArray,
     TimestampNanosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Fields, Schema, TimeUnit};
@@ -26,10 +26,17 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 /// `neve sql` as NDJSON rows.
 fn sql(table: &str, query: &str) -> Vec<serde_json::Value> {
-    neve_ok(&["sql", query, "--table", &format!("t={table}"), "--format", "ndjson"])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    neve_ok(&[
+        "sql",
+        query,
+        "--table",
+        &format!("t={table}"),
+        "--format",
+        "ndjson",
+    ])
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect()
 }
 
 fn version(table: &str) -> u64 {
@@ -43,7 +50,16 @@ const ROWS: &str = r#"{"id": "a", "ts": "2024-02-29T23:59:59.123456Z", "user": {
 
 fn declared_nested_round_trip(table: &str) {
     let dir = tempfile::tempdir().unwrap();
-    neve_ok(&["create", table, "--schema", EVENTS, "--partition-by", "day(ts)", "--sort-by", "id"]);
+    neve_ok(&[
+        "create",
+        table,
+        "--schema",
+        EVENTS,
+        "--partition-by",
+        "day(ts)",
+        "--sort-by",
+        "id",
+    ]);
     let text = neve_ok(&["info", table]);
     for want in [
         "id      string not null",
@@ -59,8 +75,8 @@ fn declared_nested_round_trip(table: &str) {
     neve_ok(&["insert", table, &nd]);
     let rows = sql(
         table,
-        "SELECT id, CAST(ts AS VARCHAR) AS ts, user.plan AS plan, user.geo.country AS country, \
-         user.geo.tags AS geo_tags, tags, attrs['k'] AS k, CAST(amount AS VARCHAR) AS amount, \
+        "SELECT id, CAST(ts AS VARCHAR) AS ts, \"user\".plan AS plan, \"user\".geo.country AS country, \
+         \"user\".geo.tags AS geo_tags, tags, attrs['k'] AS k, CAST(amount AS VARCHAR) AS amount, \
          CAST(at AS VARCHAR) AS at, uid IS NULL AS no_uid FROM t ORDER BY id",
     );
     assert_eq!(rows.len(), 3);
@@ -80,19 +96,24 @@ fn declared_nested_round_trip(table: &str) {
     // unnest over a list column, grouping by a struct field.
     let plans = sql(
         table,
-        "SELECT user.plan AS plan, count(*) AS n FROM t CROSS JOIN unnest(tags) GROUP BY 1 ORDER BY 1",
+        "SELECT plan, count(*) AS n FROM (SELECT \"user\".plan AS plan, unnest(tags) AS tag FROM t) \
+         GROUP BY 1 ORDER BY 1",
     );
     assert_eq!(plans, vec![serde_json::json!({"plan": "pro", "n": 2})]);
     // The same rows as a JSON array and as CSV (scalars only) land the same way.
     let arr = write(
         dir.path(),
         "more.json",
-        r#"[{"id": "d", "user": {"id": 1, "plan": "team", "geo": {"country": "SE", "tags": []}}, "tags": ["q"]},
-            {"id": "e", "amount": 1}]"#,
+        r#"[{"id": "d", "ts": null, "user": {"id": 1, "plan": "team", "geo": {"country": "SE", "tags": []}}, "tags": ["q"]},
+            {"id": "e", "ts": "2024-01-01T00:00:00Z", "amount": 1}]"#,
     );
-    let csv = write(dir.path(), "more.csv", "id,amount,at\nf,3.10,23:59:59\n");
+    let csv = write(
+        dir.path(),
+        "more.csv",
+        "id,amount,at,ts\nf,3.10,23:59:59,2024-01-02 03:04:05\n",
+    );
     neve_ok(&["insert", table, &arr, &csv]);
-    let more = sql(table, "SELECT id, user.geo.country AS c, CAST(amount AS VARCHAR) AS amount, CAST(at AS VARCHAR) AS at FROM t WHERE id > 'c' ORDER BY id");
+    let more = sql(table, "SELECT id, \"user\".geo.country AS c, CAST(amount AS VARCHAR) AS amount, CAST(at AS VARCHAR) AS at FROM t WHERE id > 'c' ORDER BY id");
     assert_eq!(more[0]["c"], "SE");
     assert_eq!(more[1]["amount"], "1.00");
     assert_eq!(more[2]["amount"], "3.10", "a CSV decimal stays a decimal");
@@ -119,7 +140,10 @@ fn refused(table: &str, args: &[&str], needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(65), "{args:?}: {err}");
     for n in needles {
-        assert!(err.contains(n), "{args:?}: error should mention {n:?}: {err}");
+        assert!(
+            err.contains(n),
+            "{args:?}: error should mention {n:?}: {err}"
+        );
     }
     assert_eq!(version(table), before, "{args:?} changed the table");
 }
@@ -134,22 +158,78 @@ fn lossy_values_are_refused_with_their_place() {
         "--schema",
         "n int64, small int8, f float64, ts timestamp(UTC), naive timestamp, d date, amount decimal(10,2)",
     ]);
-    let ok = write(dir.path(), "ok.ndjson", "{\"n\": 1, \"small\": -128, \"d\": \"2024-02-29\", \"naive\": \"1900-01-01 00:00:00\"}\n");
+    let ok = write(
+        dir.path(),
+        "ok.ndjson",
+        "{\"n\": 1, \"small\": -128, \"d\": \"2024-02-29\", \"naive\": \"1900-01-01 00:00:00\"}\n",
+    );
     neve_ok(&["insert", &t, &ok]);
     let cases: &[(&str, &str, &[&str])] = &[
-        ("frac.ndjson", "{\"n\": 1}\n{\"n\": 1.5}\n", &["line 2", "'n'", "1.5", "not an integer", "int64"]),
-        ("exp.ndjson", "{\"n\": 1e3}\n", &["line 1", "'n'", "1e3", "not an integer"]),
-        ("overflow.ndjson", "{\"small\": 128}\n", &["line 1", "'small'", "128", "out of range for int8"]),
-        ("nan.ndjson", "{\"n\": \"NaN\"}\n", &["'n'", "\"NaN\"", "not a number"]),
-        ("big.ndjson", "{\"n\": 9223372036854775808}\n", &["out of range for int64"]),
-        ("epoch.ndjson", "{\"ts\": 1700000000}\n", &["'ts'", "1700000000", "epoch unit"]),
-        ("offset.ndjson", "{\"naive\": \"2024-01-01T10:00:00+02:00\"}\n", &["'naive'", "UTC offset"]),
-        ("leap.ndjson", "{\"d\": \"2023-02-29\"}\n", &["'d'", "2023-02-29", "not a date"]),
-        ("cents.ndjson", "{\"amount\": 1.005}\n", &["'amount'", "1.005", "more than 2 decimal places"]),
-        ("float.ndjson", "{\"f\": 9007199254740993}\n", &["'f'", "cannot hold exactly"]),
-        ("type.csv", "n,small\n1,2\n2,x\n", &["line 3", "'small'", "\"x\"", "not a number"]),
-        ("frac.csv", "n\n2.7\n", &["line 2", "'n'", "2.7", "not an integer"]),
-        ("elem.json", "[{\"n\": 1}, {\"n\": 2.5}]", &["element 2", "'n'", "2.5"]),
+        (
+            "frac.ndjson",
+            "{\"n\": 1}\n{\"n\": 1.5}\n",
+            &["line 2", "'n'", "1.5", "not an integer", "int64"],
+        ),
+        (
+            "exp.ndjson",
+            "{\"n\": 1e3}\n",
+            &["line 1", "'n'", "1e3", "not an integer"],
+        ),
+        (
+            "overflow.ndjson",
+            "{\"small\": 128}\n",
+            &["line 1", "'small'", "128", "out of range for int8"],
+        ),
+        (
+            "nan.ndjson",
+            "{\"n\": \"NaN\"}\n",
+            &["'n'", "\"NaN\"", "not a number"],
+        ),
+        (
+            "big.ndjson",
+            "{\"n\": 9223372036854775808}\n",
+            &["out of range for int64"],
+        ),
+        (
+            "epoch.ndjson",
+            "{\"ts\": 1700000000}\n",
+            &["'ts'", "1700000000", "epoch unit"],
+        ),
+        (
+            "offset.ndjson",
+            "{\"naive\": \"2024-01-01T10:00:00+02:00\"}\n",
+            &["'naive'", "UTC offset"],
+        ),
+        (
+            "leap.ndjson",
+            "{\"d\": \"2023-02-29\"}\n",
+            &["'d'", "2023-02-29", "not a date"],
+        ),
+        (
+            "cents.ndjson",
+            "{\"amount\": 1.005}\n",
+            &["'amount'", "1.005", "more than 2 decimal places"],
+        ),
+        (
+            "float.ndjson",
+            "{\"f\": 9007199254740993}\n",
+            &["'f'", "cannot hold exactly"],
+        ),
+        (
+            "type.csv",
+            "n,small\n1,2\n2,x\n",
+            &["line 3", "'small'", "\"x\"", "not a number"],
+        ),
+        (
+            "frac.csv",
+            "n\n2.7\n",
+            &["line 2", "'n'", "2.7", "not an integer"],
+        ),
+        (
+            "elem.json",
+            "[{\"n\": 1}, {\"n\": 2.5}]",
+            &["element 2", "'n'", "2.5"],
+        ),
     ];
     for (name, text, needles) in cases {
         let p = write(dir.path(), name, text);
@@ -158,15 +238,28 @@ fn lossy_values_are_refused_with_their_place() {
     // With the unit named, an epoch number is a timestamp; nanoseconds must be whole micros.
     let ep = write(dir.path(), "epoch2.ndjson", "{\"ts\": 1700000000}\n");
     neve_ok(&["insert", &t, &ep, "--epoch-unit", "s"]);
-    let rows = sql(&t, "SELECT CAST(ts AS VARCHAR) AS ts FROM t WHERE ts IS NOT NULL");
-    assert_eq!(rows, vec![serde_json::json!({"ts": "2023-11-14T22:13:20Z"})]);
+    let rows = sql(
+        &t,
+        "SELECT CAST(ts AS VARCHAR) AS ts FROM t WHERE ts IS NOT NULL",
+    );
+    assert_eq!(
+        rows,
+        vec![serde_json::json!({"ts": "2023-11-14T22:13:20Z"})]
+    );
     let ns = write(dir.path(), "ns.ndjson", "{\"ts\": 1700000000000000001}\n");
     refused(&t, &[&ns, "--epoch-unit", "ns"], &["nanoseconds"]);
     // An offset into a zoned column is the same instant.
-    let off = write(dir.path(), "off.ndjson", "{\"n\": 5, \"ts\": \"2024-01-01T02:00:00+02:00\"}\n");
+    let off = write(
+        dir.path(),
+        "off.ndjson",
+        "{\"n\": 5, \"ts\": \"2024-01-01T02:00:00+02:00\"}\n",
+    );
     neve_ok(&["insert", &t, &off]);
     let rows = sql(&t, "SELECT CAST(ts AS VARCHAR) AS ts FROM t WHERE n = 5");
-    assert_eq!(rows, vec![serde_json::json!({"ts": "2024-01-01T00:00:00Z"})]);
+    assert_eq!(
+        rows,
+        vec![serde_json::json!({"ts": "2024-01-01T00:00:00Z"})]
+    );
     // A Parquet file with nanoseconds that are not whole microseconds.
     let pq = dir.path().join("ns.parquet");
     let schema = Arc::new(Schema::new(vec![Field::new(
@@ -179,10 +272,16 @@ fn lossy_values_are_refused_with_their_place() {
         vec![Arc::new(TimestampNanosecondArray::from(vec![1_000, 1_001]))],
     )
     .unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
+            .unwrap();
     w.write(&b).unwrap();
     w.close().unwrap();
-    refused(&t, &[pq.to_str().unwrap()], &["row 2", "'naive'", "nanoseconds"]);
+    refused(
+        &t,
+        &[pq.to_str().unwrap()],
+        &["row 2", "'naive'", "nanoseconds"],
+    );
 }
 
 #[test]
@@ -190,7 +289,13 @@ fn empty_inputs_insert_nothing() {
     let (_d, t) = local_table("empty");
     let dir = tempfile::tempdir().unwrap();
     neve_ok(&["create", &t, "--partition-by", "month(ts) as d"]);
-    for (name, text) in [("e.ndjson", ""), ("e.csv", ""), ("h.csv", "id,ts\n"), ("ws.json", "  \n\n"), ("a.json", "[]")] {
+    for (name, text) in [
+        ("e.ndjson", ""),
+        ("e.csv", ""),
+        ("h.csv", "id,ts\n"),
+        ("ws.json", "  \n\n"),
+        ("a.json", "[]"),
+    ] {
         let p = write(dir.path(), name, text);
         let out = neve_ok(&["insert", &t, &p]);
         assert!(out.contains("nothing committed"), "{name}: {out}");
@@ -202,16 +307,30 @@ fn empty_inputs_insert_nothing() {
 fn not_null_columns_and_strict_schemas() {
     let (_d, t) = local_table("strict");
     let dir = tempfile::tempdir().unwrap();
-    neve_ok(&["create", &t, "--schema", "id string not null, user struct<plan string>", "--strict-schema"]);
+    neve_ok(&[
+        "create",
+        &t,
+        "--schema",
+        "id string not null, user struct<plan string>",
+        "--strict-schema",
+    ]);
     let missing = write(dir.path(), "m.ndjson", "{\"user\": {\"plan\": \"x\"}}\n");
     refused(&t, &[&missing], &["'id'", "not null"]);
     let null = write(dir.path(), "n.ndjson", "{\"id\": \"a\"}\n{\"id\": null}\n");
     refused(&t, &[&null], &["line 2", "'id'", "null", "not null"]);
-    let extra = write(dir.path(), "x.ndjson", "{\"id\": \"a\", \"user\": {\"plan\": \"x\", \"seats\": 3}}\n");
+    let extra = write(
+        dir.path(),
+        "x.ndjson",
+        "{\"id\": \"a\", \"user\": {\"plan\": \"x\", \"seats\": 3}}\n",
+    );
     refused(&t, &[&extra], &["user.seats"]);
     let new_col = write(dir.path(), "y.ndjson", "{\"id\": \"a\", \"other\": 1}\n");
     refused(&t, &[&new_col], &["other"]);
-    let good = write(dir.path(), "g.ndjson", "{\"id\": \"a\", \"user\": {\"plan\": \"x\"}}\n");
+    let good = write(
+        dir.path(),
+        "g.ndjson",
+        "{\"id\": \"a\", \"user\": {\"plan\": \"x\"}}\n",
+    );
     neve_ok(&["insert", &t, &good]);
 }
 
@@ -224,23 +343,45 @@ fn alter(table: &str, change: &str) -> std::process::Output {
 fn alter_reads_back_by_id(table: &str) {
     let dir = tempfile::tempdir().unwrap();
     neve_ok(&["create", table, "--sort-by", "id"]);
-    let v1 = write(dir.path(), "v1.ndjson", "{\"id\": 1, \"tags\": \"old\", \"amount\": 1.5, \"n\": 1}\n{\"id\": 2, \"n\": null}\n");
+    let v1 = write(
+        dir.path(),
+        "v1.ndjson",
+        "{\"id\": 1, \"tags\": \"old\", \"amount\": 1.5, \"n\": 1}\n{\"id\": 2, \"n\": null}\n",
+    );
     neve_ok(&["insert", table, &v1, "--create"]);
     // Rename: old files read under the new name, by field id.
-    assert!(alter(table, "rename column tags to labels").status.success());
+    assert!(alter(table, "rename column tags to labels")
+        .status
+        .success());
     let rows = sql(table, "SELECT id, labels FROM t ORDER BY id");
     assert_eq!(rows[0]["labels"], "old");
-    let v2 = write(dir.path(), "v2.ndjson", "{\"id\": 3, \"labels\": \"new\", \"n\": 3}\n");
+    let v2 = write(
+        dir.path(),
+        "v2.ndjson",
+        "{\"id\": 3, \"labels\": \"new\", \"n\": 3}\n",
+    );
     neve_ok(&["insert", table, &v2]);
     // Statistics follow the rename: a filter on the new name prunes and finds both files' rows.
-    let rows = sql(table, "SELECT id FROM t WHERE labels = 'old' OR labels = 'new' ORDER BY id");
-    assert_eq!(rows, vec![serde_json::json!({"id": 1}), serde_json::json!({"id": 3})]);
+    let rows = sql(
+        table,
+        "SELECT id FROM t WHERE labels = 'old' OR labels = 'new' ORDER BY id",
+    );
+    assert_eq!(
+        rows,
+        vec![serde_json::json!({"id": 1}), serde_json::json!({"id": 3})]
+    );
     // Drop, then add a column of the same name: the old values stay gone.
     assert!(alter(table, "drop column labels").status.success());
     let out = neve_ok(&["alter", table, "add", "column", "labels string"]);
     assert!(out.contains("labels string"), "{out}");
-    let rows = sql(table, "SELECT count(*) AS n FROM t WHERE labels IS NOT NULL");
-    assert_eq!(rows[0]["n"], 0, "a re-added column does not resurrect dropped values");
+    let rows = sql(
+        table,
+        "SELECT count(*) AS n FROM t WHERE labels IS NOT NULL",
+    );
+    assert_eq!(
+        rows[0]["n"], 0,
+        "a re-added column does not resurrect dropped values"
+    );
     // Not null is refused while alive rows have nulls, then works once they are gone.
     let out = alter(table, "set not null n");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -304,22 +445,38 @@ fn parquet_with_nested_columns() {
     ]));
     let b = RecordBatch::try_new(
         schema.clone(),
-        vec![Arc::new(Int64Array::from(vec![1, 2])), list, Arc::new(inner)],
+        vec![
+            Arc::new(Int64Array::from(vec![1, 2])),
+            list,
+            Arc::new(inner),
+        ],
     )
     .unwrap();
     let pq = dir.path().join("n.parquet");
-    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
+            .unwrap();
     w.write(&b).unwrap();
     w.close().unwrap();
     neve_ok(&["insert", &t, pq.to_str().unwrap(), "--create"]);
     let i = info(&t);
-    assert_eq!(i["schema_ddl"], "id int64, l list<string>, s struct<x int64>");
+    assert_eq!(
+        i["schema_ddl"],
+        "id int64, l list<string>, s struct<x int64>"
+    );
     let rows = sql(&t, "SELECT id, l, s.x AS x FROM t ORDER BY id");
     assert_eq!(rows[0]["l"], serde_json::json!(["a", "b"]));
     assert_eq!(rows[0]["x"], 1);
     assert!(rows[1]["l"].is_null() && rows[1]["x"].is_null());
     // Sorting and partitioning by a nested column is refused.
-    let out = neve(&["create", &format!("{t}2"), "--schema", "s struct<x int64>", "--sort-by", "s"]);
+    let out = neve(&[
+        "create",
+        &format!("{t}2"),
+        "--schema",
+        "s struct<x int64>",
+        "--sort-by",
+        "s",
+    ]);
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stderr).contains("primitive"));
 }
