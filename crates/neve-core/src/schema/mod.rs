@@ -425,7 +425,7 @@ impl ColumnType {
             let s = (*s1).max(*s2);
             let int = (*p1 as i32 - *s1 as i32).max(*p2 as i32 - *s2 as i32);
             let p = int + s as i32;
-            return (p <= 38).then(|| Decimal(p as u8, s));
+            return (p <= 38).then_some(Decimal(p as u8, s));
         }
         // Mixed signedness: uintN with intM widens to the signed type twice the unsigned width.
         [Int16, Int32, Int64, Float64]

@@ -323,7 +323,7 @@ fn parse_date(s: &str) -> Result<i32, String> {
 
 /// Sub-microsecond digits that are not zero would be lost.
 fn micros_of_nanos(nanos: u32) -> Result<i64, String> {
-    if nanos % 1000 != 0 {
+    if !nanos.is_multiple_of(1000) {
         return Err("has nanoseconds; neve keeps microseconds".into());
     }
     Ok((nanos / 1000) as i64)
