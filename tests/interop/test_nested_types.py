@@ -72,6 +72,7 @@ def to_ndjson(t, path):
         return v
     with open(path, "w") as f:
         for row in t.to_pylist():
+            row["attrs"] = dict(row["attrs"])  # a map is a JSON object, empty or not
             f.write(json.dumps(plain(row)) + "\n")
 
 
@@ -130,7 +131,7 @@ def test_duckdb_reads_nested_columns_on_minio(tmp_path, neve, duck, s3_prefix):
     neve("insert", table, path, "--create", "--partition-by", "year(ts)", "--sort-by", "id")
     expr = neve("files", table, "--format", "duckdb").stdout.strip()
     got = duck.execute(
-        f"""SELECT id, "user".plan, len("user".sessions), tags, attrs['k0'], amount, at FROM {expr} ORDER BY id"""
+        f"""SELECT id, "user".plan, len("user".sessions), tags, attrs['k0'], amount, "at" FROM {expr} ORDER BY id"""
     ).fetchall()
     want = [
         (r["id"], r["user"]["plan"] if r["user"] else None, len(r["user"]["sessions"]) if r["user"] else None,

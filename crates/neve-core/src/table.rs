@@ -348,8 +348,9 @@ impl Table {
                 continue;
             }
             let ts = TableSchema::from_arrow(&inp.schema)?;
+            let has = |c: &str| crate::write::input::has_column(&inp.schema, c);
             for c in meta.schema.columns.iter().filter(|c| !c.nullable) {
-                if ts.column(&c.name).is_none() {
+                if !has(&c.name) {
                     return Err(Error::InvalidInput {
                         input: inp.name.clone(),
                         line: None,
@@ -359,7 +360,7 @@ impl Table {
                 }
             }
             for f in &meta.partition_by {
-                if ts.column(&f.source).is_none() {
+                if !has(&f.source) {
                     return Err(Error::MissingPartitionColumn {
                         input: inp.name.clone(),
                         column: f.source.clone(),

@@ -70,19 +70,20 @@ impl TableSchema {
                         "the table has rows, which would have no value in a not null column; add it nullable, fill it, then `set not null`".into(),
                     ));
                 }
-                let siblings =
-                    match parent {
-                        None => &mut out.columns,
-                        Some(p) => match &mut field_mut(&mut out.columns, p)?.column_type {
-                            ColumnType::Struct(fields) => fields,
-                            other => return Err(unsafe_alter(
+                let siblings = match parent {
+                    None => &mut out.columns,
+                    Some(p) => match &mut field_mut(&mut out.columns, p)?.column_type {
+                        ColumnType::Struct(fields) => fields,
+                        other => {
+                            return Err(unsafe_alter(
                                 p,
                                 format!(
                                     "is {other}, not a struct: fields can only be added to structs"
                                 ),
-                            )),
-                        },
-                    };
+                            ))
+                        }
+                    },
+                };
                 if siblings.iter().any(|c| c.name == column.name) {
                     return Err(unsafe_alter(
                         &column.name,

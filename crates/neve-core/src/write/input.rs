@@ -77,6 +77,18 @@ impl Default for ReadOptions {
     }
 }
 
+/// Field metadata of a table column that no sampled row of a JSON input has: decoded (as
+/// nulls, or values in later rows) but counted as absent from the input, so that an input
+/// without the table's partition column is refused as it is for CSV and Parquet.
+pub(crate) const ABSENT: &str = "neve:absent";
+
+/// Whether `input` brings column `name` (see [`ABSENT`]).
+pub(crate) fn has_column(input: &Schema, name: &str) -> bool {
+    input
+        .field_with_name(name)
+        .is_ok_and(|f| !f.metadata().contains_key(ABSENT))
+}
+
 /// An input opened and typed, ready to stream.
 pub struct OpenedInput {
     pub name: String,
@@ -610,11 +622,56 @@ fn looks_like_timestamp(s: &str) -> bool {
         || chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").is_ok()
 }
 
+/// The schema JSON rows are decoded into: every column the table has, typed as the table
+/// says (never inferred, so `{}` and `[]` for one map column, or a key absent from the first
+/// rows, cannot conflict), extended by nested fields the rows bring; then the new columns,
+/// inferred from the samples.
 fn infer_json(name: &str, samples: &[serde_json::Value], table: &TableSchema) -> Result<SchemaRef> {
+    let cannot = |e: ArrowError| invalid(name, None, None, format!("cannot infer a schema: {e}"));
+    let typed = |c: &Column| c.column_type != ColumnType::Null;
+    let known: std::collections::HashSet<&str> = table
+        .columns
+        .iter()
+        .filter(|c| typed(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    let new_only = samples.iter().map(|v| {
+        let mut o = v.as_object().cloned().unwrap_or_default();
+        o.retain(|k, _| !known.contains(k.as_str()));
+        Ok(serde_json::Value::Object(o))
+    });
     let inferred =
-        arrow::json::reader::infer_json_schema_from_iterator(samples.iter().map(|v| Ok(v.clone())))
-            .map_err(|e| invalid(name, None, None, format!("cannot infer a schema: {e}")))?;
-    if inferred.fields().is_empty() {
+        arrow::json::reader::infer_json_schema_from_iterator(new_only).map_err(cannot)?;
+    let inferred = refine_json_types(inferred, samples);
+    let mut fields = Vec::with_capacity(table.columns.len() + inferred.fields().len());
+    for c in table.columns.iter().filter(|c| typed(c)) {
+        let mut t = c.column_type.clone();
+        if t.is_nested() {
+            let values = samples
+                .iter()
+                .filter_map(|v| v.get(&c.name))
+                .map(|x| Ok(serde_json::json!({ "v": x })));
+            let seen = arrow::json::reader::infer_json_schema_from_iterator(values)
+                .ok()
+                .and_then(|s| {
+                    let f = s.fields().first()?.clone();
+                    ColumnType::from_arrow(&c.name, f.data_type()).ok()
+                });
+            if let Some(seen) = seen {
+                t = prefer_table(&t, &seen);
+            }
+        }
+        let mut field = Field::new(&c.name, t.to_arrow(), c.nullable);
+        if !samples.iter().any(|v| v.get(&c.name).is_some()) {
+            field = field.with_metadata([(ABSENT.to_string(), "true".to_string())].into());
+        }
+        fields.push(field);
+    }
+    for f in inferred.fields() {
+        let t = ColumnType::from_arrow(f.name(), f.data_type())?;
+        fields.push(Field::new(f.name(), t.to_arrow(), true));
+    }
+    if fields.is_empty() {
         return Err(invalid(
             name,
             None,
@@ -622,10 +679,7 @@ fn infer_json(name: &str, samples: &[serde_json::Value], table: &TableSchema) ->
             "no fields found in the first rows",
         ));
     }
-    Ok(Arc::new(decode_schema(
-        &refine_json_types(inferred, samples),
-        table,
-    )?))
+    Ok(Arc::new(Schema::new(fields)))
 }
 
 fn open_ndjson(
