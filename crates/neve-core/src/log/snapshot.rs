@@ -130,7 +130,12 @@ impl Snapshot {
                     let changes = self.metadata.schema.renames_and_drops(&m.schema);
                     if !changes.is_empty() {
                         for f in self.files.values_mut() {
-                            if f.stats.keys().any(|k| changes.contains_key(k)) {
+                            let top = |k: &String| k.split('.').next().unwrap_or(k).to_string();
+                            if f
+                                .stats
+                                .keys()
+                                .any(|k| changes.contains_key(k) || changes.contains_key(&top(k)))
+                            {
                                 *f = Arc::new(rekey_stats(f, &changes));
                             }
                         }
@@ -222,10 +227,20 @@ pub(crate) fn rekey_stats(
     let stats = f
         .stats
         .iter()
-        .filter_map(|(k, v)| match changes.get(k) {
-            Some(Some(new)) => Some((new.clone(), v.clone())),
-            Some(None) => None,
-            None => Some((k.clone(), v.clone())),
+        .filter_map(|(k, v)| {
+            // A nested field's key starts with its column's name: `user.plan`.
+            let (top, rest) = match k.split_once('.') {
+                Some((t, r)) if changes.contains_key(t) => (t, Some(r)),
+                _ => (k.as_str(), None),
+            };
+            match changes.get(top) {
+                Some(Some(new)) => Some((
+                    rest.map_or_else(|| new.clone(), |r| format!("{new}.{r}")),
+                    v.clone(),
+                )),
+                Some(None) => None,
+                None => Some((k.clone(), v.clone())),
+            }
         })
         .collect();
     AddFile { stats, ..f.clone() }

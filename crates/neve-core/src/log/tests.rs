@@ -347,3 +347,38 @@ async fn schema_conflict_commits_nothing() {
     );
     assert_eq!(t.snapshot().await.unwrap().version, 1);
 }
+
+#[test]
+fn statistics_follow_renames_and_drops_of_their_column() {
+    use std::collections::{BTreeMap, HashMap};
+    let stat = |n: u64| ColumnStats {
+        min: None,
+        max: None,
+        nulls: n,
+    };
+    let f = AddFile {
+        path: "_data/p.parquet".into(),
+        partition_values: BTreeMap::new(),
+        size: 1,
+        rows: 1,
+        modification_time: 0,
+        stats: BTreeMap::from([
+            ("user".to_string(), stat(1)),
+            ("user.plan".to_string(), stat(2)),
+            ("a.b".to_string(), stat(3)),
+            ("gone".to_string(), stat(4)),
+            ("kept".to_string(), stat(5)),
+        ]),
+    };
+    let changes = HashMap::from([
+        ("user".to_string(), Some("customer".to_string())),
+        ("a.b".to_string(), Some("ab".to_string())),
+        ("gone".to_string(), None),
+    ]);
+    let out = crate::log::rekey_stats(&f, &changes);
+    let keys: Vec<(&str, u64)> = out.stats.iter().map(|(k, s)| (k.as_str(), s.nulls)).collect();
+    assert_eq!(
+        keys,
+        vec![("ab", 3), ("customer", 1), ("customer.plan", 2), ("kept", 5)]
+    );
+}

@@ -248,15 +248,79 @@ pub(crate) fn encode_parquet(batch: &RecordBatch, props: WriterProperties) -> Re
 /// Longest string kept as a statistic; longer maxima are dropped (a truncated max would be wrong).
 const MAX_STAT_STRING: usize = 256;
 
-/// Per-column min/max/null counts of a batch.
+/// Per-column min/max/null counts of a batch; fields of structs too, at any depth, keyed by
+/// their path (`user.plan`), counting a null struct as a null in each of its fields. Lists
+/// and maps get null counts only (their elements' bounds say nothing of a row).
 pub(crate) fn batch_stats(batch: &RecordBatch) -> BTreeMap<String, ColumnStats> {
-    batch
-        .schema()
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .map(|(f, a)| (f.name().clone(), column_stats(a)))
-        .collect()
+    let mut out = BTreeMap::new();
+    for (f, a) in batch.schema().fields().iter().zip(batch.columns()) {
+        collect_stats(f.name(), a, None, &mut out);
+    }
+    out
+}
+
+fn collect_stats(
+    path: &str,
+    a: &ArrayRef,
+    parent: Option<&arrow::buffer::NullBuffer>,
+    out: &mut BTreeMap<String, ColumnStats>,
+) {
+    use arrow::datatypes::DataType;
+    let nulls = arrow::buffer::NullBuffer::union(parent, a.logical_nulls().as_ref());
+    let with_parent = || -> ArrayRef {
+        if parent.is_none() {
+            return a.clone();
+        }
+        let data = a.to_data().into_builder().nulls(nulls.clone()).build();
+        data.map(arrow::array::make_array).unwrap_or_else(|_| a.clone())
+    };
+    let null_count = nulls.as_ref().map_or(0, |n| n.null_count()) as u64;
+    match a.data_type() {
+        DataType::Struct(fields) => {
+            out.insert(
+                path.to_string(),
+                ColumnStats {
+                    min: None,
+                    max: None,
+                    nulls: null_count,
+                },
+            );
+            let s = a.as_struct();
+            for (f, c) in fields.iter().zip(s.columns()) {
+                collect_stats(&format!("{path}.{}", f.name()), c, nulls.as_ref(), out);
+            }
+        }
+        t if t.is_nested() => {
+            out.insert(
+                path.to_string(),
+                ColumnStats {
+                    min: None,
+                    max: None,
+                    nulls: null_count,
+                },
+            );
+        }
+        _ => {
+            out.insert(path.to_string(), column_stats(&with_parent()));
+        }
+    }
+}
+
+/// The statistics keys of a schema with their types: what [`batch_stats`] produces.
+pub(crate) fn stat_paths(schema: &SchemaRef) -> Vec<(String, arrow::datatypes::DataType)> {
+    fn walk(path: String, t: &arrow::datatypes::DataType, out: &mut Vec<(String, arrow::datatypes::DataType)>) {
+        if let arrow::datatypes::DataType::Struct(fields) = t {
+            for f in fields {
+                walk(format!("{path}.{}", f.name()), f.data_type(), out);
+            }
+        }
+        out.push((path, t.clone()));
+    }
+    let mut out = Vec::new();
+    for f in schema.fields() {
+        walk(f.name().clone(), f.data_type(), &mut out);
+    }
+    out
 }
 
 fn column_stats(a: &ArrayRef) -> ColumnStats {

@@ -18,7 +18,9 @@ use serde_json::Value;
 
 use datafusion::logical_expr::Expr;
 
-use super::encode::{batch_stats, parse_compression, tune_dictionary, writer_properties};
+use super::encode::{
+    batch_stats, parse_compression, stat_paths, tune_dictionary, writer_properties,
+};
 use super::Progress;
 use crate::error::{Error, Result};
 use crate::log::{AddFile, ColumnStats, Metadata};
@@ -286,25 +288,27 @@ struct Acc {
 impl StatsBuilder {
     fn new(schema: &SchemaRef) -> Self {
         Self {
-            columns: schema
-                .fields()
-                .iter()
-                .map(|f| (f.name().clone(), f.data_type().clone(), Acc::default()))
+            columns: stat_paths(schema)
+                .into_iter()
+                .map(|(path, t)| (path, t, Acc::default()))
                 .collect(),
         }
     }
 
     fn update(&mut self, batch: &RecordBatch) -> Result<()> {
         let stats = batch_stats(batch);
-        for ((name, dt, acc), col) in self.columns.iter_mut().zip(batch.columns()) {
-            let s = &stats[name.as_str()];
+        let rows = batch.num_rows() as u64;
+        for (name, dt, acc) in self.columns.iter_mut() {
+            let Some(s) = stats.get(name.as_str()) else {
+                continue;
+            };
             acc.nulls += s.nulls;
-            let has_values = col.null_count() < col.len();
+            let has_values = s.nulls < rows;
             merge_bound(
                 &mut acc.min,
                 &mut acc.min_unknown,
                 &s.min,
-                has_values,
+                has_values && !dt.is_nested(),
                 dt,
                 true,
             )?;
@@ -312,7 +316,7 @@ impl StatsBuilder {
                 &mut acc.max,
                 &mut acc.max_unknown,
                 &s.max,
-                has_values,
+                has_values && !dt.is_nested(),
                 dt,
                 false,
             )?;

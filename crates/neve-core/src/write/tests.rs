@@ -119,3 +119,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn struct_fields_get_statistics_and_a_null_struct_counts_as_null_fields() {
+    use arrow::array::{ArrayRef, StructArray};
+    use arrow::buffer::NullBuffer;
+    use arrow::datatypes::Fields;
+    let plan: ArrayRef = Arc::new(StringArray::from(vec![Some("pro"), Some("zzz"), None]));
+    let seats: ArrayRef = Arc::new(Int64Array::from(vec![Some(3), Some(99), Some(1)]));
+    let fields = Fields::from(vec![
+        Field::new("plan", DataType::Utf8, true),
+        Field::new("seats", DataType::Int64, true),
+    ]);
+    // Row 1's struct is null: its fields' values ("zzz", 99) are not values of the column.
+    let user = StructArray::new(
+        fields.clone(),
+        vec![plan, seats],
+        Some(NullBuffer::from(vec![true, false, true])),
+    );
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "user",
+        DataType::Struct(fields),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(user)]).unwrap();
+    let s = super::batch_stats(&batch);
+    assert_eq!(s["user"].nulls, 1);
+    assert_eq!(s["user.plan"].nulls, 2);
+    assert_eq!(s["user.plan"].min, Some(serde_json::Value::from("pro")));
+    assert_eq!(s["user.plan"].max, Some(serde_json::Value::from("pro")));
+    assert_eq!(s["user.seats"].nulls, 1);
+    assert_eq!(s["user.seats"].min, Some(serde_json::Value::from(1)));
+    assert_eq!(s["user.seats"].max, Some(serde_json::Value::from(3)));
+}
