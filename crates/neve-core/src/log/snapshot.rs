@@ -131,8 +131,7 @@ impl Snapshot {
                     if !changes.is_empty() {
                         for f in self.files.values_mut() {
                             let top = |k: &String| k.split('.').next().unwrap_or(k).to_string();
-                            if f
-                                .stats
+                            if f.stats
                                 .keys()
                                 .any(|k| changes.contains_key(k) || changes.contains_key(&top(k)))
                             {

@@ -376,9 +376,18 @@ fn statistics_follow_renames_and_drops_of_their_column() {
         ("gone".to_string(), None),
     ]);
     let out = crate::log::rekey_stats(&f, &changes);
-    let keys: Vec<(&str, u64)> = out.stats.iter().map(|(k, s)| (k.as_str(), s.nulls)).collect();
+    let keys: Vec<(&str, u64)> = out
+        .stats
+        .iter()
+        .map(|(k, s)| (k.as_str(), s.nulls))
+        .collect();
     assert_eq!(
         keys,
-        vec![("ab", 3), ("customer", 1), ("customer.plan", 2), ("kept", 5)]
+        vec![
+            ("ab", 3),
+            ("customer", 1),
+            ("customer.plan", 2),
+            ("kept", 5)
+        ]
     );
 }

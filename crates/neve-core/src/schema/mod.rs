@@ -689,4 +689,6 @@ pub fn field_id(f: &FieldRef) -> Option<u32> {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;

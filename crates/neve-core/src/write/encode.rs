@@ -272,7 +272,8 @@ fn collect_stats(
             return a.clone();
         }
         let data = a.to_data().into_builder().nulls(nulls.clone()).build();
-        data.map(arrow::array::make_array).unwrap_or_else(|_| a.clone())
+        data.map(arrow::array::make_array)
+            .unwrap_or_else(|_| a.clone())
     };
     let null_count = nulls.as_ref().map_or(0, |n| n.null_count()) as u64;
     match a.data_type() {
@@ -308,7 +309,11 @@ fn collect_stats(
 
 /// The statistics keys of a schema with their types: what [`batch_stats`] produces.
 pub(crate) fn stat_paths(schema: &SchemaRef) -> Vec<(String, arrow::datatypes::DataType)> {
-    fn walk(path: String, t: &arrow::datatypes::DataType, out: &mut Vec<(String, arrow::datatypes::DataType)>) {
+    fn walk(
+        path: String,
+        t: &arrow::datatypes::DataType,
+        out: &mut Vec<(String, arrow::datatypes::DataType)>,
+    ) {
         if let arrow::datatypes::DataType::Struct(fields) = t {
             for f in fields {
                 walk(format!("{path}.{}", f.name()), f.data_type(), out);
