@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-log bench-query bench-merge
+.PHONY: run build test lint unit bench-ingest bench-nested bench-log bench-query bench-merge
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -30,6 +30,9 @@ unit:
 ## Benchmarks (figures for BENCHMARKS.md); they start MinIO like `make test`.
 bench-ingest:
 	scripts/test.sh bench-ingest
+
+bench-nested:
+	scripts/test.sh bench-nested
 
 bench-log:
 	scripts/test.sh bench-log

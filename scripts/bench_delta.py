@@ -1,5 +1,5 @@
-"""delta-rs peer for `neve bench ingest`: write_deltalake of the same Arrow data, partitioned
-by month. Reading the IPC file and deriving the partition column are not timed; only
+"""delta-rs peer for `neve bench ingest` and `neve bench nested`: write_deltalake of the same
+Arrow data, partitioned by a string derived from a timestamp column (month by default). Reading the IPC file and deriving the partition column are not timed; only
 write_deltalake is. Prints one JSON object: {"runs_s": [...]}."""
 import argparse, json, os, time
 
@@ -11,10 +11,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--input", required=True)
 ap.add_argument("--target", required=True)
 ap.add_argument("--runs", type=int, default=3)
+ap.add_argument("--ts-column", default="trip_start_timestamp")
+ap.add_argument("--ts-format", default="%Y-%m")
 a = ap.parse_args()
 
 table = pa.ipc.open_file(a.input).read_all()
-table = table.append_column("d", pc.strftime(table["trip_start_timestamp"], format="%Y-%m"))
+table = table.append_column("d", pc.strftime(table[a.ts_column], format=a.ts_format))
 opts = None
 if a.target.startswith("s3://"):
     opts = {

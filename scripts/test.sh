@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-log|bench-query|bench-merge`), stops MinIO.
+# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-log|bench-query|bench-merge`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -75,6 +75,16 @@ case "${1:-test}" in
     LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
     "$N" bench ingest --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     "$N" bench ingest --target "s3://$NEVE_TEST_BUCKET/bench" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    rm -rf "$LOCAL"
+    ;;
+  bench-nested)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    ROWS=${ROWS:-1000000}
+    RUNS=${RUNS:-3}
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    "$N" bench nested --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    "$N" bench nested --target "s3://$NEVE_TEST_BUCKET/bench" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     rm -rf "$LOCAL"
     ;;
   bench-log)

@@ -306,6 +306,8 @@ pub struct QuickstartArgs {
 pub enum BenchCommand {
     /// Ingest generated taxi rows (month-partitioned, sorted) and compare with delta-rs.
     Ingest(BenchIngestArgs),
+    /// Ingest nested events (struct, list, map) from Arrow and NDJSON; compare with delta-rs.
+    Nested(BenchNestedArgs),
     /// Time opening a table with many commits (`neve info`).
     Log(BenchLogArgs),
     /// Write generated taxi rows to a file (parquet, csv, ndjson or arrow by extension).
@@ -357,6 +359,26 @@ pub struct BenchIngestArgs {
     #[arg(long, default_value = "")]
     pub python: String,
     /// Print results as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchNestedArgs {
+    /// Where to write: a local directory or s3://bucket/prefix (tables are created under it).
+    #[arg(long, default_value = "./neve-bench")]
+    pub target: String,
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: usize,
+    /// Runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Python with the `deltalake` package, to measure delta-rs on the same data; empty to skip.
+    #[arg(long, default_value = "")]
+    pub python: String,
+    /// Print results as JSON.
     #[arg(long)]
     pub json: bool,
     #[arg(long, default_value_t = 42)]

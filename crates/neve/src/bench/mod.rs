@@ -3,6 +3,7 @@
 mod ingest;
 mod log;
 mod merge;
+mod nested;
 mod query;
 pub mod taxi;
 
@@ -18,6 +19,7 @@ use crate::output;
 pub async fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Ingest(a) => ingest::run(a).await,
+        BenchCommand::Nested(a) => nested::run(a).await,
         BenchCommand::Log(a) => log::run(a).await,
         BenchCommand::Gen(a) => gen(a),
         BenchCommand::Query(a) => query::run(a).await,
