@@ -371,7 +371,27 @@ fn parse_timestamp(
         };
         return us.ok_or_else(|| "is out of range for a timestamp".into());
     }
-    // With an offset or Z: an instant.
+    if let Some((naive, offset_s)) = iso_timestamp(t.as_bytes()) {
+        return match offset_s {
+            Some(off) if zone.is_none() && off != 0 => Err(format!(
+                "has a UTC offset ({}) and the column is a timestamp without a time zone (declare it timestamp(UTC) to store instants)",
+                chrono::FixedOffset::east_opt(off).map_or_else(|| off.to_string(), |o| o.to_string())
+            )),
+            Some(off) => naive
+                .checked_sub(off as i64 * 1_000_000)
+                .ok_or_else(|| "is out of range for a timestamp".to_string()),
+            None => match zone {
+                None => Ok(naive),
+                Some(z) => {
+                    let dt = chrono::DateTime::from_timestamp_micros(naive)
+                        .ok_or("is out of range for a timestamp")?
+                        .naive_utc();
+                    local_to_utc(z, &dt)
+                }
+            },
+        };
+    }
+    // Other spellings chrono knows. With an offset or Z: an instant.
     let with_offset = chrono::DateTime::parse_from_rfc3339(t)
         .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z"))
         .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f%z"))
@@ -402,20 +422,93 @@ fn parse_timestamp(
     })
     .ok_or_else(|| "is not a timestamp (2024-05-01T12:00:00[.ffffff][Z|+02:00])".to_string())?;
     // Without an offset: wall time, in the column's zone when it has one.
-    let utc = match zone {
-        None => naive,
-        Some(z) => match z.from_local_datetime(&naive) {
-            chrono::LocalResult::Single(dt) => dt.naive_utc(),
-            _ => {
-                return Err(
-                    "is not one instant in the column's time zone (skipped or repeated by a clock change); give an offset"
-                        .into(),
-                )
+    match zone {
+        None => {
+            let utc = naive.and_utc();
+            Ok(utc.timestamp() * 1_000_000 + micros_of_nanos(utc.timestamp_subsec_nanos())?)
+        }
+        Some(z) => local_to_utc(z, &naive),
+    }
+}
+
+/// Wall time in `zone` to UTC microseconds; refused when the clock skips or repeats it.
+fn local_to_utc(zone: &arrow::array::timezone::Tz, naive: &NaiveDateTime) -> Result<i64, String> {
+    match zone.from_local_datetime(naive) {
+        chrono::LocalResult::Single(dt) => {
+            let utc = dt.naive_utc().and_utc();
+            Ok(utc.timestamp() * 1_000_000 + micros_of_nanos(utc.timestamp_subsec_nanos())?)
+        }
+        _ => Err(
+            "is not one instant in the column's time zone (skipped or repeated by a clock change); give an offset"
+                .into(),
+        ),
+    }
+}
+
+/// The common ISO 8601 spellings, parsed by hand (chrono's format parsers tried one after the
+/// other cost microseconds a value): `YYYY-MM-DD`, then optionally `T` or a space,
+/// `HH:MM[:SS[.fraction]]`, then optionally `Z` or `±HH[:]MM`. Returns the wall time as
+/// microseconds since the epoch and the offset in seconds, if any; `None` for anything else
+/// (another spelling, or an invalid date such as 2023-02-29, left to chrono to explain).
+fn iso_timestamp(b: &[u8]) -> Option<(i64, Option<i32>)> {
+    fn num(b: &[u8]) -> Option<u32> {
+        if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(b.iter().fold(0u32, |n, d| n * 10 + (d - b'0') as u32))
+    }
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(num(&b[..4])? as i32, num(&b[5..7])?, num(&b[8..10])?)?;
+    let mut micros = 0i64;
+    let mut rest = &b[10..];
+    if !rest.is_empty() && (rest[0] == b'T' || rest[0] == b' ') {
+        let t = &rest[1..];
+        if t.len() < 5 || t[2] != b':' {
+            return None;
+        }
+        let (h, m) = (num(&t[..2])?, num(&t[3..5])?);
+        let mut sec = 0;
+        rest = &t[5..];
+        if rest.first() == Some(&b':') {
+            sec = num(rest.get(1..3)?)?;
+            rest = &rest[3..];
+            if rest.first() == Some(&b'.') {
+                let digits = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+                if digits == 0 || digits > 9 {
+                    return None;
+                }
+                let frac = &rest[1..1 + digits];
+                // Digits past microseconds must be zeros, or the value would change.
+                if frac.iter().skip(6).any(|&d| d != b'0') {
+                    return None;
+                }
+                let kept = &frac[..digits.min(6)];
+                micros = num(kept)? as i64 * 10i64.pow(6 - kept.len() as u32);
+                rest = &rest[1 + digits..];
             }
-        },
+        }
+        if h > 23 || m > 59 || sec > 59 {
+            return None;
+        }
+        micros += (h as i64 * 3600 + m as i64 * 60 + sec as i64) * 1_000_000;
+    }
+    let offset = match rest {
+        [] => None,
+        [b'Z'] | [b'z'] => Some(0),
+        [sign @ (b'+' | b'-'), hh @ ..] => {
+            let hh: Vec<u8> = hh.iter().copied().filter(|&c| c != b':').collect();
+            if hh.len() != 4 {
+                return None;
+            }
+            let secs = (num(&hh[..2])? * 3600 + num(&hh[2..])? * 60) as i32;
+            Some(if *sign == b'-' { -secs } else { secs })
+        }
+        _ => return None,
     };
-    let utc = utc.and_utc();
-    Ok(utc.timestamp() * 1_000_000 + micros_of_nanos(utc.timestamp_subsec_nanos())?)
+    let days = (date - EPOCH).num_days();
+    Some((days * 86_400_000_000 + micros, offset))
 }
 
 fn parse_base64(s: &str) -> Result<Vec<u8>, String> {
@@ -571,5 +664,27 @@ mod tests {
         assert!(e.contains("3 bytes"), "{e}");
         assert!(one("aGVsbG8=", DataType::Binary).is_ok());
         assert!(one("not base64!", DataType::Binary).is_err());
+    }
+
+    proptest::proptest! {
+        /// The hand parser agrees with chrono on every ISO timestamp it takes.
+        #[test]
+        fn iso_parser_agrees_with_chrono(
+            secs in -2_208_988_800i64..4_102_444_800, micros in 0u32..1_000_000,
+            offset_min in -14 * 60i32..14 * 60, style in 0u8..4,
+        ) {
+            let utc = chrono::DateTime::from_timestamp(secs, micros * 1000).unwrap();
+            let off = chrono::FixedOffset::east_opt(offset_min * 60).unwrap();
+            let text = match style {
+                0 => utc.with_timezone(&off).to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                1 => utc.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+                2 => utc.with_timezone(&off).format("%Y-%m-%d %H:%M:%S%.f%:z").to_string(),
+                _ => utc.format("%Y-%m-%d %H:%M:%S").to_string(),
+            };
+            let want = if style == 3 { secs * 1_000_000 } else { utc.timestamp_micros() };
+            let tz: arrow::array::timezone::Tz = "UTC".parse().unwrap();
+            proptest::prop_assert_eq!(parse_timestamp(&text, Some(&tz), None), Ok(want), "{}", text);
+            proptest::prop_assert!(iso_timestamp(text.as_bytes()).is_some(), "{}", text);
+        }
     }
 }
