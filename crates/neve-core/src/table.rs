@@ -551,7 +551,9 @@ impl Table {
                 }
                 validate_layout(&schema, &meta.partition_by, &meta.sort_by)?;
                 let mut actions = Vec::new();
-                let needed = crate::log::format_version_for(&schema);
+                // Renames and drops need readers that match columns by id.
+                let by_id = matches!(op, AlterOp::RenameColumn { .. } | AlterOp::DropColumn(_));
+                let needed = crate::log::format_version_for(&schema).max(if by_id { 2 } else { 1 });
                 if needed > snap.protocol.format_version {
                     actions.push(Action::Protocol(Protocol {
                         format_version: needed,

@@ -350,9 +350,19 @@ fn alter_reads_back_by_id(table: &str) {
     );
     neve_ok(&["insert", table, &v1, "--create"]);
     // Rename: old files read under the new name, by field id.
+    assert_eq!(
+        info(table)["format_version"],
+        1,
+        "plain columns keep older readers working"
+    );
     assert!(alter(table, "rename column tags to labels")
         .status
         .success());
+    assert_eq!(
+        info(table)["format_version"],
+        2,
+        "a rename needs readers that match by id"
+    );
     let rows = sql(table, "SELECT id, labels FROM t ORDER BY id");
     assert_eq!(rows[0]["labels"], "old");
     let v2 = write(
