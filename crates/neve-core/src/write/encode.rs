@@ -276,33 +276,21 @@ fn collect_stats(
             .unwrap_or_else(|_| a.clone())
     };
     let null_count = nulls.as_ref().map_or(0, |n| n.null_count()) as u64;
-    match a.data_type() {
-        DataType::Struct(fields) => {
-            out.insert(
-                path.to_string(),
-                ColumnStats {
-                    min: None,
-                    max: None,
-                    nulls: null_count,
-                },
-            );
-            let s = a.as_struct();
-            for (f, c) in fields.iter().zip(s.columns()) {
-                collect_stats(&format!("{path}.{}", f.name()), c, nulls.as_ref(), out);
-            }
-        }
-        t if t.is_nested() => {
-            out.insert(
-                path.to_string(),
-                ColumnStats {
-                    min: None,
-                    max: None,
-                    nulls: null_count,
-                },
-            );
-        }
-        _ => {
-            out.insert(path.to_string(), column_stats(&with_parent()));
+    if !a.data_type().is_nested() {
+        out.insert(path.to_string(), column_stats(&with_parent()));
+        return;
+    }
+    out.insert(
+        path.to_string(),
+        ColumnStats {
+            min: None,
+            max: None,
+            nulls: null_count,
+        },
+    );
+    if let DataType::Struct(fields) = a.data_type() {
+        for (f, c) in fields.iter().zip(a.as_struct().columns()) {
+            collect_stats(&format!("{path}.{}", f.name()), c, nulls.as_ref(), out);
         }
     }
 }

@@ -97,11 +97,27 @@ async fn run_delta(
     batches: &[arrow::array::RecordBatch],
     stamp: &str,
 ) -> Result<(f64, Vec<f64>)> {
+    let target = format!("{base}/delta-{rows}-{stamp}");
+    delta_peer(&a.python, &target, &taxi::schema(), batches, a.runs, &[]).await
+}
+
+/// delta-rs `write_deltalake` of `batches` into `{target}-{run}` for each run, partitioned by a
+/// string derived from a timestamp (`extra`: `--ts-column`, `--ts-format`; the taxi month by
+/// default); only the write is timed. The tables are removed afterwards. Returns the median
+/// and each run's seconds.
+pub async fn delta_peer(
+    python: &str,
+    target: &str,
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[arrow::array::RecordBatch],
+    runs: usize,
+    extra: &[&str],
+) -> Result<(f64, Vec<f64>)> {
     let dir = tempfile::tempdir()?;
-    let ipc = dir.path().join("taxi.arrow");
+    let ipc = dir.path().join("input.arrow");
     {
         let f = std::fs::File::create(&ipc)?;
-        let mut w = arrow::ipc::writer::FileWriter::try_new(f, &taxi::schema())
+        let mut w = arrow::ipc::writer::FileWriter::try_new(f, schema)
             .map_err(|e| CliError::Core(e.into()))?;
         for b in batches {
             w.write(b).map_err(|e| CliError::Core(e.into()))?;
@@ -110,32 +126,34 @@ async fn run_delta(
     }
     let script = dir.path().join("bench_delta.py");
     std::fs::write(&script, DELTA_SCRIPT)?;
-    let target = format!("{base}/delta-{rows}-{stamp}");
     let target_uri = if target.starts_with("s3://") {
-        target.clone()
+        target.to_string()
     } else {
-        std::path::absolute(&target)?.display().to_string()
+        std::path::absolute(target)?.display().to_string()
     };
     let input = ipc.display().to_string();
-    let runs = a.runs.to_string();
-    let v = super::run_python_peer(
-        &a.python,
-        "delta-rs",
-        &script,
-        &["--input", &input, "--target", &target_uri, "--runs", &runs],
-    )
-    .await?;
-    let runs: Vec<f64> = v["runs_s"]
+    let runs_arg = runs.to_string();
+    let mut args = vec![
+        "--input",
+        &input,
+        "--target",
+        &target_uri,
+        "--runs",
+        &runs_arg,
+    ];
+    args.extend_from_slice(extra);
+    let v = super::run_python_peer(python, "delta-rs", &script, &args).await?;
+    let secs: Vec<f64> = v["runs_s"]
         .as_array()
         .map(|r| r.iter().filter_map(|x| x.as_f64()).collect())
         .unwrap_or_default();
-    for (i, s) in runs.iter().enumerate() {
+    for (i, s) in secs.iter().enumerate() {
         eprintln!("  delta-rs run {}: {:.2}s", i + 1, s);
     }
-    for run in 0..a.runs {
+    for run in 0..runs {
         remove_table(&format!("{target}-{run}")).await?;
     }
-    Ok((median(runs.clone()), runs))
+    Ok((median(secs.clone()), secs))
 }
 
 /// Delete a benchmark table (untimed).

@@ -17,13 +17,11 @@ use neve_core::{CreateOptions, InsertOptions, Table};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::ingest::remove_table;
+use super::ingest::{delta_peer, remove_table};
 use super::median;
 use crate::cli::BenchNestedArgs;
 use crate::error::{CliError, Result};
 use crate::output::count;
-
-const DELTA_SCRIPT: &str = include_str!("../../../../scripts/bench_delta.py");
 
 /// The table's declared schema, as `neve create --schema` takes it.
 pub const SCHEMA: &str = "event_id string, ts timestamp(UTC), user_id int64, event_type string, \
@@ -271,53 +269,16 @@ pub async fn run(a: BenchNestedArgs) -> Result<()> {
         "neve_ndjson_mb_per_s": ndjson_bytes as f64 / 1e6 / json_m, "neve_ndjson_runs_s": json_s,
     });
     if !a.python.is_empty() {
-        let ipc = dir.path().join("events.arrow");
-        {
-            let mut w =
-                arrow::ipc::writer::FileWriter::try_new(std::fs::File::create(&ipc)?, &schema())
-                    .map_err(|e| CliError::Core(e.into()))?;
-            for b in &batches {
-                w.write(b).map_err(|e| CliError::Core(e.into()))?;
-            }
-            w.finish().map_err(|e| CliError::Core(e.into()))?;
-        }
-        let script = dir.path().join("bench_delta.py");
-        std::fs::write(&script, DELTA_SCRIPT)?;
         let target = format!("{base}/nested-delta-{stamp}");
-        let target_uri = if target.starts_with("s3://") {
-            target.clone()
-        } else {
-            std::path::absolute(&target)?.display().to_string()
-        };
-        let v = super::run_python_peer(
+        let (d, runs) = delta_peer(
             &a.python,
-            "delta-rs",
-            &script,
-            &[
-                "--input",
-                &ipc.display().to_string(),
-                "--target",
-                &target_uri,
-                "--runs",
-                &a.runs.to_string(),
-                "--ts-column",
-                "ts",
-                "--ts-format",
-                "%Y-%m-%d",
-            ],
+            &target,
+            &schema(),
+            &batches,
+            a.runs,
+            &["--ts-column", "ts", "--ts-format", "%Y-%m-%d"],
         )
         .await?;
-        let runs: Vec<f64> = v["runs_s"]
-            .as_array()
-            .map(|r| r.iter().filter_map(|x| x.as_f64()).collect())
-            .unwrap_or_default();
-        for (i, s) in runs.iter().enumerate() {
-            eprintln!("  delta-rs run {}: {s:.2}s", i + 1);
-        }
-        for run in 0..a.runs {
-            remove_table(&format!("{target}-{run}")).await?;
-        }
-        let d = median(runs.clone());
         result["delta_median_s"] = d.into();
         result["delta_rows_per_s"] = (rows as f64 / d).into();
         result["delta_runs_s"] = runs.into();

@@ -318,11 +318,7 @@ fn bad_input(table: &str, dir: &Path, local_dir: Option<&Path>) {
             ],
         )
         .unwrap();
-        let mut w =
-            parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
-                .unwrap();
-        w.write(&b).unwrap();
-        w.close().unwrap();
+        crate::common::write_parquet(&pq, &b);
     }
     rejected(
         table,

@@ -128,3 +128,15 @@ pub fn write_ndjson(path: &std::path::Path, ids: impl Iterator<Item = i64>, writ
     }
     std::fs::write(path, s).unwrap();
 }
+
+/// Write one batch as a Parquet file (inputs for tests).
+pub fn write_parquet(path: &std::path::Path, batch: &RecordBatch) {
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}

@@ -272,11 +272,7 @@ fn lossy_values_are_refused_with_their_place() {
         vec![Arc::new(TimestampNanosecondArray::from(vec![1_000, 1_001]))],
     )
     .unwrap();
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
-            .unwrap();
-    w.write(&b).unwrap();
-    w.close().unwrap();
+    crate::common::write_parquet(&pq, &b);
     refused(
         &t,
         &[pq.to_str().unwrap()],
@@ -463,11 +459,7 @@ fn parquet_with_nested_columns() {
     )
     .unwrap();
     let pq = dir.path().join("n.parquet");
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
-            .unwrap();
-    w.write(&b).unwrap();
-    w.close().unwrap();
+    crate::common::write_parquet(&pq, &b);
     neve_ok(&["insert", &t, pq.to_str().unwrap(), "--create"]);
     let i = info(&t);
     assert_eq!(
