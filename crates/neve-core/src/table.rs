@@ -446,7 +446,14 @@ impl Table {
                 let schema = snap
                     .metadata
                     .schema
-                    .evolve(&merged, snap.metadata.settings.strict_schema)?;
+                    .evolve(&merged, snap.metadata.settings.strict_schema)
+                    .map_err(|e| match e {
+                        Error::CommitConflict { reason, .. } => Error::CommitConflict {
+                            version: snap.version,
+                            reason,
+                        },
+                        e => e,
+                    })?;
                 // A column set `not null` while this insert ran: its files must have no nulls.
                 for c in schema.columns.iter().filter(|c| !c.nullable) {
                     if let Some(a) = adds

@@ -333,3 +333,28 @@ fn alter_changes_and_refusals() {
         .unwrap());
     assert!(AlterOp::parse(&["frobnicate".into()]).is_err());
 }
+
+#[test]
+fn concurrent_inserts_adding_columns() {
+    // Both inserts read a table with `k` (id 1) and wrote their files with a new column.
+    let base = parse_schema("k int64").unwrap();
+    let written_a = base
+        .evolve(&input(vec![col("a", t("string"))]), false)
+        .unwrap();
+    let written_b = base
+        .evolve(&input(vec![col("b", t("string"))]), false)
+        .unwrap();
+    let written_a2 = base
+        .evolve(&input(vec![col("a", t("string"))]), false)
+        .unwrap();
+    assert_eq!(written_a.column("a").unwrap().id, 2);
+    assert_eq!(written_b.column("b").unwrap().id, 2);
+    // A commits first.
+    let latest = base.evolve(&written_a, false).unwrap();
+    // Another insert that added the same column got the same id: it commits too.
+    assert_eq!(latest.evolve(&written_a2, false).unwrap(), latest);
+    // B gave id 2 to another column: its files would be read as `a`. Refused, nothing lost.
+    let e = latest.evolve(&written_b, false).unwrap_err();
+    assert!(matches!(e, Error::CommitConflict { .. }), "{e}");
+    assert!(e.to_string().contains("field id 2"), "{e}");
+}
