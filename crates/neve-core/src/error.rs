@@ -114,6 +114,12 @@ pub enum Error {
     #[error("commit conflict at version {version}: {reason}")]
     CommitConflict { version: u64, reason: String },
 
+    /// A concurrent commit changed the schema so that this write's files would be misread (it
+    /// gave their new columns' ids to other columns, or renamed or dropped a column they hold).
+    /// Nothing was committed; inserting again adapts to the new schema.
+    #[error("the table's schema changed concurrently (version {version}): {reason}")]
+    ConcurrentSchemaChange { version: u64, reason: String },
+
     /// The commit lost the race too many times in a row.
     #[error("gave up committing after {attempts} attempts (too much contention)")]
     CommitRetriesExhausted { attempts: u32 },
@@ -234,9 +240,10 @@ impl Error {
             | InputUnreadable { .. }
             | UnknownTable { .. }
             | PartitionNotFound { .. } => ErrorKind::NotFound,
-            TableExists { .. } | CommitConflict { .. } | CommitRetriesExhausted { .. } => {
-                ErrorKind::Conflict
-            }
+            TableExists { .. }
+            | CommitConflict { .. }
+            | ConcurrentSchemaChange { .. }
+            | CommitRetriesExhausted { .. } => ErrorKind::Conflict,
             Storage { .. } | Io { .. } | QueryStorage { .. } => ErrorKind::Unavailable,
             CorruptLog { .. }
             | UnsupportedFormatVersion { .. }

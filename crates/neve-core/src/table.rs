@@ -278,29 +278,37 @@ impl Table {
         }
     }
 
-    /// Insert files (`-` is stdin) in one commit.
+    /// Insert files (`-` is stdin) in one commit. When a concurrent commit changes the schema
+    /// under the insert (see [`Error::ConcurrentSchemaChange`]), files are read and written
+    /// again against the new schema, a few times; stdin cannot be read twice.
     pub async fn insert_files(
         &self,
         paths: &[String],
         opts: &InsertOptions,
         progress: Arc<dyn Progress>,
     ) -> Result<InsertReport> {
-        let snapshot = self.snapshot().await?;
-        let paths = paths.to_vec();
-        let read = opts.read.clone();
-        let table_schema = snapshot.metadata.schema.clone();
-        let inputs = tokio::task::spawn_blocking(move || {
-            paths
-                .iter()
-                .map(|p| open_input(p, &read, &table_schema))
-                .collect::<Result<Vec<_>>>()
+        let again = !paths.iter().any(|p| p == "-");
+        self.with_schema_retries(again, || async {
+            let snapshot = self.snapshot().await?;
+            let paths = paths.to_vec();
+            let read = opts.read.clone();
+            let table_schema = snapshot.metadata.schema.clone();
+            let inputs = tokio::task::spawn_blocking(move || {
+                paths
+                    .iter()
+                    .map(|p| open_input(p, &read, &table_schema))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await
+            .map_err(|e| Error::TaskFailed(e.to_string()))??;
+            self.insert_inputs(snapshot, inputs, opts, progress.clone())
+                .await
         })
         .await
-        .map_err(|e| Error::TaskFailed(e.to_string()))??;
-        self.insert_inputs(snapshot, inputs, opts, progress).await
     }
 
-    /// Insert in-memory Arrow batches in one commit.
+    /// Insert in-memory Arrow batches in one commit (written again, like files, when a
+    /// concurrent commit changes the schema under it).
     pub async fn insert_batches(
         &self,
         schema: SchemaRef,
@@ -308,15 +316,44 @@ impl Table {
         opts: &InsertOptions,
         progress: Arc<dyn Progress>,
     ) -> Result<InsertReport> {
-        let snapshot = self.snapshot().await?;
-        let input = OpenedInput {
-            name: "<batches>".into(),
-            format: crate::write::input::InputFormat::Arrow,
-            schema,
-            batches: Box::new(batches.into_iter().map(Ok)),
-        };
-        self.insert_inputs(snapshot, vec![input], opts, progress)
-            .await
+        self.with_schema_retries(true, || async {
+            let snapshot = self.snapshot().await?;
+            let input = OpenedInput {
+                name: "<batches>".into(),
+                format: crate::write::input::InputFormat::Arrow,
+                schema: schema.clone(),
+                batches: Box::new(batches.clone().into_iter().map(Ok)),
+            };
+            self.insert_inputs(snapshot, vec![input], opts, progress.clone())
+                .await
+        })
+        .await
+    }
+
+    /// Run an insert again while it fails with [`Error::ConcurrentSchemaChange`] (concurrent
+    /// inserts adding different columns: each round one of them commits), up to 8 times.
+    async fn with_schema_retries<F, Fut>(&self, again: bool, mut insert: F) -> Result<InsertReport>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<InsertReport>>,
+    {
+        const ATTEMPTS: u32 = 8;
+        let mut attempt = 1;
+        loop {
+            match insert().await {
+                Err(Error::ConcurrentSchemaChange { version, reason })
+                    if again && attempt < ATTEMPTS =>
+                {
+                    tracing::info!(version, %reason, attempt, "schema changed under the insert; writing it again");
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        10 * attempt as u64 + self.committer.jitter_ms(50),
+                    ))
+                    .await;
+                }
+                r => return r,
+            }
+        }
     }
 
     async fn insert_inputs(
@@ -448,10 +485,12 @@ impl Table {
                     .schema
                     .evolve(&merged, snap.metadata.settings.strict_schema)
                     .map_err(|e| match e {
-                        Error::CommitConflict { reason, .. } => Error::CommitConflict {
-                            version: snap.version,
-                            reason,
-                        },
+                        Error::ConcurrentSchemaChange { reason, .. } => {
+                            Error::ConcurrentSchemaChange {
+                                version: snap.version,
+                                reason,
+                            }
+                        }
                         e => e,
                     })?;
                 // A column set `not null` while this insert ran: its files must have no nulls.

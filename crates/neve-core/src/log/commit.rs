@@ -72,6 +72,11 @@ impl Committer {
     }
 
     /// A fresh unique id from the injected randomness.
+    /// A random delay below `max_ms`, from the injected randomness.
+    pub fn jitter_ms(&self, max_ms: u64) -> u64 {
+        self.rng.lock().expect("rng").random_range(0..max_ms.max(1))
+    }
+
     pub fn new_id(&self) -> uuid::Uuid {
         let bytes: [u8; 16] = self.rng.lock().expect("rng").random();
         uuid::Builder::from_random_bytes(bytes).into_uuid()

@@ -41,10 +41,10 @@ impl TableSchema {
         let mut seen = std::collections::HashMap::new();
         for (path, c) in self.fields() {
             if let Some(other) = seen.insert(c.id, path.clone()) {
-                return Err(Error::CommitConflict {
+                return Err(Error::ConcurrentSchemaChange {
                     version: 0,
                     reason: format!(
-                        "columns '{other}' and '{path}' would share field id {} (a concurrent commit changed the schema); nothing was committed, run the insert again",
+                        "columns '{other}' and '{path}' would share field id {}",
                         c.id
                     ),
                 });
@@ -228,10 +228,10 @@ fn conflict(path: &str, table: &ColumnType, input: &ColumnType) -> Error {
 }
 
 fn id_conflict(path: &str, table: u32, input: u32) -> Error {
-    Error::CommitConflict {
+    Error::ConcurrentSchemaChange {
         version: 0,
         reason: format!(
-            "column '{path}' has field id {table} in the table but {input} in this insert's files (a concurrent commit renamed, dropped or added it); nothing was committed, run the insert again"
+            "column '{path}' has field id {table} in the table but {input} in this insert's files (a concurrent commit renamed, dropped or added it)"
         ),
     }
 }

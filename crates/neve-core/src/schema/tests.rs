@@ -269,7 +269,7 @@ fn written_ids_must_agree_with_the_table() {
         )
         .unwrap();
     let e = table.evolve(&written, false).unwrap_err();
-    assert!(matches!(e, Error::CommitConflict { .. }), "{e}");
+    assert!(matches!(e, Error::ConcurrentSchemaChange { .. }), "{e}");
     // The same schema evolving onto itself is fine.
     assert_eq!(written.evolve(&written, false).unwrap(), written);
 }
@@ -355,6 +355,6 @@ fn concurrent_inserts_adding_columns() {
     assert_eq!(latest.evolve(&written_a2, false).unwrap(), latest);
     // B gave id 2 to another column: its files would be read as `a`. Refused, nothing lost.
     let e = latest.evolve(&written_b, false).unwrap_err();
-    assert!(matches!(e, Error::CommitConflict { .. }), "{e}");
+    assert!(matches!(e, Error::ConcurrentSchemaChange { .. }), "{e}");
     assert!(e.to_string().contains("field id 2"), "{e}");
 }

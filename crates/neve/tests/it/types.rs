@@ -482,3 +482,95 @@ fn parquet_with_nested_columns() {
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stderr).contains("primitive"));
 }
+
+/// Writer processes adding columns at once: those adding the same column agree on its id;
+/// those adding different ones conflict, and each insert is written again against the new
+/// schema until it commits. Every value lands under its own column.
+fn concurrent_new_columns(table: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&[
+        "create",
+        table,
+        "--schema",
+        "k int64 not null",
+        "--sort-by",
+        "k",
+    ]);
+    let writers = 6;
+    let spawn = |i: usize, column: String| {
+        let text: String = (0..50)
+            .map(|j| format!("{{\"k\": {}, \"{column}\": \"w{i}\"}}\n", i * 1000 + j))
+            .collect();
+        let path = write(dir.path(), &format!("w{i}.ndjson"), &text);
+        std::process::Command::new(crate::common::neve_bin())
+            .args(["insert", table, &path])
+            .output()
+            .expect("run neve")
+    };
+    // Round 1: every writer adds the same column.
+    let outs: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..writers)
+            .map(|i| s.spawn(move || spawn(i, "same".into())))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &outs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let rows = sql(
+        table,
+        "SELECT count(*) AS n, count(DISTINCT same) AS d FROM t",
+    );
+    assert_eq!(rows[0]["n"], writers * 50);
+    assert_eq!(rows[0]["d"], writers);
+    // Round 2: each writer adds its own column.
+    let outs: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..writers)
+            .map(|i| s.spawn(move || spawn(writers + i, format!("own{i}"))))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, o) in outs.iter().enumerate() {
+        assert!(
+            o.status.success(),
+            "writer {i}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let w = writers + i;
+        let values = sql(
+            table,
+            &format!("SELECT count(*) AS n FROM t WHERE own{i} = 'w{w}'"),
+        );
+        assert_eq!(values[0]["n"], 50, "writer {w}'s values are under own{i}");
+    }
+    assert_eq!(
+        sql(table, "SELECT count(*) AS n FROM t")[0]["n"],
+        2 * writers * 50
+    );
+    // No column holds another writer's values.
+    let schema = info(table)["schema_ddl"].as_str().unwrap().to_string();
+    for i in 0..writers {
+        let column = format!("own{i}");
+        if schema.contains(&column) {
+            let stray = sql(
+                table,
+                &format!(
+                    "SELECT count(*) AS n FROM t WHERE {column} IS NOT NULL AND {column} <> 'w{}'",
+                    writers + i
+                ),
+            );
+            assert_eq!(stray[0]["n"], 0, "{column} holds only its writer's values");
+        }
+    }
+}
+
+#[test]
+fn concurrent_new_columns_local() {
+    let (_d, t) = local_table("conc");
+    concurrent_new_columns(&t);
+}
+
+#[test]
+fn concurrent_new_columns_minio() {
+    concurrent_new_columns(&s3_table("conc"));
+}
