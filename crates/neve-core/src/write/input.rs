@@ -626,43 +626,58 @@ fn looks_like_timestamp(s: &str) -> bool {
 /// says (never inferred, so `{}` and `[]` for one map column, or a key absent from the first
 /// rows, cannot conflict), extended by nested fields the rows bring; then the new columns,
 /// inferred from the samples.
-fn infer_json(name: &str, samples: &[serde_json::Value], table: &TableSchema) -> Result<SchemaRef> {
+fn infer_json(
+    name: &str,
+    samples: Vec<serde_json::Value>,
+    table: &TableSchema,
+) -> Result<SchemaRef> {
+    use serde_json::Value;
     let cannot = |e: ArrowError| invalid(name, None, None, format!("cannot infer a schema: {e}"));
-    let typed = |c: &Column| c.column_type != ColumnType::Null;
-    let known: std::collections::HashSet<&str> = table
+    let typed: Vec<&Column> = table
         .columns
         .iter()
-        .filter(|c| typed(c))
-        .map(|c| c.name.as_str())
+        .filter(|c| c.column_type != ColumnType::Null)
         .collect();
-    let new_only = samples.iter().map(|v| {
-        let mut o = v.as_object().cloned().unwrap_or_default();
-        o.retain(|k, _| !known.contains(k.as_str()));
-        Ok(serde_json::Value::Object(o))
-    });
-    let inferred =
-        arrow::json::reader::infer_json_schema_from_iterator(new_only).map_err(cannot)?;
-    let inferred = refine_json_types(inferred, samples);
-    let mut fields = Vec::with_capacity(table.columns.len() + inferred.fields().len());
-    for c in table.columns.iter().filter(|c| typed(c)) {
+    // Split each sample, moving values (no copies): the table's nested columns (inferred one
+    // by one, only to find fields the input adds), its primitive columns (not inferred at all)
+    // and the new columns.
+    let mut nested: Vec<Vec<Value>> = vec![Vec::new(); typed.len()];
+    let mut seen = vec![false; typed.len()];
+    let mut new_only = Vec::with_capacity(samples.len());
+    for v in samples {
+        let Value::Object(mut o) = v else { continue };
+        for (i, c) in typed.iter().enumerate() {
+            if let Some(x) = o.remove(&c.name) {
+                seen[i] = true;
+                if c.column_type.is_nested() {
+                    let mut one = serde_json::Map::new();
+                    one.insert("v".into(), x);
+                    nested[i].push(Value::Object(one));
+                }
+            }
+        }
+        new_only.push(Value::Object(o));
+    }
+    let inferred = arrow::json::reader::infer_json_schema_from_iterator(new_only.iter().map(Ok))
+        .map_err(cannot)?;
+    let inferred = refine_json_types(inferred, &new_only);
+    let mut fields = Vec::with_capacity(typed.len() + inferred.fields().len());
+    for (i, c) in typed.iter().enumerate() {
         let mut t = c.column_type.clone();
         if t.is_nested() {
-            let values = samples
-                .iter()
-                .filter_map(|v| v.get(&c.name))
-                .map(|x| Ok(serde_json::json!({ "v": x })));
-            let seen = arrow::json::reader::infer_json_schema_from_iterator(values)
-                .ok()
-                .and_then(|s| {
-                    let f = s.fields().first()?.clone();
-                    ColumnType::from_arrow(&c.name, f.data_type()).ok()
-                });
-            if let Some(seen) = seen {
-                t = prefer_table(&t, &seen);
+            let found =
+                arrow::json::reader::infer_json_schema_from_iterator(nested[i].iter().map(Ok))
+                    .ok()
+                    .and_then(|s| {
+                        let f = s.fields().first()?.clone();
+                        ColumnType::from_arrow(&c.name, f.data_type()).ok()
+                    });
+            if let Some(found) = found {
+                t = prefer_table(&t, &found);
             }
         }
         let mut field = Field::new(&c.name, t.to_arrow(), c.nullable);
-        if !samples.iter().any(|v| v.get(&c.name).is_some()) {
+        if !seen[i] {
             field = field.with_metadata([(ABSENT.to_string(), "true".to_string())].into());
         }
         fields.push(field);
@@ -712,8 +727,7 @@ fn open_ndjson(
     if samples.is_empty() {
         return Ok(OpenedInput::empty(name, InputFormat::Ndjson));
     }
-    let schema = infer_json(&name, &samples, table)?;
-    drop(samples);
+    let schema = infer_json(&name, samples, table)?;
     let raw = raw_schema(&schema);
     let decoder = json_decoder(&raw, opts.batch_rows)?;
     let lines = Box::new(Cursor::new(head).chain(rest));
