@@ -180,8 +180,29 @@ impl Parser {
         let name = self.name()?;
         self.eat_sym(':');
         let t = self.ty()?;
-        let nullable = self.nullability()?;
-        Ok(Column::new(name, t, nullable))
+        let mut nullable = self.nullability()?;
+        let mut epoch_unit = None;
+        if self.eat_word("epoch") {
+            if !matches!(t, ColumnType::Timestamp(_)) {
+                return Err(format!(
+                    "'{name}': only timestamp columns take an epoch unit"
+                ));
+            }
+            let unit = match self.next() {
+                Some(Tok::Word(w)) => w,
+                t => {
+                    return Err(format!(
+                        "expected an epoch unit (s, ms, us, ns), found {}",
+                        Self::describe(t.as_ref())
+                    ))
+                }
+            };
+            epoch_unit = Some(unit.parse()?);
+            nullable = nullable && self.nullability()?;
+        }
+        let mut c = Column::new(name, t, nullable);
+        c.epoch_unit = epoch_unit;
+        Ok(c)
     }
 
     fn ty(&mut self) -> PResult<ColumnType> {
@@ -375,11 +396,15 @@ pub fn format_name(s: &str) -> String {
     }
 }
 
-/// `name type [not null]`.
+/// `name type [not null] [epoch s|ms|us|ns]`.
 pub fn format_column(c: &Column) -> String {
     let mut s = format!("{} {}", format_name(&c.name), c.column_type);
     if !c.nullable {
         s.push_str(" not null");
+    }
+    if let Some(u) = c.epoch_unit {
+        s.push_str(" epoch ");
+        s.push_str(u.as_str());
     }
     s
 }

@@ -467,6 +467,10 @@ pub struct Column {
     /// before ids existed) still find it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
+    /// For a timestamp column: the unit of numbers given for it in text inputs (JSON, CSV),
+    /// `epoch s` in the DDL. Without one (and without `--epoch-unit`) numbers are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_unit: Option<crate::write::text::EpochUnit>,
 }
 
 impl Column {
@@ -477,6 +481,7 @@ impl Column {
             column_type,
             nullable,
             aliases: Vec::new(),
+            epoch_unit: None,
         }
     }
 
@@ -671,6 +676,7 @@ impl TableSchema {
             path.contains(['.', '['])
                 || !c.nullable
                 || !c.aliases.is_empty()
+                || c.epoch_unit.is_some()
                 || matches!(
                     c.column_type,
                     ColumnType::Time

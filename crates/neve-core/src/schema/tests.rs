@@ -164,6 +164,19 @@ fn ddl_round_trips_nested_types() {
     let ids: Vec<u32> = s.fields().iter().map(|(_, c)| c.id).collect();
     assert_eq!(ids, (1..=ids.len() as u32).collect::<Vec<_>>());
     assert_eq!(s.last_column_id, ids.len() as u32);
+    // A timestamp column may name the unit of epoch numbers given for it.
+    let s = parse_schema("ts timestamp(UTC) not null epoch ms, b int64").unwrap();
+    assert_eq!(
+        s.to_string(),
+        "ts timestamp(UTC) not null epoch ms, b int64"
+    );
+    assert_eq!(
+        serde_json::from_str::<TableSchema>(&serde_json::to_string(&s).unwrap()).unwrap(),
+        s
+    );
+    assert!(s.needs_v2());
+    assert!(parse_schema("b int64 epoch s").is_err());
+    assert!(parse_schema("t timestamp epoch weeks").is_err());
     // SQL spellings.
     let s = parse_schema("a bigint, b double, c varchar, d uuid, e array<int>").unwrap();
     assert_eq!(

@@ -177,7 +177,16 @@ fn conform_in(
         }
         (from, to) if is_text(from) && !is_text(to) => {
             let s = arrow::compute::cast(a, &DataType::Utf8)?;
-            parse_text(s.as_string::<i32>(), to, text).map_err(|b| {
+            // The insert's epoch unit, else the column's own.
+            let own = TextOptions {
+                epoch_unit: text.epoch_unit.or_else(|| {
+                    target
+                        .metadata()
+                        .get(super::input::EPOCH_UNIT)
+                        .and_then(|u| u.parse().ok())
+                }),
+            };
+            parse_text(s.as_string::<i32>(), to, &own).map_err(|b| {
                 ConformError::Value(BadValue {
                     index: row_of(rows, b.index),
                     path: path.to_string(),

@@ -82,6 +82,9 @@ impl Default for ReadOptions {
 /// without the table's partition column is refused as it is for CSV and Parquet.
 pub(crate) const ABSENT: &str = "neve:absent";
 
+/// Field metadata of a decoded timestamp column that has its own epoch unit.
+pub(crate) const EPOCH_UNIT: &str = "neve:epoch_unit";
+
 /// Whether `input` brings column `name` (see [`ABSENT`]).
 pub(crate) fn has_column(input: &Schema, name: &str) -> bool {
     input
@@ -368,13 +371,22 @@ fn decode_schema(inferred: &Schema, table: &TableSchema) -> Result<Schema> {
     for f in inferred.fields() {
         let it = ColumnType::from_arrow(f.name(), f.data_type())?;
         // Not null columns are checked while decoding, where errors can name the line.
-        let (t, nullable) = match table.column(f.name()) {
-            Some(c) => (prefer_table(&c.column_type, &it), c.nullable),
-            None => (it, true),
-        };
-        fields.push(Field::new(f.name(), t.to_arrow(), nullable));
+        fields.push(match table.column(f.name()) {
+            Some(c) => decode_field(c, &prefer_table(&c.column_type, &it)),
+            None => Field::new(f.name(), it.to_arrow(), true),
+        });
     }
     Ok(Schema::new(fields))
+}
+
+/// The decoded field of table column `c` as type `t`: its nullability (checked while
+/// decoding, where errors can name the line) and its epoch unit, if any.
+fn decode_field(c: &Column, t: &ColumnType) -> Field {
+    let f = Field::new(&c.name, t.to_arrow(), c.nullable);
+    match c.epoch_unit {
+        Some(u) => f.with_metadata([(EPOCH_UNIT.to_string(), u.as_str().to_string())].into()),
+        None => f,
+    }
 }
 
 /// The table's type, with the nested fields only the input has appended: values are then read
@@ -676,9 +688,11 @@ fn infer_json(
                 t = prefer_table(&t, &found);
             }
         }
-        let mut field = Field::new(&c.name, t.to_arrow(), c.nullable);
+        let mut field = decode_field(c, &t);
         if !seen[i] {
-            field = field.with_metadata([(ABSENT.to_string(), "true".to_string())].into());
+            let mut metadata = field.metadata().clone();
+            metadata.insert(ABSENT.to_string(), "true".to_string());
+            field = field.with_metadata(metadata);
         }
         fields.push(field);
     }

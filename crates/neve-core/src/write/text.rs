@@ -18,12 +18,36 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
 
 /// The unit of numbers given for timestamps (`--epoch-unit`); without one, a number into a
 /// timestamp column is an error (1700000000 read as microseconds is 1970-01-01T00:28:20).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EpochUnit {
     Seconds,
     Millis,
     Micros,
     Nanos,
+}
+
+impl EpochUnit {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Seconds => "s",
+            Self::Millis => "ms",
+            Self::Micros => "us",
+            Self::Nanos => "ns",
+        }
+    }
+}
+
+impl serde::Serialize for EpochUnit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EpochUnit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl std::str::FromStr for EpochUnit {

@@ -246,6 +246,25 @@ fn lossy_values_are_refused_with_their_place() {
         rows,
         vec![serde_json::json!({"ts": "2023-11-14T22:13:20Z"})]
     );
+    // A column can name its own unit; the insert's flag wins over it.
+    let (_d2, t2) = local_table("epoch");
+    neve_ok(&[
+        "create",
+        &t2,
+        "--schema",
+        "ts timestamp(UTC) epoch ms, n int64",
+    ]);
+    let ms = write(
+        dir.path(),
+        "ms.ndjson",
+        "{\"ts\": 1700000000123, \"n\": 1}\n",
+    );
+    neve_ok(&["insert", &t2, &ms]);
+    let s2 = write(dir.path(), "s2.ndjson", "{\"ts\": 1700000000, \"n\": 2}\n");
+    neve_ok(&["insert", &t2, &s2, "--epoch-unit", "s"]);
+    let rows = sql(&t2, "SELECT n, CAST(ts AS VARCHAR) AS ts FROM t ORDER BY n");
+    assert_eq!(rows[0]["ts"], "2023-11-14T22:13:20.123Z");
+    assert_eq!(rows[1]["ts"], "2023-11-14T22:13:20Z");
     let ns = write(dir.path(), "ns.ndjson", "{\"ts\": 1700000000000000001}\n");
     refused(&t, &[&ns, "--epoch-unit", "ns"], &["nanoseconds"]);
     // An offset into a zoned column is the same instant.
