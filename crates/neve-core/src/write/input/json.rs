@@ -1,0 +1,456 @@
+//! JSON inputs: NDJSON and JSON arrays (read as one element per line), decoded by arrow-json
+//! into the table's types, with the line or element of any error.
+
+use std::io::{BufRead, Cursor, Read};
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
+
+use super::{
+    decode_field, invalid, prefer_table, raw_schema, read_head, typed, InputFormat, OpenedInput,
+    ReadOptions, ABSENT,
+};
+use crate::error::{Error, Result};
+use crate::schema::{Column, ColumnType, TableSchema};
+use crate::write::text::TextOptions;
+
+/// Sniff string columns of JSON samples that are all timestamps or all dates.
+fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema {
+    let fields = inferred
+        .fields()
+        .iter()
+        .map(|f| {
+            if f.data_type() != &DataType::Utf8 {
+                return Field::new(f.name(), f.data_type().clone(), true);
+            }
+            let mut kind: Option<DataType> = None;
+            let mut seen = false;
+            for v in samples {
+                let Some(s) = v.get(f.name()).and_then(|x| x.as_str()) else {
+                    continue;
+                };
+                seen = true;
+                let k = if s.len() == 10 && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+                {
+                    DataType::Date32
+                } else if looks_like_timestamp(s) {
+                    DataType::Timestamp(TimeUnit::Microsecond, None)
+                } else {
+                    kind = None;
+                    break;
+                };
+                match &kind {
+                    None => kind = Some(k),
+                    Some(prev) if *prev == k => {}
+                    Some(_) => {
+                        kind = None;
+                        break;
+                    }
+                }
+            }
+            let dt = if seen {
+                kind.unwrap_or(DataType::Utf8)
+            } else {
+                DataType::Utf8
+            };
+            Field::new(f.name(), dt, true)
+        })
+        .collect::<Vec<_>>();
+    Schema::new(fields)
+}
+
+fn looks_like_timestamp(s: &str) -> bool {
+    if s.len() < 19 || s.as_bytes()[4] != b'-' || !matches!(s.as_bytes()[10], b'T' | b' ') {
+        return false;
+    }
+    chrono::DateTime::parse_from_rfc3339(s).is_ok()
+        || chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").is_ok()
+        || chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").is_ok()
+}
+
+/// The schema JSON rows are decoded into: every column the table has, typed as the table
+/// says (never inferred, so `{}` and `[]` for one map column, or a key absent from the first
+/// rows, cannot conflict), extended by nested fields the rows bring; then the new columns,
+/// inferred from the samples.
+fn infer_json(
+    name: &str,
+    samples: Vec<serde_json::Value>,
+    table: &TableSchema,
+) -> Result<SchemaRef> {
+    use serde_json::Value;
+    let cannot = |e: ArrowError| invalid(name, None, None, format!("cannot infer a schema: {e}"));
+    let typed: Vec<&Column> = table
+        .columns
+        .iter()
+        .filter(|c| c.column_type != ColumnType::Null)
+        .collect();
+    // Split each sample, moving values (no copies): the table's nested columns (inferred one
+    // by one, only to find fields the input adds), its primitive columns (not inferred at all)
+    // and the new columns.
+    let mut nested: Vec<Vec<Value>> = vec![Vec::new(); typed.len()];
+    let mut seen = vec![false; typed.len()];
+    let mut new_only = Vec::with_capacity(samples.len());
+    for v in samples {
+        let Value::Object(mut o) = v else { continue };
+        for (i, c) in typed.iter().enumerate() {
+            if let Some(x) = o.remove(&c.name) {
+                seen[i] = true;
+                if c.column_type.is_nested() {
+                    let mut one = serde_json::Map::new();
+                    one.insert("v".into(), x);
+                    nested[i].push(Value::Object(one));
+                }
+            }
+        }
+        new_only.push(Value::Object(o));
+    }
+    let inferred = arrow::json::reader::infer_json_schema_from_iterator(new_only.iter().map(Ok))
+        .map_err(cannot)?;
+    let inferred = refine_json_types(inferred, &new_only);
+    let mut fields = Vec::with_capacity(typed.len() + inferred.fields().len());
+    for (i, c) in typed.iter().enumerate() {
+        let mut t = c.column_type.clone();
+        if t.is_nested() {
+            let found =
+                arrow::json::reader::infer_json_schema_from_iterator(nested[i].iter().map(Ok))
+                    .ok()
+                    .and_then(|s| {
+                        let f = s.fields().first()?.clone();
+                        ColumnType::from_arrow(&c.name, f.data_type()).ok()
+                    });
+            if let Some(found) = found {
+                t = prefer_table(&t, &found);
+            }
+        }
+        let mut field = decode_field(c, &t);
+        if !seen[i] {
+            let mut metadata = field.metadata().clone();
+            metadata.insert(ABSENT.to_string(), "true".to_string());
+            field = field.with_metadata(metadata);
+        }
+        fields.push(field);
+    }
+    for f in inferred.fields() {
+        let t = ColumnType::from_arrow(f.name(), f.data_type())?;
+        fields.push(Field::new(f.name(), t.to_arrow(), true));
+    }
+    if fields.is_empty() {
+        return Err(invalid(
+            name,
+            None,
+            None,
+            "no fields found in the first rows",
+        ));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+pub(super) fn open_ndjson(
+    name: String,
+    reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    table: &TableSchema,
+    unit: &'static str,
+) -> Result<OpenedInput> {
+    let (head, rest) = read_head(&name, reader, opts.infer_rows)?;
+    let mut samples = Vec::new();
+    for (i, line) in head.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let at = Some(i as u64 + 1);
+        let v: serde_json::Value = serde_json::from_slice(line)
+            .map_err(|e| located(&name, unit, at, None, format!("malformed JSON: {e}")))?;
+        if !v.is_object() {
+            return Err(located(
+                &name,
+                unit,
+                at,
+                None,
+                "expected a JSON object".into(),
+            ));
+        }
+        samples.push(v);
+    }
+    if samples.is_empty() {
+        return Ok(OpenedInput::empty(name, InputFormat::Ndjson));
+    }
+    let schema = infer_json(&name, samples, table)?;
+    let raw = raw_schema(&schema);
+    let decoder = json_decoder(&raw, opts.batch_rows)?;
+    let lines = Box::new(Cursor::new(head).chain(rest));
+    Ok(OpenedInput {
+        name: name.clone(),
+        format: if unit == "line" {
+            InputFormat::Ndjson
+        } else {
+            InputFormat::Json
+        },
+        schema: schema.clone(),
+        batches: Box::new(NdjsonBatches {
+            name,
+            unit,
+            raw,
+            schema,
+            text: opts.text,
+            decoder,
+            lines,
+            line_no: 0,
+            pending: Vec::new(),
+            batch_rows: opts.batch_rows,
+            done: false,
+        }),
+    })
+}
+
+/// Numbers, booleans and strings all arrive as their text (`coerce_primitive`), so that
+/// `conform_batch` parses them exactly: arrow-json alone would store 1.5 in an integer column
+/// as 1, and a number in a timestamp column as microseconds.
+fn json_decoder(raw: &SchemaRef, batch_rows: usize) -> Result<arrow::json::reader::Decoder> {
+    Ok(arrow::json::ReaderBuilder::new(raw.clone())
+        .with_batch_size(batch_rows)
+        .with_strict_mode(true)
+        .with_coerce_primitive(true)
+        .build_decoder()?)
+}
+
+/// An error at line (NDJSON) or element (JSON array) `at`.
+fn located(
+    name: &str,
+    unit: &str,
+    at: Option<u64>,
+    column: Option<String>,
+    message: String,
+) -> Error {
+    match (unit, at) {
+        ("line", _) | (_, None) => invalid(name, at, column, message),
+        (unit, Some(n)) => invalid(name, None, column, format!("{unit} {n}: {message}")),
+    }
+}
+
+/// Streams NDJSON lines (or a JSON array's elements, one per line) through arrow-json,
+/// keeping the current batch's lines so that an error can name the exact one.
+struct NdjsonBatches {
+    name: String,
+    /// "line" or "element".
+    unit: &'static str,
+    raw: SchemaRef,
+    schema: SchemaRef,
+    text: TextOptions,
+    decoder: arrow::json::reader::Decoder,
+    lines: Box<dyn BufRead + Send>,
+    line_no: u64,
+    /// (line number, text) of rows in the decoder.
+    pending: Vec<(u64, Vec<u8>)>,
+    batch_rows: usize,
+    done: bool,
+}
+
+impl NdjsonBatches {
+    /// Find which pending line fails, decoding each alone.
+    fn locate(&self, e: ArrowError) -> Error {
+        for (no, line) in &self.pending {
+            let Ok(mut d) = json_decoder(&self.raw, 1) else {
+                break;
+            };
+            let res = d.decode(line).and_then(|_| d.flush());
+            if let Err(err) = res {
+                return json_error(&self.name, self.unit, Some(*no), err);
+            }
+        }
+        json_error(&self.name, self.unit, None, e)
+    }
+}
+
+fn json_error(name: &str, unit: &str, line: Option<u64>, e: ArrowError) -> Error {
+    let msg = e.to_string();
+    let msg = msg.strip_prefix("Json error: ").unwrap_or(&msg).to_string();
+    let column = ["field '", "column '"].iter().find_map(|k| {
+        let i = msg.find(k)? + k.len();
+        msg[i..].split('\'').next().map(str::to_string)
+    });
+    let hint = if msg.contains("missing from schema") {
+        " (a field not seen in the rows used to infer the schema; raise --infer-rows)"
+    } else {
+        ""
+    };
+    located(name, unit, line, column, format!("{msg}{hint}"))
+}
+
+impl Iterator for NdjsonBatches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut buf = Vec::new();
+        while self.pending.len() < self.batch_rows {
+            buf.clear();
+            match self.lines.read_until(b'\n', &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(source) => {
+                    self.done = true;
+                    return Some(Err(Error::InputUnreadable {
+                        input: self.name.clone(),
+                        source,
+                    }));
+                }
+            }
+            self.line_no += 1;
+            if buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let trimmed = buf.trim_ascii();
+            if !trimmed.starts_with(b"{") || !trimmed.ends_with(b"}") {
+                self.done = true;
+                return Some(Err(located(
+                    &self.name,
+                    self.unit,
+                    Some(self.line_no),
+                    None,
+                    "malformed JSON: expected one object per line".into(),
+                )));
+            }
+            if let Err(e) = self.decoder.decode(&buf) {
+                self.pending.push((self.line_no, buf.clone()));
+                self.done = true;
+                return Some(Err(self.locate(e)));
+            }
+            self.pending.push((self.line_no, std::mem::take(&mut buf)));
+        }
+        if self.pending.is_empty() {
+            self.done = true;
+            return None;
+        }
+        let out = match self.decoder.flush() {
+            Ok(Some(b)) => {
+                let lines: Vec<u64> = self.pending.iter().map(|(n, _)| *n).collect();
+                let unit = self.unit;
+                typed(b, &self.schema, &self.text, &self.name, &|i| {
+                    format!("{unit} {}", lines[i])
+                })
+            }
+            Ok(None) => {
+                self.done = true;
+                return None;
+            }
+            Err(e) => {
+                self.done = true;
+                Err(self.locate(e))
+            }
+        };
+        if out.is_err() {
+            self.done = true;
+        }
+        self.pending.clear();
+        Some(out)
+    }
+}
+
+/// A JSON array of objects, read as one object per line with its element number as the line
+/// number: the elements' text reaches the decoder as written (numbers keep their digits).
+pub(super) fn open_json_array(
+    name: String,
+    mut reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    table: &TableSchema,
+) -> Result<OpenedInput> {
+    let mut text = Vec::new();
+    reader
+        .read_to_end(&mut text)
+        .map_err(|source| Error::InputUnreadable {
+            input: name.clone(),
+            source,
+        })?;
+    let lines =
+        array_elements_as_lines(&text).map_err(|(n, m)| located(&name, "element", n, None, m))?;
+    drop(text);
+    open_ndjson(name, Box::new(Cursor::new(lines)), opts, table, "element")
+}
+
+/// `[{..}, {..}]` to `{..}\n{..}\n`: line breaks outside strings become spaces (inside JSON
+/// strings they are always escaped). Errors carry the element number.
+fn array_elements_as_lines(text: &[u8]) -> std::result::Result<Vec<u8>, (Option<u64>, String)> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    let skip_ws = |i: &mut usize| {
+        while *i < text.len() && text[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i);
+    if text.get(i) != Some(&b'[') {
+        return Err((None, "malformed JSON array: expected '['".into()));
+    }
+    i += 1;
+    let mut element = 0u64;
+    loop {
+        skip_ws(&mut i);
+        match text.get(i) {
+            Some(b']') if element == 0 => break,
+            Some(b'{') => {}
+            Some(_) => return Err((Some(element + 1), "is not an object".into())),
+            None => {
+                return Err((
+                    Some(element + 1),
+                    "malformed JSON array: unexpected end".into(),
+                ))
+            }
+        }
+        element += 1;
+        let (mut depth, mut in_str, mut esc) = (0i64, false, false);
+        while i < text.len() {
+            let b = text[i];
+            i += 1;
+            if in_str {
+                out.push(b);
+                if esc {
+                    esc = false;
+                } else if b == b'\\' {
+                    esc = true;
+                } else if b == b'"' {
+                    in_str = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_str = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth -= 1,
+                _ => {}
+            }
+            out.push(if b == b'\n' || b == b'\r' { b' ' } else { b });
+            if depth == 0 {
+                break;
+            }
+        }
+        if depth != 0 {
+            return Err((Some(element), "malformed JSON array: unexpected end".into()));
+        }
+        out.push(b'\n');
+        skip_ws(&mut i);
+        match text.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => break,
+            _ => {
+                return Err((
+                    Some(element),
+                    "malformed JSON array: expected ',' or ']' after the element".into(),
+                ))
+            }
+        }
+    }
+    i += 1;
+    skip_ws(&mut i);
+    if i < text.len() {
+        return Err((
+            None,
+            "malformed JSON array: text after the closing ']'".into(),
+        ));
+    }
+    Ok(out)
+}
