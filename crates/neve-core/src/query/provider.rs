@@ -39,7 +39,8 @@ pub(crate) const FOOTER_HINT: usize = 16 << 10;
 pub struct SnapshotTable {
     location: TableLocation,
     version: u64,
-    /// The table's schema, as the log's statistics hold it.
+    /// The table's schema as the log's statistics hold it: the columns, then every field of
+    /// a struct by its path (`user.plan`; see [`stats_schema`]).
     schema: SchemaRef,
     /// What queries see: [`scan_schema`].
     scan_schema: SchemaRef,
@@ -74,14 +75,15 @@ impl SnapshotTable {
         snapshot: Snapshot,
         store_url: ObjectStoreUrl,
     ) -> Self {
-        let schema = snapshot.metadata.schema.to_arrow();
+        let table = snapshot.metadata.schema.to_arrow();
+        let schema = stats_schema(&table);
         Self {
             ids: Arc::new(super::FieldIdAdapterFactory::new(&snapshot.metadata.schema)),
             location,
             version: snapshot.version,
             head: None,
             full: tokio::sync::OnceCell::new_with(Some(Loaded::new(snapshot, schema.clone()))),
-            scan_schema: scan_schema(&schema),
+            scan_schema: scan_schema(&table),
             schema,
             store_url,
         }
@@ -93,14 +95,15 @@ impl SnapshotTable {
         head: SnapshotHead,
         store_url: ObjectStoreUrl,
     ) -> Self {
-        let schema = head.metadata.schema.to_arrow();
+        let table = head.metadata.schema.to_arrow();
+        let schema = stats_schema(&table);
         Self {
             ids: Arc::new(super::FieldIdAdapterFactory::new(&head.metadata.schema)),
             location,
             version: head.version,
             head: Some(Arc::new(FileStats::from_head(&head, schema.clone()))),
             full: tokio::sync::OnceCell::new(),
-            scan_schema: scan_schema(&schema),
+            scan_schema: scan_schema(&table),
             schema,
             store_url,
         }
@@ -252,6 +255,27 @@ pub(crate) fn stats_form(e: &Expr) -> Expr {
                 Expr::Column(c) if c.relation.is_some() => {
                     Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
                 }
+                // `user.plan` (get_field(user, 'plan')) is the statistics column `user.plan`.
+                Expr::ScalarFunction(f) if f.func.name() == "get_field" => {
+                    let path = match f.args.split_first() {
+                        Some((Expr::Column(c), keys)) if !keys.is_empty() => keys
+                            .iter()
+                            .map(|k| match k {
+                                Expr::Literal(
+                                    ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)),
+                                    _,
+                                ) => Some(s.clone()),
+                                _ => None,
+                            })
+                            .collect::<Option<Vec<_>>>()
+                            .map(|keys| format!("{}.{}", c.name, keys.join("."))),
+                        _ => None,
+                    };
+                    match path {
+                        Some(p) => Transformed::yes(Expr::Column(Column::new_unqualified(p))),
+                        None => Transformed::no(Expr::ScalarFunction(f)),
+                    }
+                }
                 Expr::Literal(ScalarValue::Utf8View(v), m) => {
                     Transformed::yes(Expr::Literal(ScalarValue::Utf8(v), m))
                 }
@@ -282,6 +306,31 @@ pub(crate) fn plain(t: &DataType) -> DataType {
         DataType::BinaryView => DataType::Binary,
         t => t.clone(),
     }
+}
+
+/// The schema the log's statistics are evaluated in: the table's columns, then each field of a
+/// struct (at any depth) as a column named by its path, which is how the log keys their
+/// statistics. Only filters are rewritten to it, to prune files; rows are never read in it.
+pub(crate) fn stats_schema(table: &SchemaRef) -> SchemaRef {
+    fn leaves(prefix: &str, t: &DataType, out: &mut Vec<Field>) {
+        if let DataType::Struct(fields) = t {
+            for f in fields {
+                let path = format!("{prefix}.{}", f.name());
+                out.push(Field::new(&path, f.data_type().clone(), true));
+                leaves(&path, f.data_type(), out);
+            }
+        }
+    }
+    let mut extra = Vec::new();
+    for f in table.fields() {
+        leaves(f.name(), f.data_type(), &mut extra);
+    }
+    if extra.is_empty() {
+        return table.clone();
+    }
+    let mut fields: Vec<Field> = table.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(extra);
+    Arc::new(Schema::new_with_metadata(fields, table.metadata().clone()))
 }
 
 /// The table's schema as queries see it: string and binary columns as views. The Parquet

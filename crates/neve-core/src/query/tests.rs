@@ -533,3 +533,73 @@ async fn a_commit_info_longer_than_the_prefix_is_read_whole() {
     assert_eq!(int(&n, 0), vec![1]);
     assert_eq!(e.reads().bytes(), 0);
 }
+
+#[tokio::test]
+async fn struct_fields_prune_by_the_logs_statistics() {
+    use arrow::array::{ArrayRef, StructArray};
+    use arrow::datatypes::Fields;
+    let t = created("nested", 11, CreateOptions::default()).await;
+    let fields = Fields::from(vec![
+        Field::new("plan", DataType::Utf8, true),
+        Field::new("seats", DataType::Int64, true),
+    ]);
+    let batch = |plan: &str, seats: i64, n: usize| {
+        let user = StructArray::new(
+            fields.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![plan; n])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![seats; n])),
+            ],
+            None,
+        );
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "user",
+                DataType::Struct(fields.clone()),
+                true,
+            )])),
+            vec![Arc::new(user)],
+        )
+        .unwrap()
+    };
+    insert(&t, batch("free", 1, 30)).await;
+    insert(&t, batch("pro", 10, 20)).await;
+    let e = engine(&t).await;
+    let n = |sql: &'static str| {
+        let e = &e;
+        async move { int(&e.collect(sql).await.unwrap(), 0)[0] }
+    };
+    assert_eq!(
+        n("SELECT count(*) FROM t WHERE \"user\".plan = 'nothing'").await,
+        0
+    );
+    assert_eq!(
+        n("SELECT count(*) FROM t WHERE \"user\".seats > 100").await,
+        0
+    );
+    assert_eq!(
+        e.reads().bytes(),
+        0,
+        "every file was pruned by user.plan / user.seats"
+    );
+    // Files where the filter holds for every row are counted from the log, too.
+    assert_eq!(
+        n("SELECT count(*) FROM t WHERE \"user\".plan = 'pro'").await,
+        20
+    );
+    assert_eq!(e.reads().bytes(), 0);
+    let seats = e
+        .collect("SELECT \"user\".seats FROM t WHERE \"user\".plan = 'pro'")
+        .await
+        .unwrap();
+    assert_eq!(int(&seats, 0), vec![10; 20]);
+    assert!(e.reads().bytes() > 0, "rows are read from the file");
+    assert_eq!(
+        n("SELECT count(*) FROM t WHERE \"user\".seats < 5").await,
+        30
+    );
+    assert_eq!(
+        n("SELECT count(*) FROM t WHERE \"user\".plan >= 'a'").await,
+        50
+    );
+}
