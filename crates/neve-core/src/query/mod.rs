@@ -297,9 +297,18 @@ pub fn query_error(e: DataFusionError) -> Error {
         DataFusionError::Plan(_)
         | DataFusionError::SchemaError(..)
         | DataFusionError::NotImplemented(_)
-        | DataFusionError::Configuration(_) => Error::InvalidQuery {
-            message: format!("{}{position}", root_message(&e)),
-        },
+        | DataFusionError::Configuration(_) => {
+            let message = root_message(&e);
+            // `user.plan`: `user` parses as the SQL keyword (CURRENT_USER), not the column.
+            let hint = if message.contains("Dot access not supported") {
+                "; a column named like a SQL keyword (user, date, time...) needs quotes: \"user\".plan"
+            } else {
+                ""
+            };
+            Error::InvalidQuery {
+                message: format!("{message}{position}{hint}"),
+            }
+        }
         DataFusionError::ResourcesExhausted(m) => Error::QueryFailed {
             message: format!("out of memory: {m}"),
         },
