@@ -226,6 +226,11 @@ fn lossy_values_are_refused_with_their_place() {
             &["line 2", "'n'", "2.7", "not an integer"],
         ),
         (
+            "two.ndjson",
+            "{\"n\": 1}\n{\"n\": 2} {\"n\": 3}\n",
+            &["line 2", "malformed JSON"],
+        ),
+        (
             "elem.json",
             "[{\"n\": 1}, {\"n\": 2.5}]",
             &["element 2", "'n'", "2.5"],
@@ -235,6 +240,13 @@ fn lossy_values_are_refused_with_their_place() {
         let p = write(dir.path(), name, text);
         refused(&t, &[&p], needles);
     }
+    // Past the rows read for inference, the decoder itself finds a line with two objects.
+    let two = dir.path().join("two.ndjson");
+    refused(
+        &t,
+        &[two.to_str().unwrap(), "--infer-rows", "1"],
+        &["line 2", "one object per line"],
+    );
     // With the unit named, an epoch number is a timestamp; nanoseconds must be whole micros.
     let ep = write(dir.path(), "epoch2.ndjson", "{\"ts\": 1700000000}\n");
     neve_ok(&["insert", &t, &ep, "--epoch-unit", "s"]);
@@ -592,4 +604,37 @@ fn concurrent_new_columns_local() {
 #[test]
 fn concurrent_new_columns_minio() {
     concurrent_new_columns(&s3_table("conc"));
+}
+
+/// NDJSON past one chunk (65,536 lines) is decoded in parallel: every row arrives once, and
+/// an error deep in the input names its line.
+#[test]
+fn ndjson_in_many_chunks() {
+    let (_d, t) = local_table("chunks");
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&["create", &t, "--schema", "n int64 not null, s string"]);
+    let rows = 200_000u64;
+    let mut text = String::with_capacity(rows as usize * 24);
+    for i in 0..rows {
+        text.push_str(&format!("{{\"n\": {i}, \"s\": \"r{}\"}}\n", i % 7));
+        if i % 50_000 == 0 {
+            text.push('\n'); // blank lines do not count as rows
+        }
+    }
+    let good = write(dir.path(), "good.ndjson", &text);
+    neve_ok(&["insert", &t, &good]);
+    let got = sql(
+        &t,
+        "SELECT count(*) AS c, sum(n) AS s, count(DISTINCT n) AS d FROM t",
+    );
+    assert_eq!(got[0]["c"], rows);
+    assert_eq!(got[0]["d"], rows);
+    assert_eq!(got[0]["s"], rows * (rows - 1) / 2);
+    // A bad value on line 180,005 (past the inference rows and several chunks).
+    let mut lines: Vec<&str> = text.lines().collect();
+    let bad = "{\"n\": 1.5, \"s\": \"x\"}";
+    lines[180_004] = bad;
+    let bad_text = lines.join("\n") + "\n";
+    let p = write(dir.path(), "bad.ndjson", &bad_text);
+    refused(&t, &[&p], &["line 180005", "'n'", "1.5", "not an integer"]);
 }

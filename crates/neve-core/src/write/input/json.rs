@@ -179,7 +179,7 @@ pub(super) fn open_ndjson(
     }
     let schema = infer_json(&name, samples, table)?;
     let raw = raw_schema(&schema);
-    let decoder = json_decoder(&raw, opts.batch_rows)?;
+    json_decoder(&raw, 1)?; // the schema is decodable: fail here, not per chunk
     let lines = Box::new(Cursor::new(head).chain(rest));
     Ok(OpenedInput {
         name: name.clone(),
@@ -190,17 +190,18 @@ pub(super) fn open_ndjson(
         },
         schema: schema.clone(),
         batches: Box::new(NdjsonBatches {
-            name,
-            unit,
-            raw,
-            schema,
-            text: opts.text,
-            decoder,
+            chunk: Arc::new(ChunkDecoder {
+                name,
+                unit,
+                raw,
+                schema,
+                text: opts.text,
+            }),
             lines,
             line_no: 0,
-            pending: Vec::new(),
             batch_rows: opts.batch_rows,
             done: false,
+            inflight: std::collections::VecDeque::new(),
         }),
     })
 }
@@ -230,37 +231,93 @@ fn located(
     }
 }
 
-/// Streams NDJSON lines (or a JSON array's elements, one per line) through arrow-json,
-/// keeping the current batch's lines so that an error can name the exact one.
+/// Streams NDJSON lines (or a JSON array's elements, one per line) in chunks of `batch_rows`
+/// lines. Lines are read here, in order; each chunk is decoded and typed on the rayon pool,
+/// a few at a time, so decoding uses every core; batches come out in input order, and an
+/// error names the exact line.
 struct NdjsonBatches {
+    chunk: Arc<ChunkDecoder>,
+    lines: Box<dyn BufRead + Send>,
+    line_no: u64,
+    batch_rows: usize,
+    done: bool,
+    /// Chunks being decoded, oldest first.
+    inflight: std::collections::VecDeque<std::sync::mpsc::Receiver<Result<RecordBatch>>>,
+}
+
+/// Chunks decoded at once: enough to keep the cores busy, few enough to bound memory.
+const CHUNKS_IN_FLIGHT: usize = 3;
+
+/// Lines of one chunk: their text back to back, where each starts, and its line number.
+struct Chunk {
+    text: Vec<u8>,
+    starts: Vec<usize>,
+    numbers: Vec<u64>,
+}
+
+impl Chunk {
+    fn line(&self, i: usize) -> &[u8] {
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.text.len());
+        &self.text[self.starts[i]..end]
+    }
+}
+
+/// What decoding a chunk needs, shared by the chunks in flight.
+struct ChunkDecoder {
     name: String,
     /// "line" or "element".
     unit: &'static str,
     raw: SchemaRef,
     schema: SchemaRef,
     text: TextOptions,
-    decoder: arrow::json::reader::Decoder,
-    lines: Box<dyn BufRead + Send>,
-    line_no: u64,
-    /// (line number, text) of rows in the decoder.
-    pending: Vec<(u64, Vec<u8>)>,
-    batch_rows: usize,
-    done: bool,
 }
 
-impl NdjsonBatches {
-    /// Find which pending line fails, decoding each alone.
-    fn locate(&self, e: ArrowError) -> Error {
-        for (no, line) in &self.pending {
-            let Ok(mut d) = json_decoder(&self.raw, 1) else {
+impl ChunkDecoder {
+    fn decode(&self, chunk: &Chunk) -> Result<RecordBatch> {
+        // One row more than lines lets a line holding two objects show.
+        let mut d = json_decoder(&self.raw, chunk.numbers.len() + 1)?;
+        let res = d.decode(&chunk.text).and_then(|_| d.flush());
+        let batch = match res {
+            Ok(Some(b)) if b.num_rows() == chunk.numbers.len() => b,
+            Ok(_) => return Err(self.locate(chunk, None)),
+            Err(e) => return Err(self.locate(chunk, Some(e))),
+        };
+        let unit = self.unit;
+        typed(batch, &self.schema, &self.text, &self.name, &|i| {
+            format!("{unit} {}", chunk.numbers[i])
+        })
+    }
+
+    /// Find which line of the chunk fails (or holds other than one object), decoding each
+    /// alone.
+    fn locate(&self, chunk: &Chunk, e: Option<ArrowError>) -> Error {
+        for (i, no) in chunk.numbers.iter().enumerate() {
+            let Ok(mut d) = json_decoder(&self.raw, 2) else {
                 break;
             };
-            let res = d.decode(line).and_then(|_| d.flush());
-            if let Err(err) = res {
-                return json_error(&self.name, self.unit, Some(*no), err);
+            match d.decode(chunk.line(i)).and_then(|_| d.flush()) {
+                Err(err) => return json_error(&self.name, self.unit, Some(*no), err),
+                Ok(Some(b)) if b.num_rows() == 1 => {}
+                Ok(_) => {
+                    return located(
+                        &self.name,
+                        self.unit,
+                        Some(*no),
+                        None,
+                        "malformed JSON: expected one object per line".into(),
+                    )
+                }
             }
         }
-        json_error(&self.name, self.unit, None, e)
+        match e {
+            Some(e) => json_error(&self.name, self.unit, None, e),
+            None => invalid(
+                &self.name,
+                None,
+                None,
+                "malformed JSON: rows do not match lines",
+            ),
+        }
     }
 }
 
@@ -279,74 +336,82 @@ fn json_error(name: &str, unit: &str, line: Option<u64>, e: ArrowError) -> Error
     located(name, unit, line, column, format!("{msg}{hint}"))
 }
 
-impl Iterator for NdjsonBatches {
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let mut buf = Vec::new();
-        while self.pending.len() < self.batch_rows {
-            buf.clear();
-            match self.lines.read_until(b'\n', &mut buf) {
+impl NdjsonBatches {
+    /// The next `batch_rows` non-blank lines; `None` at the end of the input.
+    fn read_chunk(&mut self) -> Option<Result<Chunk>> {
+        let mut chunk = Chunk {
+            text: Vec::new(),
+            starts: Vec::new(),
+            numbers: Vec::new(),
+        };
+        while chunk.numbers.len() < self.batch_rows {
+            let start = chunk.text.len();
+            match self.lines.read_until(b'\n', &mut chunk.text) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(source) => {
-                    self.done = true;
                     return Some(Err(Error::InputUnreadable {
-                        input: self.name.clone(),
+                        input: self.chunk.name.clone(),
                         source,
-                    }));
+                    }))
                 }
             }
             self.line_no += 1;
-            if buf.iter().all(u8::is_ascii_whitespace) {
+            let line = &chunk.text[start..];
+            if line.iter().all(u8::is_ascii_whitespace) {
+                chunk.text.truncate(start);
                 continue;
             }
-            let trimmed = buf.trim_ascii();
+            let trimmed = line.trim_ascii();
             if !trimmed.starts_with(b"{") || !trimmed.ends_with(b"}") {
-                self.done = true;
                 return Some(Err(located(
-                    &self.name,
-                    self.unit,
+                    &self.chunk.name,
+                    self.chunk.unit,
                     Some(self.line_no),
                     None,
                     "malformed JSON: expected one object per line".into(),
                 )));
             }
-            if let Err(e) = self.decoder.decode(&buf) {
-                self.pending.push((self.line_no, buf.clone()));
-                self.done = true;
-                return Some(Err(self.locate(e)));
-            }
-            self.pending.push((self.line_no, std::mem::take(&mut buf)));
+            chunk.starts.push(start);
+            chunk.numbers.push(self.line_no);
         }
-        if self.pending.is_empty() {
-            self.done = true;
-            return None;
+        (!chunk.numbers.is_empty()).then_some(Ok(chunk))
+    }
+}
+
+impl Iterator for NdjsonBatches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done && self.inflight.len() < CHUNKS_IN_FLIGHT {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            match self.read_chunk() {
+                None => self.done = true,
+                Some(Err(e)) => {
+                    // After the chunks before it, in order.
+                    self.done = true;
+                    let _ = tx.send(Err(e));
+                    self.inflight.push_back(rx);
+                }
+                Some(Ok(chunk)) => {
+                    let decoder = self.chunk.clone();
+                    rayon::spawn(move || {
+                        let _ = tx.send(decoder.decode(&chunk));
+                    });
+                    self.inflight.push_back(rx);
+                }
+            }
         }
-        let out = match self.decoder.flush() {
-            Ok(Some(b)) => {
-                let lines: Vec<u64> = self.pending.iter().map(|(n, _)| *n).collect();
-                let unit = self.unit;
-                typed(b, &self.schema, &self.text, &self.name, &|i| {
-                    format!("{unit} {}", lines[i])
-                })
-            }
-            Ok(None) => {
-                self.done = true;
-                return None;
-            }
-            Err(e) => {
-                self.done = true;
-                Err(self.locate(e))
-            }
-        };
+        let rx = self.inflight.pop_front()?;
+        let out = rx.recv().unwrap_or_else(|_| {
+            Err(Error::TaskFailed(
+                "decoding a chunk of JSON lines stopped".into(),
+            ))
+        });
         if out.is_err() {
             self.done = true;
+            self.inflight.clear();
         }
-        self.pending.clear();
         Some(out)
     }
 }
