@@ -155,25 +155,34 @@ pub(super) fn open_ndjson(
     unit: &'static str,
 ) -> Result<OpenedInput> {
     let (head, rest) = read_head(&name, reader, opts.infer_rows)?;
-    let mut samples = Vec::new();
-    for (i, line) in head.split(|&b| b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let at = Some(i as u64 + 1);
-        let v: serde_json::Value = serde_json::from_slice(line)
-            .map_err(|e| located(&name, unit, at, None, format!("malformed JSON: {e}")))?;
-        if !v.is_object() {
-            return Err(located(
-                &name,
-                unit,
-                at,
-                None,
-                "expected a JSON object".into(),
-            ));
-        }
-        samples.push(v);
-    }
+    // Parsed on every core (100,000 lines by default); the first bad line in order wins.
+    use rayon::prelude::*;
+    let lines: Vec<(usize, &[u8])> = head
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
+        .collect();
+    let samples = lines
+        .par_iter()
+        .map(|(i, line)| {
+            let at = Some(*i as u64 + 1);
+            let v: serde_json::Value = serde_json::from_slice(line)
+                .map_err(|e| located(&name, unit, at, None, format!("malformed JSON: {e}")))?;
+            if !v.is_object() {
+                return Err(located(
+                    &name,
+                    unit,
+                    at,
+                    None,
+                    "expected a JSON object".into(),
+                ));
+            }
+            Ok(v)
+        })
+        .collect::<Vec<Result<_>>>()
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    drop(lines);
     if samples.is_empty() {
         return Ok(OpenedInput::empty(name, InputFormat::Ndjson));
     }
