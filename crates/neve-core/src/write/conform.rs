@@ -44,6 +44,31 @@ impl From<arrow::error::ArrowError> for ConformError {
 
 type CResult<T> = std::result::Result<T, ConformError>;
 
+/// Which top-level row an element of a (possibly nested) array belongs to, for errors. Only
+/// walked when an error is reported: lists keep their offsets, nothing per element.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    Top,
+    /// Elements of a list or map whose `offsets` (starting at 0) index into `parent`'s rows.
+    Elements {
+        offsets: &'a [i32],
+        parent: &'a Rows<'a>,
+    },
+}
+
+impl Rows<'_> {
+    fn row(&self, i: usize) -> usize {
+        match self {
+            Rows::Top => i,
+            Rows::Elements { offsets, parent } => parent.row(
+                offsets
+                    .partition_point(|&o| o as usize <= i)
+                    .saturating_sub(1),
+            ),
+        }
+    }
+}
+
 /// Where a row of the batch being conformed is in its input, for errors (`line 7`, `row 7`).
 pub(crate) type Position<'a> = &'a dyn Fn(usize) -> String;
 
@@ -61,8 +86,8 @@ pub(crate) fn conform_batch(
     let mut cols = Vec::with_capacity(target.fields().len());
     for f in target.fields() {
         let res = match schema.index_of(f.name()) {
-            Ok(i) => conform_array(batch.column(i), f, f.name(), text, None),
-            Err(_) => missing(f, f.name(), rows, None),
+            Ok(i) => conform_in(batch.column(i), f, f.name(), text, &Rows::Top, None),
+            Err(_) => missing(f, f.name(), rows, None, &Rows::Top),
         };
         match res {
             Ok(a) => cols.push(a),
@@ -87,9 +112,15 @@ pub(crate) fn conform_batch(
 }
 
 /// A column the input lacks: nulls, unless the field is `not null`.
-fn missing(f: &FieldRef, path: &str, len: usize, parent: Option<&NullBuffer>) -> CResult<ArrayRef> {
+fn missing(
+    f: &FieldRef,
+    path: &str,
+    len: usize,
+    parent: Option<&NullBuffer>,
+    rows: &Rows<'_>,
+) -> CResult<ArrayRef> {
     let nulls = arrow::array::new_null_array(f.data_type(), len);
-    check_not_null(&nulls, f, path, parent, None)?;
+    check_not_null(&nulls, f, path, parent, rows)?;
     Ok(nulls)
 }
 
@@ -99,7 +130,7 @@ fn check_not_null(
     f: &Field,
     path: &str,
     parent: Option<&NullBuffer>,
-    rows: Option<&[usize]>,
+    rows: &Rows<'_>,
 ) -> CResult<()> {
     if f.is_nullable() || a.null_count() == 0 {
         return Ok(());
@@ -108,7 +139,7 @@ fn check_not_null(
     match first {
         None => Ok(()),
         Some(i) => Err(ConformError::Value(BadValue {
-            index: rows.map_or(i, |r| r[i]),
+            index: rows.row(i),
             path: path.to_string(),
             value: "null".into(),
             reason: "in a not null column".into(),
@@ -116,28 +147,12 @@ fn check_not_null(
     }
 }
 
-/// For each element of a child array, the top-level row it belongs to (identity when the
-/// array is top-level). Only computed when an error needs it.
-fn row_of(rows: Option<&[usize]>, i: usize) -> usize {
-    rows.map_or(i, |r| r[i])
-}
-
-fn conform_array(
-    a: &ArrayRef,
-    target: &FieldRef,
-    path: &str,
-    text: &TextOptions,
-    rows: Option<&[usize]>,
-) -> CResult<ArrayRef> {
-    conform_in(a, target, path, text, rows, None)
-}
-
 fn conform_in(
     a: &ArrayRef,
     target: &FieldRef,
     path: &str,
     text: &TextOptions,
-    rows: Option<&[usize]>,
+    rows: &Rows<'_>,
     parent: Option<&NullBuffer>,
 ) -> CResult<ArrayRef> {
     let out = match (a.data_type(), target.data_type()) {
@@ -146,7 +161,7 @@ fn conform_in(
             return conform_in(&plain, target, path, text, rows, parent);
         }
         (DataType::Null, t) if t != &DataType::Null => {
-            return missing(target, path, a.len(), parent);
+            return missing(target, path, a.len(), parent, rows);
         }
         (DataType::Struct(_), DataType::Struct(fields)) => {
             conform_struct(a.as_struct(), fields, path, text, rows)?
@@ -188,7 +203,7 @@ fn conform_in(
             };
             parse_text(s.as_string::<i32>(), to, &own).map_err(|b| {
                 ConformError::Value(BadValue {
-                    index: row_of(rows, b.index),
+                    index: rows.row(b.index),
                     path: path.to_string(),
                     value: quote(s.as_string::<i32>().value(b.index)),
                     reason: b.reason,
@@ -216,7 +231,7 @@ fn conform_struct(
     fields: &Fields,
     path: &str,
     text: &TextOptions,
-    rows: Option<&[usize]>,
+    rows: &Rows<'_>,
 ) -> CResult<ArrayRef> {
     let DataType::Struct(from) = a.data_type() else {
         unreachable!("checked by the caller")
@@ -226,7 +241,7 @@ fn conform_struct(
         let p = format!("{path}.{}", f.name());
         let child = match from.iter().position(|x| x.name() == f.name()) {
             Some(i) => conform_in(a.column(i), f, &p, text, rows, a.nulls())?,
-            None => missing(f, &p, a.len(), a.nulls())?,
+            None => missing(f, &p, a.len(), a.nulls(), rows)?,
         };
         children.push(child);
     }
@@ -238,25 +253,12 @@ fn conform_struct(
     )?))
 }
 
-/// Top-level row of each element of a list's values.
-fn element_rows<O: OffsetSizeTrait>(
-    offsets: &OffsetBuffer<O>,
-    rows: Option<&[usize]>,
-) -> Vec<usize> {
-    let mut out = Vec::with_capacity(offsets.last().map_or(0, |o| o.as_usize()));
-    for (i, w) in offsets.windows(2).enumerate() {
-        let r = row_of(rows, i);
-        out.extend(std::iter::repeat_n(r, w[1].as_usize() - w[0].as_usize()));
-    }
-    out
-}
-
 fn conform_list<O: OffsetSizeTrait>(
     a: &GenericListArray<O>,
     element: &FieldRef,
     path: &str,
     text: &TextOptions,
-    rows: Option<&[usize]>,
+    rows: &Rows<'_>,
 ) -> CResult<ArrayRef> {
     // Elements of a list are a slice of the values array: conform only that slice.
     let offsets = a.offsets();
@@ -268,7 +270,7 @@ fn conform_list<O: OffsetSizeTrait>(
         .map(|o| {
             i32::try_from(o.as_usize() - start).map_err(|_| {
                 ConformError::Value(BadValue {
-                    index: row_of(rows, 0),
+                    index: rows.row(0),
                     path: path.to_string(),
                     value: "a list".into(),
                     reason: "has more than 2^31 elements in one batch".into(),
@@ -277,15 +279,11 @@ fn conform_list<O: OffsetSizeTrait>(
         })
         .collect::<CResult<_>>()?;
     let shifted = OffsetBuffer::new(shifted.into());
-    let erows = element_rows(&shifted, rows);
-    let values = conform_in(
-        &values,
-        element,
-        &format!("{path}[]"),
-        text,
-        Some(&erows),
-        None,
-    )?;
+    let erows = Rows::Elements {
+        offsets: &shifted,
+        parent: rows,
+    };
+    let values = conform_in(&values, element, &format!("{path}[]"), text, &erows, None)?;
     Ok(Arc::new(ListArray::try_new(
         element.clone(),
         shifted,
@@ -300,7 +298,7 @@ fn conform_map(
     sorted: bool,
     path: &str,
     text: &TextOptions,
-    rows: Option<&[usize]>,
+    rows: &Rows<'_>,
 ) -> CResult<ArrayRef> {
     let DataType::Struct(kv) = entries.data_type() else {
         unreachable!("a map's entries are a struct")
@@ -315,13 +313,16 @@ fn conform_map(
             .collect::<Vec<_>>()
             .into(),
     );
-    let erows = element_rows(&shifted, rows);
+    let erows = Rows::Elements {
+        offsets: &shifted,
+        parent: rows,
+    };
     let keys = conform_in(
         &a.keys().slice(start, end - start),
         &kv[0],
         &format!("{path}.key"),
         text,
-        Some(&erows),
+        &erows,
         None,
     )?;
     let values = conform_in(
@@ -329,7 +330,7 @@ fn conform_map(
         &kv[1],
         &format!("{path}.value"),
         text,
-        Some(&erows),
+        &erows,
         None,
     )?;
     let entries_array = StructArray::try_new(kv.clone(), vec![keys, values], None)?;
@@ -349,14 +350,14 @@ fn conform_leaf(
     from: &DataType,
     to: &DataType,
     path: &str,
-    rows: Option<&[usize]>,
+    rows: &Rows<'_>,
 ) -> CResult<ArrayRef> {
     if from == to {
         return Ok(a.clone());
     }
     let bad = |i: usize, reason: &str| {
         ConformError::Value(BadValue {
-            index: row_of(rows, i),
+            index: rows.row(i),
             path: path.to_string(),
             value: arrow::util::display::array_value_to_string(a, i).unwrap_or_default(),
             reason: reason.to_string(),

@@ -152,3 +152,38 @@ fn struct_fields_get_statistics_and_a_null_struct_counts_as_null_fields() {
     assert_eq!(s["user.seats"].min, Some(serde_json::Value::from(1)));
     assert_eq!(s["user.seats"].max, Some(serde_json::Value::from(3)));
 }
+
+#[test]
+fn an_error_inside_a_list_names_the_row_that_holds_it() {
+    use arrow::array::{ListBuilder, StringBuilder};
+    let mut b = ListBuilder::new(StringBuilder::new());
+    b.values().append_value("1");
+    b.append(true); // row 1: ["1"]
+    b.append(true); // row 2: []
+    b.append(false); // row 3: null
+    b.values().append_value("2");
+    b.values().append_value("300");
+    b.append(true); // row 4: ["2", "300"]
+    let list = b.finish();
+    let input = Arc::new(Schema::new(vec![Field::new(
+        "c",
+        list.data_type().clone(),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(input, vec![Arc::new(list)]).unwrap();
+    let target = Arc::new(Schema::new(vec![Field::new(
+        "c",
+        DataType::List(Arc::new(Field::new("element", DataType::Int8, true))),
+        true,
+    )]));
+    let err = super::conform::conform_batch(&batch, &target, &Default::default(), "in", &|i| {
+        format!("row {}", i + 1)
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("row 4") && err.contains("'c[]'") && err.contains("300"),
+        "{err}"
+    );
+    assert!(err.contains("out of range for int8"), "{err}");
+}
