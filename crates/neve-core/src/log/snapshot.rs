@@ -226,20 +226,10 @@ pub(crate) fn rekey_stats(
     let stats = f
         .stats
         .iter()
-        .filter_map(|(k, v)| {
-            // A nested field's key starts with its column's name: `user.plan`.
-            let (top, rest) = match k.split_once('.') {
-                Some((t, r)) if changes.contains_key(t) => (t, Some(r)),
-                _ => (k.as_str(), None),
-            };
-            match changes.get(top) {
-                Some(Some(new)) => Some((
-                    rest.map_or_else(|| new.clone(), |r| format!("{new}.{r}")),
-                    v.clone(),
-                )),
-                Some(None) => None,
-                None => Some((k.clone(), v.clone())),
-            }
+        .filter_map(|(k, v)| match changes.get(k) {
+            Some(Some(new)) => Some((new.clone(), v.clone())),
+            Some(None) => None,
+            None => Some((k.clone(), v.clone())),
         })
         .collect();
     AddFile { stats, ..f.clone() }

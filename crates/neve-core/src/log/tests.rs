@@ -371,7 +371,9 @@ fn statistics_follow_renames_and_drops_of_their_column() {
         ]),
     };
     let changes = HashMap::from([
+        // Every path under a renamed struct moves (`TableSchema::renames_and_drops`).
         ("user".to_string(), Some("customer".to_string())),
+        ("user.plan".to_string(), Some("customer.plan".to_string())),
         ("a.b".to_string(), Some("ab".to_string())),
         ("gone".to_string(), None),
     ]);

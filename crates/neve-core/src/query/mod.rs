@@ -7,6 +7,7 @@
 
 mod constant;
 mod counting;
+mod dialect;
 mod ids;
 mod metadata;
 mod provider;
@@ -197,7 +198,15 @@ impl QueryEngine {
     /// unless the log's totals answer all the query asks of them.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
         let state = self.ctx.state();
-        let plan = state.create_logical_plan(sql).await.map_err(query_error)?;
+        let dialect = state.config_options().sql_parser.dialect;
+        let mut statement = state.sql_to_statement(sql, &dialect).map_err(query_error)?;
+        if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
+            dialect::rewrite(s);
+        }
+        let plan = state
+            .statement_to_plan(statement)
+            .await
+            .map_err(query_error)?;
         // Judged on the analyzed plan (types coerced), as the optimizer will see it.
         let analyzed = state
             .analyzer()

@@ -95,38 +95,67 @@ impl TableSchema {
                 siblings.push(c);
             }
             AlterOp::RenameColumn { from, to } => {
-                if from.contains('.') {
-                    return Err(unsafe_alter(
-                        from,
-                        "renaming nested fields is not supported yet; rename top-level columns"
-                            .into(),
-                    ));
+                if let Some((parent, _)) = from.rsplit_once('.') {
+                    // `rename column user.plan to tier` (or `to user.tier`): a field keeps its
+                    // struct; only its name changes.
+                    let leaf = match to.rsplit_once('.') {
+                        Some((p, l)) if p == parent => l,
+                        Some(_) => {
+                            return Err(unsafe_alter(
+                                from,
+                                format!("a nested field is renamed within its struct, e.g. `rename column {from} to NEW_NAME`; '{to}' is elsewhere"),
+                            ))
+                        }
+                        None => to.as_str(),
+                    };
+                    let siblings = struct_fields(&mut out.columns, parent, from)?;
+                    if siblings.iter().any(|c| c.name == leaf) {
+                        return Err(unsafe_alter(
+                            from,
+                            format!("'{parent}' has a field named '{leaf}'"),
+                        ));
+                    }
+                    let name = from.rsplit_once('.').map(|(_, n)| n).unwrap_or(from);
+                    let c = siblings
+                        .iter_mut()
+                        .find(|c| c.name == name)
+                        .ok_or_else(|| unsafe_alter(from, "no such column".into()))?;
+                    c.name = leaf.to_string();
+                } else {
+                    if out.column(to).is_some() {
+                        return Err(unsafe_alter(from, format!("a column named '{to}' exists")));
+                    }
+                    let name_mapped = out.name_mapped_ids;
+                    let c = field_mut(&mut out.columns, from)?;
+                    if c.id <= name_mapped && !c.aliases.contains(from) {
+                        c.aliases.push(from.clone());
+                    }
+                    c.name = to.clone();
                 }
-                if out.column(to).is_some() {
-                    return Err(unsafe_alter(from, format!("a column named '{to}' exists")));
-                }
-                let name_mapped = out.name_mapped_ids;
-                let c = field_mut(&mut out.columns, from)?;
-                if c.id <= name_mapped && !c.aliases.contains(from) {
-                    c.aliases.push(from.clone());
-                }
-                c.name = to.clone();
             }
             AlterOp::DropColumn(name) => {
-                if name.contains('.') {
-                    return Err(unsafe_alter(
-                        name,
-                        "dropping nested fields is not supported yet; drop top-level columns"
-                            .into(),
-                    ));
+                if let Some((parent, leaf)) = name.rsplit_once('.') {
+                    let siblings = struct_fields(&mut out.columns, parent, name)?;
+                    let i = siblings
+                        .iter()
+                        .position(|c| c.name == leaf)
+                        .ok_or_else(|| unsafe_alter(name, "no such column".into()))?;
+                    if siblings.len() == 1 {
+                        return Err(unsafe_alter(
+                            name,
+                            format!("it is the only field of '{parent}'; drop '{parent}' instead"),
+                        ));
+                    }
+                    siblings.remove(i);
+                } else {
+                    let i = out
+                        .index_of(name)
+                        .ok_or_else(|| unsafe_alter(name, "no such column".into()))?;
+                    if out.columns.len() == 1 {
+                        return Err(unsafe_alter(name, "it is the table's only column".into()));
+                    }
+                    out.columns.remove(i);
                 }
-                let i = out
-                    .index_of(name)
-                    .ok_or_else(|| unsafe_alter(name, "no such column".into()))?;
-                if out.columns.len() == 1 {
-                    return Err(unsafe_alter(name, "it is the table's only column".into()));
-                }
-                out.columns.remove(i);
             }
             AlterOp::Widen { column, to } => {
                 let c = field_mut(&mut out.columns, column)?;
@@ -181,6 +210,21 @@ fn clear_ids(c: &mut Column) {
             clear_ids(v);
         }
         _ => {}
+    }
+}
+
+/// The fields of the struct at `parent`, for a change to `path` inside it.
+fn struct_fields<'a>(
+    columns: &'a mut [Column],
+    parent: &str,
+    path: &str,
+) -> Result<&'a mut Vec<Column>> {
+    match &mut field_mut(columns, parent)?.column_type {
+        ColumnType::Struct(fields) => Ok(fields),
+        other => Err(Error::UnsafeAlter {
+            column: path.to_string(),
+            reason: format!("'{parent}' is {other}, not a struct"),
+        }),
     }
 }
 

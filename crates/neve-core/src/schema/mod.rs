@@ -654,15 +654,23 @@ impl TableSchema {
     /// (to `None`), matched by id: the statistics of files written under `self` are keyed by
     /// the old names.
     pub fn renames_and_drops(&self, newer: &TableSchema) -> HashMap<String, Option<String>> {
+        // Every path whose column or struct field moved: statistics are keyed by full path
+        // (`user.plan`), and renaming `user` moves every path under it.
+        let now: HashMap<u32, String> = newer
+            .fields()
+            .into_iter()
+            .filter(|(_, c)| c.id != 0)
+            .map(|(p, c)| (c.id, p))
+            .collect();
         let mut out = HashMap::new();
-        for c in &self.columns {
-            match newer.columns.iter().find(|n| n.id == c.id) {
-                Some(n) if n.name == c.name => {}
-                Some(n) => {
-                    out.insert(c.name.clone(), Some(n.name.clone()));
+        for (path, c) in self.fields() {
+            match now.get(&c.id) {
+                Some(p) if *p == path => {}
+                Some(p) => {
+                    out.insert(path, Some(p.clone()));
                 }
                 None => {
-                    out.insert(c.name.clone(), None);
+                    out.insert(path, None);
                 }
             }
         }

@@ -348,6 +348,76 @@ fn alter_changes_and_refusals() {
 }
 
 #[test]
+fn nested_fields_rename_and_drop_by_id() {
+    let s =
+        parse_schema("id int64, user struct<plan string, geo struct<country string, city string>>")
+            .unwrap();
+    let op = |words: &str| {
+        AlterOp::parse(&words.split(' ').map(String::from).collect::<Vec<_>>()).unwrap()
+    };
+    let id_of = |s: &TableSchema, path: &str| {
+        s.fields()
+            .into_iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, c)| c.id)
+    };
+    let renamed = s
+        .alter(&op("rename column user.plan to tier"), true)
+        .unwrap();
+    assert_eq!(id_of(&renamed, "user.tier"), id_of(&s, "user.plan"));
+    // The full path of the new name is accepted too, within the same struct only.
+    assert_eq!(
+        s.alter(&op("rename column user.geo.city to user.geo.town"), true)
+            .unwrap()
+            .to_string(),
+        "id int64, user struct<plan string, geo struct<country string, town string>>"
+    );
+    for (words, needle) in [
+        ("rename column user.plan to geo", "has a field named 'geo'"),
+        ("rename column user.plan to id.tier", "within its struct"),
+        ("rename column user.nope to x", "no such column"),
+        ("rename column id.x to y", "not a struct"),
+        ("drop column user.nope", "no such column"),
+    ] {
+        let e = s.alter(&op(words), true).unwrap_err().to_string();
+        assert!(e.contains(needle), "{words}: {e}");
+    }
+    // Statistics keys move with every path under a renamed struct, and go with a dropped one.
+    let moved = s
+        .alter(&op("rename column user to customer"), true)
+        .unwrap();
+    let changes = s.renames_and_drops(&moved);
+    assert_eq!(
+        changes.get("user.geo.country"),
+        Some(&Some("customer.geo.country".to_string()))
+    );
+    assert_eq!(changes.get("id"), None);
+    let dropped = s.alter(&op("drop column user.geo.city"), true).unwrap();
+    assert_eq!(
+        dropped.to_string(),
+        "id int64, user struct<plan string, geo struct<country string>>"
+    );
+    assert_eq!(
+        s.renames_and_drops(&dropped).get("user.geo.city"),
+        Some(&None)
+    );
+    let e = dropped
+        .alter(&op("drop column user.geo.country"), true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only field of 'user.geo'"), "{e}");
+    // A dropped field added again is a new field: a new id.
+    let readded = dropped
+        .alter(
+            &AlterOp::parse(&["add".into(), "column".into(), "user.geo.city string".into()])
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    assert!(id_of(&readded, "user.geo.city").unwrap() > s.last_column_id);
+}
+
+#[test]
 fn concurrent_inserts_adding_columns() {
     // Both inserts read a table with `k` (id 1) and wrote their files with a new column.
     let base = parse_schema("k int64").unwrap();

@@ -100,6 +100,23 @@ fn declared_nested_round_trip(table: &str) {
          GROUP BY 1 ORDER BY 1",
     );
     assert_eq!(plans, vec![serde_json::json!({"plan": "pro", "n": 2})]);
+    // The same question as users write it: `user.plan` unquoted, a lateral `CROSS JOIN unnest`.
+    let plans = sql(
+        table,
+        "SELECT user.plan, count(*) AS n FROM t CROSS JOIN unnest(tags) GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(plans, vec![serde_json::json!({"plan": "pro", "n": 2})]);
+    let tags = sql(
+        table,
+        "SELECT e.id, x.tag FROM t AS e, unnest(e.tags) AS x(tag) ORDER BY 1, 2",
+    );
+    assert_eq!(
+        tags,
+        vec![
+            serde_json::json!({"id": "a", "tag": "t1"}),
+            serde_json::json!({"id": "a", "tag": "t2"})
+        ]
+    );
     // The same rows as a JSON array and as CSV (scalars only) land the same way.
     let arr = write(
         dir.path(),
@@ -441,6 +458,91 @@ fn alter_reads_back_by_id(table: &str) {
     let rows = sql(table, "SELECT id, amount FROM t ORDER BY id");
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["amount"], 1.5);
+}
+
+fn nested_alter_reads_back_by_id(table: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    neve_ok(&[
+        "create",
+        table,
+        "--schema",
+        "id int64, user struct<id int64, plan string, geo struct<country string>>, \
+         events list<struct<kind string, n int64>>",
+        "--sort-by",
+        "id",
+    ]);
+    let v1 = write(
+        dir.path(),
+        "v1.ndjson",
+        "{\"id\": 1, \"user\": {\"id\": 10, \"plan\": \"pro\", \"geo\": {\"country\": \"NO\"}}, \"events\": [{\"kind\": \"a\", \"n\": 1}]}\n\
+         {\"id\": 2, \"user\": {\"id\": 20, \"plan\": \"free\"}}\n",
+    );
+    neve_ok(&["insert", table, &v1]);
+    // A struct field renamed: old files read it under the new name.
+    assert!(alter(table, "rename column user.plan to tier")
+        .status
+        .success());
+    assert!(
+        !alter(table, "rename column events.kind to type")
+            .status
+            .success(),
+        "a list's element fields are not a struct path"
+    );
+    let v2 = write(
+        dir.path(),
+        "v2.ndjson",
+        "{\"id\": 3, \"user\": {\"id\": 30, \"tier\": \"team\"}}\n",
+    );
+    neve_ok(&["insert", table, &v2]);
+    let rows = sql(table, "SELECT id, user.tier AS tier FROM t ORDER BY id");
+    let tiers: Vec<_> = rows.iter().map(|r| r["tier"].clone()).collect();
+    assert_eq!(tiers, vec!["pro", "free", "team"]);
+    // The statistics moved with the name: a filter on it finds the old file's row.
+    let rows = sql(table, "SELECT id FROM t WHERE user.tier = 'pro'");
+    assert_eq!(rows, vec![serde_json::json!({"id": 1})]);
+    // Dropped, then added again under the same name: the old values stay gone.
+    assert!(alter(table, "drop column user.id").status.success());
+    let out = alter(table, "drop column user.geo.country");
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only field"));
+    neve_ok(&["alter", table, "add", "column", "user.id int64"]);
+    let rows = sql(table, "SELECT count(user.id) AS n FROM t");
+    assert_eq!(
+        rows[0]["n"], 0,
+        "a re-added field does not resurrect dropped values"
+    );
+    // The struct itself renamed: every field under it follows.
+    assert!(alter(table, "rename column user to customer")
+        .status
+        .success());
+    let ddl = info(table)["schema_ddl"].as_str().unwrap().to_string();
+    assert!(
+        ddl.contains("customer struct<tier string, geo struct<country string>, id int64>"),
+        "{ddl}"
+    );
+    neve_ok(&["merge", table, "--min-files", "2"]);
+    let rows = sql(
+        table,
+        "SELECT id, customer.tier AS tier, customer.geo.country AS c, customer.id AS cid FROM t ORDER BY id",
+    );
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["tier"], "pro");
+    assert_eq!(rows[0]["c"], "NO");
+    assert!(rows[0]["cid"].is_null());
+    assert_eq!(rows[2]["tier"], "team");
+    let rows = sql(table, "SELECT id FROM t WHERE customer.tier = 'free'");
+    assert_eq!(rows, vec![serde_json::json!({"id": 2})]);
+}
+
+#[test]
+fn nested_alter_reads_back_by_id_local() {
+    let (_d, t) = local_table("nested_alter");
+    nested_alter_reads_back_by_id(&t);
+}
+
+#[test]
+fn nested_alter_reads_back_by_id_minio() {
+    nested_alter_reads_back_by_id(&s3_table("nested_alter"));
 }
 
 #[test]
