@@ -20,8 +20,15 @@ use crate::write::NoProgress;
 enum Kind {
     Int(u8),
     Str,
-    /// Fields are never renamed or dropped (not supported yet), only added.
-    Struct(Vec<(String, Kind)>),
+    Struct(Vec<ModelField>),
+}
+
+/// A struct field: renamed and dropped by the model as columns are, tracked by its model id.
+#[derive(Debug, Clone)]
+struct ModelField {
+    mid: u32,
+    name: String,
+    kind: Kind,
 }
 
 impl Kind {
@@ -30,9 +37,14 @@ impl Kind {
         match self {
             Kind::Int(_) => Kind::Int(64),
             Kind::Str => Kind::Str,
-            Kind::Struct(f) => {
-                Kind::Struct(f.into_iter().map(|(n, k)| (n, k.inferred())).collect())
-            }
+            Kind::Struct(f) => Kind::Struct(
+                f.into_iter()
+                    .map(|f| ModelField {
+                        kind: f.kind.inferred(),
+                        ..f
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -43,7 +55,7 @@ impl Kind {
             Kind::Struct(f) => format!(
                 "struct<{}>",
                 f.iter()
-                    .map(|(n, k)| format!("{n} {}", k.ddl()))
+                    .map(|f| format!("{} {}", f.name, f.kind.ddl()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -51,23 +63,49 @@ impl Kind {
     }
 
     /// A value of this kind from a seed: always one the type can hold. `all`: a struct value
-    /// has every field (so an insert that adds one is seen by inference).
-    fn value(&self, seed: u64, all: bool) -> Value {
+    /// has every field (so an insert that adds one is seen by inference). Returned twice: as
+    /// the input says it (fields by name) and as the model keeps it (fields by model id).
+    fn value(&self, seed: u64, all: bool) -> (Value, Value) {
         match self {
             Kind::Int(b) => {
                 let max = (1i128 << (b - 1)) - 1;
                 let v = (seed as i128 % (2 * max + 1)) - max;
-                json!(v as i64)
+                (json!(v as i64), json!(v as i64))
             }
-            Kind::Str => json!(format!("s{}", seed % 1000)),
-            Kind::Struct(fields) => Value::Object(
+            Kind::Str => {
+                let v = json!(format!("s{}", seed % 1000));
+                (v.clone(), v)
+            }
+            Kind::Struct(fields) => {
+                let (mut by_name, mut by_mid) = (Map::new(), Map::new());
+                for (i, f) in fields.iter().enumerate() {
+                    if all || (seed >> i) & 1 == 0 {
+                        let (n, m) = f.kind.value(seed.wrapping_mul(31) + i as u64, all);
+                        by_name.insert(f.name.clone(), n);
+                        by_mid.insert(f.mid.to_string(), m);
+                    }
+                }
+                (Value::Object(by_name), Value::Object(by_mid))
+            }
+        }
+    }
+
+    /// A kept value as the table must return it now: fields under their current names.
+    fn expected(&self, kept: Value) -> Value {
+        match (self, kept) {
+            (Kind::Struct(fields), Value::Object(given)) => Value::Object(
                 fields
                     .iter()
-                    .enumerate()
-                    .filter(|(i, _)| all || (seed >> i) & 1 == 0)
-                    .map(|(i, (n, k))| (n.clone(), k.value(seed.wrapping_mul(31) + i as u64, all)))
+                    .map(|f| {
+                        let v = given
+                            .get(&f.mid.to_string())
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        (f.name.clone(), f.kind.expected(v))
+                    })
                     .collect(),
             ),
+            (_, v) => v,
         }
     }
 }
@@ -89,12 +127,40 @@ struct Model {
     names: u32,
     /// Names of dropped columns, which a later add may take again.
     dropped: Vec<String>,
+    /// Names of dropped struct fields (column model id, name), which a later insert brings
+    /// again.
+    dropped_fields: Vec<(u32, String)>,
 }
 
 impl Model {
     fn fresh_name(&mut self) -> String {
         self.names += 1;
         format!("c{}", self.names)
+    }
+
+    fn mid(&mut self) -> u32 {
+        self.next_mid += 1;
+        self.next_mid
+    }
+
+    /// Kind `n` of the three the tests use, with fresh model ids for struct fields.
+    fn kind_of(&mut self, n: u8) -> Kind {
+        match n % 3 {
+            0 => Kind::Int(16),
+            1 => Kind::Str,
+            _ => Kind::Struct(vec![
+                ModelField {
+                    mid: self.mid(),
+                    name: "a".into(),
+                    kind: Kind::Int(8),
+                },
+                ModelField {
+                    mid: self.mid(),
+                    name: "b".into(),
+                    kind: Kind::Str,
+                },
+            ]),
+        }
     }
 
     fn add(&mut self, name: String, kind: Kind) -> u32 {
@@ -117,18 +183,7 @@ impl Model {
                 o.insert("k".into(), json!(k));
                 for c in &self.columns {
                     let v = values.get(&c.mid).cloned().unwrap_or(Value::Null);
-                    let v = match (&c.kind, v) {
-                        (Kind::Struct(fields), Value::Object(given)) => Value::Object(
-                            fields
-                                .iter()
-                                .map(|(n, _)| {
-                                    (n.clone(), given.get(n).cloned().unwrap_or(Value::Null))
-                                })
-                                .collect(),
-                        ),
-                        (_, v) => v,
-                    };
-                    o.insert(c.name.clone(), v);
+                    o.insert(c.name.clone(), c.kind.expected(v));
                 }
                 Value::Object(o)
             })
@@ -155,6 +210,13 @@ enum Op {
     Drop {
         pick: u8,
     },
+    /// Rename or drop a field of a struct column.
+    RenameField {
+        pick: u8,
+    },
+    DropField {
+        pick: u8,
+    },
     Widen {
         pick: u8,
     },
@@ -167,17 +229,24 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..6).prop_map(|kind| Op::AddColumn { kind }),
         1 => any::<u8>().prop_map(|pick| Op::Rename { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Drop { pick }),
+        1 => any::<u8>().prop_map(|pick| Op::RenameField { pick }),
+        1 => any::<u8>().prop_map(|pick| Op::DropField { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Widen { pick }),
         1 => Just(Op::Merge),
     ]
 }
 
-fn kind_of(n: u8) -> Kind {
-    match n % 3 {
-        0 => Kind::Int(16),
-        1 => Kind::Str,
-        _ => Kind::Struct(vec![("a".into(), Kind::Int(8)), ("b".into(), Kind::Str)]),
-    }
+/// The struct column `p` picks, if any, with its name and fields.
+fn pick_struct(p: u8, m: &mut Model) -> Option<(u32, String, &mut Vec<ModelField>)> {
+    let structs: Vec<usize> = (0..m.columns.len())
+        .filter(|&i| matches!(m.columns[i].kind, Kind::Struct(_)))
+        .collect();
+    let i = *structs.get(p as usize % structs.len().max(1))?;
+    let c = &mut m.columns[i];
+    let Kind::Struct(fields) = &mut c.kind else {
+        unreachable!()
+    };
+    Some((c.mid, c.name.clone(), fields))
 }
 
 async fn query_all(table: &crate::Table, version: u64) -> Vec<Value> {
@@ -231,17 +300,31 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if new_column {
                     // A column an insert brings is inferred: JSON integers as int64.
                     let name = model.fresh_name();
-                    model.add(name, kind_of(seed as u8).inferred());
+                    let kind = model.kind_of(seed as u8).inferred();
+                    model.add(name, kind);
                 }
                 if new_field {
-                    if let Some(c) = model
-                        .columns
-                        .iter_mut()
-                        .find(|c| matches!(c.kind, Kind::Struct(_)))
-                    {
-                        if let Kind::Struct(fields) = &mut c.kind {
-                            fields.push((format!("f{step}"), Kind::Int(64)));
-                        }
+                    let mid = model.mid();
+                    let dropped = std::mem::take(&mut model.dropped_fields);
+                    if let Some((cmid, _, fields)) = pick_struct(0, &mut model) {
+                        // The name of a dropped field when there is one: a new field all the
+                        // same, which must not see the old values.
+                        let name = match dropped.iter().position(|(c, _)| *c == cmid) {
+                            Some(i) => dropped[i].1.clone(),
+                            None => format!("f{step}"),
+                        };
+                        fields.retain(|f| f.name != name);
+                        fields.push(ModelField {
+                            mid,
+                            name: name.clone(),
+                            kind: Kind::Int(64),
+                        });
+                        model.dropped_fields = dropped
+                            .into_iter()
+                            .filter(|(c, n)| !(*c == cmid && *n == name))
+                            .collect();
+                    } else {
+                        model.dropped_fields = dropped;
                     }
                 }
                 let mut text = String::new();
@@ -253,9 +336,9 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     for (i, c) in model.columns.iter().enumerate() {
                         // The first row brings every column, so a new one is always seen.
                         if r == 0 || (s >> (i % 60)) & 1 == 0 {
-                            let v = c.kind.value(s.wrapping_add(i as u64), r == 0);
-                            o.insert(c.name.clone(), v.clone());
-                            values.insert(c.mid, v);
+                            let (given, kept) = c.kind.value(s.wrapping_add(i as u64), r == 0);
+                            o.insert(c.name.clone(), given);
+                            values.insert(c.mid, kept);
                         }
                     }
                     text.push_str(&Value::Object(o).to_string());
@@ -284,7 +367,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         model.fresh_name()
                     }
                 };
-                let k = kind_of(kind);
+                let k = model.kind_of(kind);
                 let def = format!("{name} {}", k.ddl());
                 model.add(name, k);
                 table
@@ -309,6 +392,33 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .alter(&AlterOp::DropColumn(c.name))
                     .await
                     .map_err(|e| TestCaseError::fail(format!("drop: {e}")))?
+            }
+            Op::RenameField { pick: p } => {
+                let to = model.fresh_name();
+                let Some((_, column, fields)) = pick_struct(p, &mut model) else {
+                    continue;
+                };
+                let n = fields.len();
+                let f = &mut fields[(p as usize / 7) % n];
+                let from = format!("{column}.{}", std::mem::replace(&mut f.name, to.clone()));
+                table
+                    .alter(&AlterOp::RenameColumn { from, to })
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("rename field: {e}")))?
+            }
+            Op::DropField { pick: p } => {
+                let Some((cmid, column, fields)) = pick_struct(p, &mut model) else {
+                    continue;
+                };
+                if fields.len() < 2 {
+                    continue;
+                }
+                let f = fields.remove((p as usize / 7) % fields.len());
+                model.dropped_fields.push((cmid, f.name.clone()));
+                table
+                    .alter(&AlterOp::DropColumn(format!("{column}.{}", f.name)))
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("drop field: {e}")))?
             }
             Op::Widen { pick: p } => {
                 let Some(i) = pick(p, &model) else { continue };
