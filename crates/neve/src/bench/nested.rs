@@ -1,6 +1,7 @@
 //! `neve bench nested`: insert rate of a nested event shape (10 top-level columns: 7 scalars,
 //! a struct of 8 fields, a list of strings, a map), day-partitioned and sorted, from Arrow and
-//! from NDJSON, with delta-rs `write_deltalake` of the same Arrow data in the same run.
+//! from NDJSON, with delta-rs `write_deltalake` of the same Arrow data and DuckDB's
+//! `read_json` of the same NDJSON into partitioned Parquet in the same run.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -18,10 +19,18 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::ingest::{delta_peer, remove_table};
-use super::median;
+use super::{median, run_python_peer};
 use crate::cli::BenchNestedArgs;
 use crate::error::{CliError, Result};
 use crate::output::count;
+
+const DUCKDB_SCRIPT: &str = include_str!("../../../../scripts/bench_duckdb_ndjson.py");
+
+/// The same columns for DuckDB's `read_json(columns = ...)`.
+const DUCKDB_COLUMNS: &str = "{'event_id': 'VARCHAR', 'ts': 'TIMESTAMPTZ', 'user_id': 'BIGINT', \
+    'event_type': 'VARCHAR', 'page': 'VARCHAR', 'duration_ms': 'INTEGER', 'revenue': 'DECIMAL(12,2)', \
+    'ctx': 'STRUCT(browser VARCHAR, os VARCHAR, version INTEGER, screen_w INTEGER, screen_h INTEGER, \
+    lang VARCHAR, referrer VARCHAR, campaign VARCHAR)', 'tags': 'VARCHAR[]', 'attrs': 'MAP(VARCHAR, VARCHAR)'}";
 
 /// The table's declared schema, as `neve create --schema` takes it.
 pub const SCHEMA: &str = "event_id string, ts timestamp(UTC), user_id int64, event_type string, \
@@ -284,6 +293,42 @@ pub async fn run(a: BenchNestedArgs) -> Result<()> {
         result["delta_runs_s"] = runs.into();
         result["ratio_arrow"] = (d / arrow_m).into();
         result["ratio_ndjson"] = (d / json_m).into();
+        // From NDJSON, the peer is DuckDB: delta-rs does not read NDJSON, and pyarrow's JSON
+        // reader cannot read a map column. Always into a local folder.
+        let out = tempfile::tempdir()?;
+        let script = out.path().join("bench_duckdb_ndjson.py");
+        std::fs::write(&script, DUCKDB_SCRIPT)?;
+        let input = ndjson.display().to_string();
+        let target = out.path().join("duckdb").display().to_string();
+        let runs_arg = a.runs.to_string();
+        let v = run_python_peer(
+            &a.python,
+            "DuckDB",
+            &script,
+            &[
+                "--input",
+                &input,
+                "--target",
+                &target,
+                "--runs",
+                &runs_arg,
+                "--columns",
+                DUCKDB_COLUMNS,
+            ],
+        )
+        .await?;
+        let runs: Vec<f64> = v["runs_s"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|x| x.as_f64()).collect())
+            .unwrap_or_default();
+        for (i, s) in runs.iter().enumerate() {
+            eprintln!("  DuckDB from NDJSON run {}: {s:.2}s", i + 1);
+        }
+        let m = median(runs.clone());
+        result["duckdb_ndjson_median_s"] = m.into();
+        result["duckdb_ndjson_rows_per_s"] = (rows as f64 / m).into();
+        result["duckdb_ndjson_runs_s"] = runs.into();
+        result["ratio_ndjson_duckdb"] = (m / json_m).into();
     }
     if a.json {
         println!("{result}");
@@ -310,6 +355,16 @@ pub async fn run(a: BenchNestedArgs) -> Result<()> {
             count((rows as f64 / d) as u64),
             d / arrow_m,
             d / json_m
+        );
+    }
+    if let Some(m) = result
+        .get("duckdb_ndjson_median_s")
+        .and_then(|v| v.as_f64())
+    {
+        println!(
+            "  DuckDB read_json -> partitioned Parquet (local folder) {m:.2}s = {} rows/s; neve NDJSON / DuckDB {:.2}x",
+            count((rows as f64 / m) as u64),
+            m / json_m
         );
     }
     Ok(())

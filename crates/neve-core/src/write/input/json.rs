@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 use crate::schema::{Column, ColumnType, TableSchema};
 use crate::write::text::TextOptions;
 
+use super::sample::{self, Sample};
+
 /// Sniff string columns of JSON samples that are all timestamps or all dates.
 fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema {
     let fields = inferred
@@ -74,37 +76,23 @@ fn looks_like_timestamp(s: &str) -> bool {
 /// says (never inferred, so `{}` and `[]` for one map column, or a key absent from the first
 /// rows, cannot conflict), extended by nested fields the rows bring; then the new columns,
 /// inferred from the samples.
-fn infer_json(
-    name: &str,
-    samples: Vec<serde_json::Value>,
-    table: &TableSchema,
-) -> Result<SchemaRef> {
+fn infer_json(name: &str, samples: Vec<Sample>, table: &TableSchema) -> Result<SchemaRef> {
     use serde_json::Value;
     let cannot = |e: ArrowError| invalid(name, None, None, format!("cannot infer a schema: {e}"));
-    let typed: Vec<&Column> = table
-        .columns
-        .iter()
-        .filter(|c| c.column_type != ColumnType::Null)
-        .collect();
-    // Split each sample, moving values (no copies): the table's nested columns (inferred one
-    // by one, only to find fields the input adds), its primitive columns (not inferred at all)
-    // and the new columns.
+    let typed = typed_columns(table);
     let mut nested: Vec<Vec<Value>> = vec![Vec::new(); typed.len()];
     let mut seen = vec![false; typed.len()];
     let mut new_only = Vec::with_capacity(samples.len());
-    for v in samples {
-        let Value::Object(mut o) = v else { continue };
-        for (i, c) in typed.iter().enumerate() {
-            if let Some(x) = o.remove(&c.name) {
-                seen[i] = true;
-                if c.column_type.is_nested() {
-                    let mut one = serde_json::Map::new();
-                    one.insert("v".into(), x);
-                    nested[i].push(Value::Object(one));
-                }
-            }
+    for sample in samples {
+        for (i, s) in sample.seen.iter().enumerate() {
+            seen[i] |= *s;
         }
-        new_only.push(Value::Object(o));
+        for (i, e) in sample.extras {
+            let mut one = serde_json::Map::new();
+            one.insert("v".into(), e);
+            nested[i].push(Value::Object(one));
+        }
+        new_only.push(Value::Object(sample.rest));
     }
     let inferred = arrow::json::reader::infer_json_schema_from_iterator(new_only.iter().map(Ok))
         .map_err(cannot)?;
@@ -112,7 +100,7 @@ fn infer_json(
     let mut fields = Vec::with_capacity(typed.len() + inferred.fields().len());
     for (i, c) in typed.iter().enumerate() {
         let mut t = c.column_type.clone();
-        if t.is_nested() {
+        if t.is_nested() && !nested[i].is_empty() {
             let found =
                 arrow::json::reader::infer_json_schema_from_iterator(nested[i].iter().map(Ok))
                     .ok()
@@ -162,22 +150,19 @@ pub(super) fn open_ndjson(
         .enumerate()
         .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
         .collect();
+    let typed = typed_columns(table);
     let samples = lines
         .par_iter()
         .map(|(i, line)| {
             let at = Some(*i as u64 + 1);
-            let v: serde_json::Value = serde_json::from_slice(line)
-                .map_err(|e| located(&name, unit, at, None, format!("malformed JSON: {e}")))?;
-            if !v.is_object() {
-                return Err(located(
-                    &name,
-                    unit,
-                    at,
-                    None,
-                    "expected a JSON object".into(),
-                ));
-            }
-            Ok(v)
+            sample::parse(line, &typed).map_err(|(not_object, e)| {
+                let message = if not_object {
+                    "expected a JSON object".to_string()
+                } else {
+                    format!("malformed JSON: {e}")
+                };
+                located(&name, unit, at, None, message)
+            })
         })
         .collect::<Vec<Result<_>>>()
         .into_iter()
@@ -224,6 +209,15 @@ fn json_decoder(raw: &SchemaRef, batch_rows: usize) -> Result<arrow::json::reade
         .with_strict_mode(true)
         .with_coerce_primitive(true)
         .build_decoder()?)
+}
+
+/// The table's columns an input's values are decoded as (a `null` column is inferred anew).
+fn typed_columns(table: &TableSchema) -> Vec<&Column> {
+    table
+        .columns
+        .iter()
+        .filter(|c| c.column_type != ColumnType::Null)
+        .collect()
 }
 
 /// An error at line (NDJSON) or element (JSON array) `at`.

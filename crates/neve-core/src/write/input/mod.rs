@@ -16,6 +16,7 @@ use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 mod json;
+mod sample;
 
 use json::{open_json_array, open_ndjson};
 
