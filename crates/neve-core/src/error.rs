@@ -120,6 +120,15 @@ pub enum Error {
     #[error("the table's schema changed concurrently (version {version}): {reason}")]
     ConcurrentSchemaChange { version: u64, reason: String },
 
+    /// A request's idempotency key is already in the log (a retry that another instance, or
+    /// an earlier attempt, committed): nothing was committed for it.
+    #[error("request '{key}' was committed already, at version {version} ({rows} rows)")]
+    RequestCommitted {
+        key: String,
+        version: u64,
+        rows: u64,
+    },
+
     /// The commit lost the race too many times in a row.
     #[error("gave up committing after {attempts} attempts (too much contention)")]
     CommitRetriesExhausted { attempts: u32 },
@@ -243,6 +252,7 @@ impl Error {
             TableExists { .. }
             | CommitConflict { .. }
             | ConcurrentSchemaChange { .. }
+            | RequestCommitted { .. }
             | CommitRetriesExhausted { .. } => ErrorKind::Conflict,
             Storage { .. } | Io { .. } | QueryStorage { .. } => ErrorKind::Unavailable,
             CorruptLog { .. }

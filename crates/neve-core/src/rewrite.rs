@@ -363,6 +363,7 @@ fn decide(
             .map(|f| (f.path.clone(), Arc::new(f)))
             .collect(),
         tombstones: Default::default(),
+        requests: Default::default(),
     };
     let url = ObjectStoreUrl::parse("neve://delete").expect("valid url");
     let table = SnapshotTable::new(location.clone(), view, url);

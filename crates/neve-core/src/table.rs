@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -78,6 +78,53 @@ pub struct CreateOptions {
 pub struct InsertOptions {
     pub read: ReadOptions,
     pub write: WriteOptions,
+    /// Idempotency keys of the requests whose rows this insert commits (`neve serve`); see
+    /// [`crate::log::Committer::commit_requests`].
+    pub requests: Vec<crate::log::RequestKey>,
+}
+
+/// An input read, typed and checked by [`Table::prepare`], waiting to be committed.
+#[derive(Debug, Clone)]
+pub struct PreparedInput {
+    pub name: String,
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    pub rows: u64,
+    /// Memory its batches hold.
+    pub bytes: u64,
+}
+
+/// The schema the table has once `input` (named `name`) is inserted on top of `merged`:
+/// refused when it lacks a not-null column or a partition source, or brings what the table's
+/// rules do not allow.
+fn check_input(
+    meta: &Metadata,
+    merged: &TableSchema,
+    name: &str,
+    input: &Schema,
+    strict: bool,
+) -> Result<TableSchema> {
+    let ts = TableSchema::from_arrow(input)?;
+    let has = |c: &str| crate::write::input::has_column(input, c);
+    for c in meta.schema.columns.iter().filter(|c| !c.nullable) {
+        if !has(&c.name) {
+            return Err(Error::InvalidInput {
+                input: name.to_string(),
+                line: None,
+                column: Some(c.name.clone()),
+                message: "the column is not null and the input has no such column".into(),
+            });
+        }
+    }
+    for f in &meta.partition_by {
+        if !has(&f.source) {
+            return Err(Error::MissingPartitionColumn {
+                input: name.to_string(),
+                column: f.source.clone(),
+            });
+        }
+    }
+    merged.evolve(&ts, strict)
 }
 
 /// What an insert did.
@@ -223,6 +270,7 @@ impl Table {
             writer: self.committer.writer().to_string(),
             read_version: None,
             summary: Default::default(),
+            requests: Vec::new(),
         };
         let format_version = crate::log::format_version_for(&metadata.schema);
         let actions = vec![
@@ -384,27 +432,7 @@ impl Table {
                 // An empty input: nothing to check, nothing to write.
                 continue;
             }
-            let ts = TableSchema::from_arrow(&inp.schema)?;
-            let has = |c: &str| crate::write::input::has_column(&inp.schema, c);
-            for c in meta.schema.columns.iter().filter(|c| !c.nullable) {
-                if !has(&c.name) {
-                    return Err(Error::InvalidInput {
-                        input: inp.name.clone(),
-                        line: None,
-                        column: Some(c.name.clone()),
-                        message: "the column is not null and the input has no such column".into(),
-                    });
-                }
-            }
-            for f in &meta.partition_by {
-                if !has(&f.source) {
-                    return Err(Error::MissingPartitionColumn {
-                        input: inp.name.clone(),
-                        column: f.source.clone(),
-                    });
-                }
-            }
-            merged = merged.evolve(&ts, strict)?;
+            merged = check_input(&meta, &merged, &inp.name, &inp.schema, strict)?;
         }
         validate_layout(&merged, &meta.partition_by, &meta.sort_by)?;
         let write_meta = Metadata {
@@ -473,7 +501,7 @@ impl Table {
         let mut schema_changed = false;
         let result = self
             .committer
-            .commit(&mut snapshot, "INSERT", |snap| {
+            .commit_requests(&mut snapshot, "INSERT", &opts.requests, |snap| {
                 if snap.metadata.partition_by != meta.partition_by {
                     return Err(Error::CommitConflict {
                         version: snap.version,
@@ -539,6 +567,84 @@ impl Table {
                 Err(e)
             }
         }
+    }
+
+    /// Read and check one input against `snapshot` as an insert would, before it is queued
+    /// (`neve serve`): every batch decoded and conformed to the table's schema (evolved by the
+    /// input, as the table's rules allow), so a bad input fails here, with its row and column,
+    /// and never fails the inserts it would later be committed with.
+    pub fn prepare(&self, snapshot: &Snapshot, input: OpenedInput) -> Result<PreparedInput> {
+        let meta = &snapshot.metadata;
+        if input.schema.fields().is_empty() {
+            return Ok(PreparedInput {
+                name: input.name,
+                schema: input.schema,
+                batches: Vec::new(),
+                rows: 0,
+                bytes: 0,
+            });
+        }
+        let evolved = check_input(
+            meta,
+            &meta.schema,
+            &input.name,
+            &input.schema,
+            meta.settings.strict_schema,
+        )?;
+        validate_layout(&evolved, &meta.partition_by, &meta.sort_by)?;
+        let target = evolved.to_arrow();
+        let mut batches = Vec::new();
+        let mut rows = 0u64;
+        for b in input.batches {
+            let b = b?;
+            let first = rows;
+            rows += b.num_rows() as u64;
+            let b = crate::write::conform::conform_batch(
+                &b,
+                &target,
+                &Default::default(),
+                &input.name,
+                &|i| format!("row {}", first + i as u64 + 1),
+            )?;
+            crate::write::assign_batch(&b, &meta.partition_by)?;
+            batches.push(b);
+        }
+        let bytes = batches
+            .iter()
+            .map(|b| b.get_array_memory_size() as u64)
+            .sum();
+        Ok(PreparedInput {
+            name: input.name,
+            schema: target,
+            batches,
+            rows,
+            bytes,
+        })
+    }
+
+    /// Insert prepared inputs (see [`Table::prepare`]) in one commit. An input whose schema
+    /// no longer fits the table (a concurrent change) fails the insert as `insert_batches`
+    /// would; the caller may prepare it again.
+    pub async fn insert_prepared(
+        &self,
+        inputs: &[PreparedInput],
+        opts: &InsertOptions,
+    ) -> Result<InsertReport> {
+        self.with_schema_retries(true, || async {
+            let snapshot = self.snapshot().await?;
+            let opened = inputs
+                .iter()
+                .map(|p| OpenedInput {
+                    name: p.name.clone(),
+                    format: crate::write::input::InputFormat::Arrow,
+                    schema: p.schema.clone(),
+                    batches: Box::new(p.batches.clone().into_iter().map(Ok)),
+                })
+                .collect();
+            self.insert_inputs(snapshot, opened, opts, Arc::new(crate::write::NoProgress))
+                .await
+        })
+        .await
     }
 
     /// Change the schema (`neve alter`): one metadata-only commit. Refused with the reason

@@ -53,6 +53,31 @@ pub struct CommitInfo {
     pub read_version: Option<u64>,
     #[serde(default)]
     pub summary: CommitSummary,
+    /// Idempotency keys of the requests whose rows this commit holds (`neve serve`): a retry
+    /// with one of them finds it here and adds nothing. Unknown to older readers, who ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestKey>,
+}
+
+/// An insert request's idempotency key, as its commit records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestKey {
+    pub key: String,
+    /// Rows the request inserted (what a retry is answered with).
+    pub rows: u64,
+    /// Until when (ms since the epoch) a retry is recognised; readers forget it afterwards.
+    pub expires: i64,
+}
+
+/// A request key with the version of the commit that holds its rows (snapshots, checkpoints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoggedRequest {
+    pub key: String,
+    pub rows: u64,
+    pub expires: i64,
+    pub version: u64,
 }
 
 /// Totals of a commit, so `history` needs no arithmetic over actions.
@@ -322,6 +347,9 @@ pub struct CheckpointHeader {
     /// predate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<Vec<PartitionTotals>>,
+    /// Request keys not yet expired at `timestamp`, with their versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<LoggedRequest>,
 }
 
 /// Serialize actions as JSON lines.

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::actions::{to_json_lines, Action, CommitInfo, CommitSummary};
+use super::actions::{to_json_lines, Action, CommitInfo, CommitSummary, RequestKey};
 use super::snapshot::Snapshot;
 use super::store::{LogStore, PutCommit};
 use crate::clock::Clock;
@@ -103,6 +103,24 @@ impl Committer {
         &self,
         snapshot: &mut Snapshot,
         operation: &str,
+        prepare: F,
+    ) -> Result<CommitOutcome>
+    where
+        F: FnMut(&Snapshot) -> Result<Vec<Action>>,
+    {
+        self.commit_requests(snapshot, operation, &[], prepare)
+            .await
+    }
+
+    /// [`Committer::commit`], recording the idempotency keys of the requests whose rows the
+    /// commit holds. Fails with [`Error::RequestCommitted`] (committing nothing) when the log
+    /// already has one of them: checked against every version the commit is tried on, so two
+    /// writers racing with the same request commit it once.
+    pub async fn commit_requests<F>(
+        &self,
+        snapshot: &mut Snapshot,
+        operation: &str,
+        requests: &[RequestKey],
         mut prepare: F,
     ) -> Result<CommitOutcome>
     where
@@ -113,6 +131,15 @@ impl Committer {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
+            for r in requests {
+                if let Some(logged) = snapshot.request(&r.key) {
+                    return Err(Error::RequestCommitted {
+                        key: r.key.clone(),
+                        version: logged.version,
+                        rows: logged.rows,
+                    });
+                }
+            }
             let actions = prepare(snapshot)?;
             let version = snapshot.version + 1;
             let info = CommitInfo {
@@ -122,6 +149,7 @@ impl Committer {
                 writer: self.writer.clone(),
                 read_version: Some(read_version),
                 summary: CommitSummary::of_commit(&actions, snapshot),
+                requests: requests.to_vec(),
             };
             let mut all = Vec::with_capacity(actions.len() + 1);
             all.push(Action::CommitInfo(info.clone()));

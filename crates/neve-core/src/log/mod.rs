@@ -9,7 +9,8 @@ mod store;
 
 pub use actions::{
     format_version_for, Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary,
-    Metadata, PartitionTotals, Protocol, RemoveFile, TableSettings, FORMAT_VERSION,
+    LoggedRequest, Metadata, PartitionTotals, Protocol, RemoveFile, RequestKey, TableSettings,
+    FORMAT_VERSION,
 };
 pub use commit::{CommitOutcome, Committer};
 pub use head::SnapshotHead;

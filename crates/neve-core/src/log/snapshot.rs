@@ -1,10 +1,10 @@
 //! A snapshot: the table's state at one version, built by replaying the log.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::actions::{
-    Action, AddFile, CheckpointHeader, CommitInfo, Metadata, Protocol, RemoveFile,
+    Action, AddFile, CheckpointHeader, CommitInfo, LoggedRequest, Metadata, Protocol, RemoveFile,
 };
 use crate::error::{Error, Result};
 
@@ -20,6 +20,8 @@ pub struct Snapshot {
     pub files: BTreeMap<String, Arc<AddFile>>,
     /// Removed files not yet forgotten (kept for GC and time travel).
     pub tombstones: BTreeMap<String, RemoveFile>,
+    /// Idempotency keys of requests committed recently, by key (see [`Snapshot::request`]).
+    pub requests: HashMap<String, LoggedRequest>,
 }
 
 impl Snapshot {
@@ -56,6 +58,11 @@ impl Snapshot {
                 format!("header says {} files, found {}", header.files, files.len()),
             ));
         }
+        let requests = header
+            .requests
+            .into_iter()
+            .map(|r| (r.key.clone(), r))
+            .collect();
         Ok(Self {
             version: header.version,
             timestamp: header.timestamp,
@@ -63,6 +70,7 @@ impl Snapshot {
             metadata,
             files,
             tombstones,
+            requests,
         })
     }
 
@@ -93,8 +101,10 @@ impl Snapshot {
             metadata,
             files: BTreeMap::new(),
             tombstones: BTreeMap::new(),
+            requests: HashMap::new(),
         };
         s.apply_actions(actions)?;
+        s.record_requests(0, info);
         Ok(s)
     }
 
@@ -116,7 +126,36 @@ impl Snapshot {
         self.apply_actions(actions)?;
         self.version = version;
         self.timestamp = info.timestamp;
+        self.record_requests(version, info);
         Ok(())
+    }
+
+    fn record_requests(&mut self, version: u64, info: &CommitInfo) {
+        for r in &info.requests {
+            self.requests.insert(
+                r.key.clone(),
+                LoggedRequest {
+                    key: r.key.clone(),
+                    rows: r.rows,
+                    expires: r.expires,
+                    version,
+                },
+            );
+        }
+        // Expired keys are never answered (see `request`); dropping them now and then keeps
+        // the map to about one window of keys.
+        if version.is_multiple_of(64) {
+            let now = info.timestamp;
+            self.requests.retain(|_, r| r.expires >= now);
+        }
+    }
+
+    /// The commit that holds the rows of the request with idempotency key `key`, if it is
+    /// recorded and not expired at this snapshot's time.
+    pub fn request(&self, key: &str) -> Option<&LoggedRequest> {
+        self.requests
+            .get(key)
+            .filter(|r| r.expires >= self.timestamp)
     }
 
     fn apply_actions(&mut self, actions: Vec<Action>) -> Result<()> {
@@ -164,6 +203,16 @@ impl Snapshot {
             timestamp: self.timestamp,
             files: self.files.len() as u64,
             partitions: Some(self.partition_totals()),
+            requests: {
+                let mut live: Vec<LoggedRequest> = self
+                    .requests
+                    .values()
+                    .filter(|r| r.expires >= self.timestamp)
+                    .cloned()
+                    .collect();
+                live.sort_by(|a, b| a.version.cmp(&b.version).then(a.key.cmp(&b.key)));
+                live
+            },
         }));
         out.push(Action::Protocol(self.protocol.clone()));
         out.push(Action::Metadata(self.metadata.clone()));

@@ -131,6 +131,7 @@ fn golden_insert_commit() {
             commit_id: "00000000-0000-4000-8000-0000000000aa".into(),
             writer: "neve/test".into(),
             read_version: Some(0),
+            requests: Vec::new(),
             summary: CommitSummary {
                 partitions: Some(vec![
                     PartitionTotals {
@@ -392,4 +393,76 @@ fn statistics_follow_renames_and_drops_of_their_column() {
             ("kept", 5)
         ]
     );
+}
+
+#[tokio::test]
+async fn request_keys_are_committed_once_and_forgotten_after_they_expire() {
+    let clock = ManualClock::new(T0);
+    let t = table(clock.clone());
+    t.create(CreateOptions {
+        settings: TableSettings {
+            checkpoint_interval: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let keyed = |key: &str| InsertOptions {
+        requests: vec![RequestKey {
+            key: key.into(),
+            rows: 2,
+            expires: T0 + 60_000,
+        }],
+        ..Default::default()
+    };
+    let (s, b) = batch(&[1, 2], "eu");
+    let first = t
+        .insert_batches(
+            s.clone(),
+            vec![b.clone()],
+            &keyed("k1"),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap();
+    // Other commits, and a checkpoint (every 2 versions), come between.
+    insert(&t, &[3], "us").await;
+    insert(&t, &[4], "us").await;
+    // A fresh handle (reading the checkpoint) refuses the same key, committing nothing.
+    let fresh = TableBuilder::new(t.location().clone())
+        .with_clock(clock.clone())
+        .build();
+    let before = fresh.snapshot().await.unwrap();
+    assert_eq!(
+        before.request("k1").unwrap().version,
+        first.version.unwrap()
+    );
+    let e = fresh
+        .insert_batches(
+            s.clone(),
+            vec![b.clone()],
+            &keyed("k1"),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, crate::Error::RequestCommitted { version, rows: 2, .. } if Some(version) == first.version),
+        "{e:?}"
+    );
+    let after = fresh.snapshot().await.unwrap();
+    assert_eq!(
+        (after.version, after.rows()),
+        (before.version, before.rows())
+    );
+    // Once expired, the key is forgotten: the same request is new again.
+    clock.advance(61_000);
+    insert(&t, &[5], "us").await;
+    assert!(t.snapshot().await.unwrap().request("k1").is_none());
+    let again = t
+        .insert_batches(s, vec![b], &keyed("k1"), Arc::new(NoProgress))
+        .await
+        .unwrap();
+    assert!(again.version > first.version);
 }

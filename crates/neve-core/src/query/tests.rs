@@ -456,6 +456,7 @@ async fn commits_without_partition_totals_fall_back_to_the_file_list() {
         writer: "neve/0.0".into(),
         read_version: Some(snapshot.version),
         summary: crate::log::CommitSummary::of(std::slice::from_ref(&old)),
+        requests: Vec::new(),
     });
     let body = crate::log::actions::to_json_lines(&[info, old]);
     let path = t.log().commit_path(snapshot.version + 1);

@@ -2,7 +2,7 @@
 //! bounded chunks, split each chunk by partition, sort, encode Parquet in parallel and upload
 //! concurrently. Nothing here commits: the caller commits the returned files in one commit.
 
-mod conform;
+pub(crate) mod conform;
 mod encode;
 pub mod input;
 pub(crate) mod sink;

@@ -156,7 +156,7 @@ pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result
         input: name.clone(),
         source,
     };
-    let mut reader: Box<dyn BufRead + Send> = if path == "-" {
+    let reader: Box<dyn BufRead + Send> = if path == "-" {
         Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()))
     } else {
         let f = File::open(path).map_err(unreadable)?;
@@ -165,6 +165,57 @@ pub fn open_input(path: &str, opts: &ReadOptions, table: &TableSchema) -> Result
         }
         Box::new(BufReader::with_capacity(1 << 20, f))
     };
+    open_reader(name, path, reader, opts, table)
+}
+
+/// Open an input held in memory (a request body): its format from `opts.format`, else from
+/// its content. `name` names it in errors.
+pub fn open_bytes(
+    name: &str,
+    body: bytes::Bytes,
+    opts: &ReadOptions,
+    table: &TableSchema,
+) -> Result<OpenedInput> {
+    let parquet = match opts.format {
+        Some(f) => f == InputFormat::Parquet,
+        None => body.starts_with(b"PAR1"),
+    };
+    if parquet {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(body).map_err(|e| {
+            invalid(
+                name,
+                None,
+                None,
+                format!("not a readable Parquet file: {e}"),
+            )
+        })?;
+        let schema = builder.schema().clone();
+        let rdr = builder.with_batch_size(opts.batch_rows).build()?;
+        let n = name.to_string();
+        return Ok(OpenedInput {
+            name: name.to_string(),
+            format: InputFormat::Parquet,
+            schema,
+            batches: Box::new(rdr.map(move |r| r.map_err(|e| invalid(&n, None, None, e)))),
+        });
+    }
+    // `-`: no file name to go by, and formats that need to seek are spooled.
+    open_reader(
+        name.to_string(),
+        "-",
+        Box::new(Cursor::new(body)),
+        opts,
+        table,
+    )
+}
+
+fn open_reader(
+    name: String,
+    path: &str,
+    mut reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    table: &TableSchema,
+) -> Result<OpenedInput> {
     let head = reader.fill_buf().map_err(|source| Error::InputUnreadable {
         input: name.clone(),
         source,

@@ -175,15 +175,18 @@ mod tests {
             .collect();
         assert_eq!(
             extras,
-            vec![
-                r#"1:{"geo":{"city":"Oslo"},"tier":2}"#,
-                r#"2:[{"qty":3}]"#
-            ]
+            vec![r#"1:{"geo":{"city":"Oslo"},"tier":2}"#, r#"2:[{"qty":3}]"#]
         );
-        assert_eq!(Value::Object(sample.rest).to_string(), r#"{"new":[1,{"x":null}]}"#);
+        assert_eq!(
+            Value::Object(sample.rest).to_string(),
+            r#"{"new":[1,{"x":null}]}"#
+        );
         // Nothing new: nothing kept.
-        let plain = parse(br#"{"id": 2, "user": {"plan": "x"}, "attrs": {"a": {"b": 1}}}"#, &typed)
-            .unwrap();
+        let plain = parse(
+            br#"{"id": 2, "user": {"plan": "x"}, "attrs": {"a": {"b": 1}}}"#,
+            &typed,
+        )
+        .unwrap();
         assert!(plain.extras.is_empty() && plain.rest.is_empty());
         assert_eq!(plain.seen, vec![true, true, false, true]);
         // Not an object, or not JSON.
