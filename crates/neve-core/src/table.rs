@@ -138,6 +138,8 @@ pub struct InsertReport {
     pub partitions: u64,
     /// Commit attempts (more than 1 under contention).
     pub attempts: u32,
+    /// The commit's unique id (empty when nothing was committed).
+    pub commit_id: String,
     pub schema_changed: bool,
 }
 
@@ -422,6 +424,7 @@ impl Table {
                 bytes: 0,
                 partitions: 0,
                 attempts: 0,
+                commit_id: String::new(),
                 schema_changed: false,
             });
         }
@@ -492,6 +495,7 @@ impl Table {
                 .collect::<std::collections::BTreeSet<_>>()
                 .len() as u64,
             attempts: 0,
+            commit_id: String::new(),
             schema_changed: false,
         };
         if adds.is_empty() {
@@ -559,6 +563,7 @@ impl Table {
                 *self.cache.lock().await = Some(snapshot);
                 report.version = Some(outcome.version);
                 report.attempts = outcome.attempts;
+                report.commit_id = outcome.commit_id;
                 report.schema_changed = schema_changed;
                 Ok(report)
             }
@@ -573,8 +578,7 @@ impl Table {
     /// (`neve serve`): every batch decoded and conformed to the table's schema (evolved by the
     /// input, as the table's rules allow), so a bad input fails here, with its row and column,
     /// and never fails the inserts it would later be committed with.
-    pub fn prepare(&self, snapshot: &Snapshot, input: OpenedInput) -> Result<PreparedInput> {
-        let meta = &snapshot.metadata;
+    pub fn prepare(&self, meta: &Metadata, input: OpenedInput) -> Result<PreparedInput> {
         if input.schema.fields().is_empty() {
             return Ok(PreparedInput {
                 name: input.name,
@@ -620,6 +624,14 @@ impl Table {
             rows,
             bytes,
         })
+    }
+
+    /// The table's metadata as last read by this handle (no storage access), or read now.
+    pub async fn metadata(&self) -> Result<Metadata> {
+        if let Some(s) = self.cache.lock().await.as_ref() {
+            return Ok(s.metadata.clone());
+        }
+        Ok(self.snapshot().await?.metadata)
     }
 
     /// Insert prepared inputs (see [`Table::prepare`]) in one commit. An input whose schema

@@ -1,1 +1,84 @@
-//! neve serve
+//! `neve serve`: an HTTP ingest server. Many small insert requests become few commits (group
+//! commit per table), each request is answered only once its rows are durable in the bucket,
+//! and a retried request (`Idempotency-Key`) is never written twice, across any number of
+//! instances, because the keys are in the table's log. See docs/SERVER.md.
+
+pub mod auth;
+pub mod config;
+pub mod error;
+mod http;
+pub mod ingest;
+pub mod metrics;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub use config::ServerConfig;
+pub use error::{Error, Result};
+
+/// Table, tenant and namespace names: letters, digits, `_` and `-`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A server bound to its address, not yet serving.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    state: Arc<http::AppState>,
+}
+
+impl Server {
+    /// Check the settings and bind the listening socket.
+    pub async fn bind(config: ServerConfig) -> Result<Self> {
+        config.validate()?;
+        let auth = auth::Auth::new(&config)?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        let metrics = Arc::new(metrics::Metrics::new());
+        let state = Arc::new(http::AppState::new(config, auth, metrics));
+        Ok(Self { listener, state })
+    }
+
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.listener.local_addr().expect("a bound socket")
+    }
+
+    /// Serve until `shutdown` resolves; then stop accepting, answer every queued request
+    /// (flushing the queues) and return.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<()> {
+        let state = self.state.clone();
+        // The warehouse must be reachable before the server says it is ready.
+        let probe = neve_core::TableLocation::parse(&state.config.warehouse)?;
+        {
+            use futures::TryStreamExt;
+            let root = probe.child("");
+            let mut list = probe.store.list(Some(&root));
+            list.try_next().await.map_err(|e| Error::Table(e.into()))?;
+        }
+        state.ready.store(true, Ordering::SeqCst);
+        let app = http::router(state.clone());
+        let st = state.clone();
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                st.ready.store(false, Ordering::SeqCst);
+                tracing::info!("shutting down: no new connections; answering queued requests");
+            })
+            .await
+            .map_err(|source| Error::Listen {
+                addr: state.config.listen,
+                source,
+            })?;
+        state.ingest.drain().await;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

@@ -46,6 +46,42 @@ pub enum Command {
     /// Benchmarks and data generators.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Run the ingest server: HTTP inserts with group commit, idempotent retries, tenants,
+    /// Prometheus metrics (docs/SERVER.md).
+    Serve(ServeArgs),
+    /// Print the SHA-256 of a token, as the server's config stores it.
+    HashToken(HashTokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where tables live: a local folder or s3://bucket/prefix (overrides the config file).
+    #[arg(long)]
+    pub warehouse: Option<String>,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0: any free port).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// A TOML config file (tenants, tokens, ingest settings).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// The admin token when the config lists no tenants.
+    #[arg(long, env = "NEVE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Flush a table's queue when its oldest request has waited this long (e.g. 200ms).
+    #[arg(long)]
+    pub flush_interval: Option<humantime::Duration>,
+    /// Memory queued requests may hold before requests get 429 (e.g. 1GiB).
+    #[arg(long)]
+    pub max_pending_bytes: Option<bytesize::ByteSize>,
+    /// Largest request body (e.g. 256MiB).
+    #[arg(long)]
+    pub max_body_bytes: Option<bytesize::ByteSize>,
+}
+
+#[derive(Debug, Args)]
+pub struct HashTokenArgs {
+    /// The token (or `-` to read it from stdin).
+    pub token: String,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -16,6 +16,9 @@ pub enum CliError {
     /// A benchmark peer (e.g. the delta-rs script) failed.
     #[error("benchmark peer '{peer}' failed: {reason}")]
     PeerFailed { peer: String, reason: String },
+    /// The server could not start or stopped with an error.
+    #[error(transparent)]
+    Server(#[from] neve_server::Error),
 }
 
 impl CliError {
@@ -25,6 +28,9 @@ impl CliError {
             CliError::Usage(_) => 64,
             CliError::Output(_) => 74,
             CliError::PeerFailed { .. } => 69,
+            CliError::Server(neve_server::Error::Table(e)) => e.exit_code(),
+            CliError::Server(neve_server::Error::InvalidConfig { .. }) => 78,
+            CliError::Server(_) => 71,
         }
     }
 }

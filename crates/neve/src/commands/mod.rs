@@ -3,7 +3,8 @@
 mod files;
 mod insert;
 mod maintenance;
-pub mod sql;
+mod serve;
+mod sql;
 
 use std::io::Write;
 
@@ -30,6 +31,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Delete(a) => maintenance::delete(a).await,
         Command::Quickstart(a) => crate::bench::quickstart(a).await,
         Command::Bench(b) => crate::bench::run(b).await,
+        Command::Serve(a) => serve::run(a).await,
+        Command::HashToken(a) => serve::hash_token(a),
     }
 }
 

@@ -6,5 +6,6 @@ mod common;
 mod concurrency;
 mod conformance;
 mod maintenance;
+mod serve;
 mod sql;
 mod types;

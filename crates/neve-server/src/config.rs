@@ -1,0 +1,208 @@
+//! Settings: a TOML file, overridden by flags (see docs/SERVER.md). Plain serde data.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Role;
+use crate::error::{Error, Result};
+
+/// Everything `neve serve` is told.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Where tables live: a local folder or `s3://bucket/prefix`.
+    pub warehouse: String,
+    pub listen: SocketAddr,
+    pub ingest: IngestConfig,
+    /// Who may do what. Empty: one tenant, the whole warehouse, with `admin_token` (or, with
+    /// no token at all, open, and only on a loopback address).
+    pub tenants: Vec<TenantConfig>,
+    /// The admin token of the single tenant when `tenants` is empty (`--token`, `NEVE_TOKEN`).
+    #[serde(skip_serializing)]
+    pub admin_token: Option<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            warehouse: "./neve-data".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            ingest: IngestConfig::default(),
+            tenants: Vec::new(),
+            admin_token: None,
+        }
+    }
+}
+
+/// Group commit and limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// A table's queue is flushed when its oldest request has waited this long...
+    #[serde(with = "humantime_serde_compat")]
+    pub flush_interval: Duration,
+    /// ...or it holds this many bytes (in memory)...
+    #[serde(with = "size_compat")]
+    pub flush_bytes: u64,
+    /// ...or this many rows.
+    pub flush_rows: u64,
+    /// Memory all queued requests may hold; above it, requests get 429.
+    #[serde(with = "size_compat")]
+    pub max_pending_bytes: u64,
+    /// Largest request body (after decompression); above it, 413.
+    #[serde(with = "size_compat")]
+    pub max_body_bytes: u64,
+    /// How long an `Idempotency-Key` is remembered (in the log).
+    #[serde(with = "humantime_serde_compat")]
+    pub idempotency_window: Duration,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            flush_interval: Duration::from_millis(200),
+            flush_bytes: 64 << 20,
+            flush_rows: 1_000_000,
+            max_pending_bytes: 1 << 30,
+            max_body_bytes: 256 << 20,
+            idempotency_window: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// One tenant: a folder of the warehouse and the tokens that reach it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub name: String,
+    /// The tenant's folder under the warehouse (defaults to its name).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// A token, stored as the hex SHA-256 of its text (`neve serve hash-token` prints it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub sha256: String,
+    pub role: Role,
+}
+
+impl ServerConfig {
+    /// Read a TOML file.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| Error::InvalidConfig {
+            reason: e.to_string(),
+        })
+    }
+
+    /// Refuse settings that cannot work, with the reason.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidConfig { reason });
+        if self.tenants.is_empty() && self.admin_token.is_none() && !self.listen.ip().is_loopback()
+        {
+            return bad(format!(
+                "no tenants and no token: the server would be open to anyone on {}; set --token (or NEVE_TOKEN), or listen on 127.0.0.1",
+                self.listen
+            ));
+        }
+        for t in &self.tenants {
+            if t.name.is_empty() || !crate::valid_name(t.prefix.as_deref().unwrap_or(&t.name)) {
+                return bad(format!("tenant '{}': name and prefix are letters, digits, '_' and '-'", t.name));
+            }
+            for k in &t.tokens {
+                if k.sha256.len() != 64 || !k.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return bad(format!("tenant '{}': a token's sha256 must be 64 hex digits", t.name));
+                }
+            }
+        }
+        if self.ingest.flush_interval.is_zero() {
+            return bad("ingest.flush_interval must be above 0".into());
+        }
+        if self.ingest.max_body_bytes > self.ingest.max_pending_bytes {
+            return bad("ingest.max_body_bytes cannot exceed ingest.max_pending_bytes".into());
+        }
+        Ok(())
+    }
+}
+
+/// Durations as humantime text (`200ms`, `1h`).
+mod humantime_serde_compat {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Sizes as text (`64MiB`, `1GB`) or a number of bytes.
+mod size_compat {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(*n)
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        match Size::deserialize(d)? {
+            Size::Bytes(n) => Ok(n),
+            Size::Text(t) => t
+                .parse::<bytesize::ByteSize>()
+                .map(|b| b.as_u64())
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_reads_and_checks() {
+        let c = ServerConfig::from_toml(
+            r#"
+            warehouse = "s3://lake"
+            listen = "0.0.0.0:8080"
+            [ingest]
+            flush_interval = "50ms"
+            max_pending_bytes = "512MiB"
+            [[tenants]]
+            name = "acme"
+            tokens = [{ sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", role = "write" }]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.ingest.flush_interval, Duration::from_millis(50));
+        assert_eq!(c.ingest.max_pending_bytes, 512 << 20);
+        assert_eq!(c.ingest.flush_rows, 1_000_000);
+        assert_eq!(c.tenants[0].tokens[0].role, Role::Write);
+        c.validate().unwrap();
+        let e = ServerConfig::from_toml("flush = 1").unwrap_err();
+        assert!(e.to_string().contains("flush"), "{e}");
+        // Open to the network without a token: refused.
+        let open = ServerConfig {
+            listen: "0.0.0.0:8080".parse().unwrap(),
+            ..Default::default()
+        };
+        assert!(open.validate().unwrap_err().to_string().contains("--token"));
+    }
+}

@@ -1,0 +1,163 @@
+//! The server's errors, each with its HTTP status and a JSON body that says what happened.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use neve_core::ErrorKind;
+
+/// What went wrong with a request, or with starting the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig { reason: String },
+
+    #[error("missing or unknown token")]
+    Unauthorized,
+
+    #[error("the token's role ({role}) may not {action}")]
+    Forbidden { role: String, action: String },
+
+    #[error("no table '{table}'")]
+    TableNotFound { table: String },
+
+    #[error("invalid table name '{name}': use letters, digits, '_' and '-'")]
+    InvalidTableName { name: String },
+
+    #[error("invalid request: {reason}")]
+    BadRequest { reason: String },
+
+    #[error("request body over {limit} bytes")]
+    BodyTooLarge { limit: u64 },
+
+    #[error("unsupported content type '{content_type}': use application/x-ndjson, application/json, text/csv, application/vnd.apache.arrow.stream or application/vnd.apache.parquet")]
+    UnsupportedMediaType { content_type: String },
+
+    #[error("too much data waiting to be committed; retry in {retry_after_s} s")]
+    Overloaded { retry_after_s: u64 },
+
+    #[error("the server is shutting down")]
+    ShuttingDown,
+
+    /// The flush (group commit) that held the request failed; none of its rows are visible.
+    #[error("commit failed: {reason}")]
+    CommitFailed { kind: ErrorKind, reason: String },
+
+    /// The table refused the request (bad rows, schema conflict, ...) or failed storing it.
+    #[error(transparent)]
+    Table(#[from] neve_core::Error),
+
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::InvalidConfig { .. } | Error::Listen { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Error::TableNotFound { .. } => StatusCode::NOT_FOUND,
+            Error::InvalidTableName { .. } | Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Error::CommitFailed { kind, .. } => kind_status(*kind),
+            Error::Table(e) => kind_status(e.kind()),
+        }
+    }
+
+    /// The same error for a second request that shared its fate (same idempotency key).
+    pub fn duplicate(&self) -> Error {
+        Error::CommitFailed {
+            kind: match self.status().as_u16() {
+                404 => ErrorKind::NotFound,
+                409 => ErrorKind::Conflict,
+                400..=499 => ErrorKind::BadInput,
+                503 => ErrorKind::Unavailable,
+                _ => ErrorKind::Internal,
+            },
+            reason: self.to_string(),
+        }
+    }
+
+    /// A short machine-readable name of the error.
+    fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidConfig { .. } => "invalid_config",
+            Error::Listen { .. } => "listen",
+            Error::Unauthorized => "unauthorized",
+            Error::Forbidden { .. } => "forbidden",
+            Error::TableNotFound { .. } => "table_not_found",
+            Error::InvalidTableName { .. } => "invalid_table_name",
+            Error::BadRequest { .. } => "bad_request",
+            Error::BodyTooLarge { .. } => "body_too_large",
+            Error::UnsupportedMediaType { .. } => "unsupported_media_type",
+            Error::Overloaded { .. } => "overloaded",
+            Error::ShuttingDown => "shutting_down",
+            Error::CommitFailed { .. } => "commit_failed",
+            Error::Table(e) => match e {
+                neve_core::Error::InvalidInput { .. } | neve_core::Error::InvalidValue { .. } => {
+                    "invalid_input"
+                }
+                neve_core::Error::SchemaConflict { .. }
+                | neve_core::Error::NewColumnRejected { .. } => "schema_conflict",
+                _ => match e.kind() {
+                    ErrorKind::BadInput => "bad_input",
+                    ErrorKind::NotFound => "not_found",
+                    ErrorKind::Conflict => "conflict",
+                    ErrorKind::Unavailable => "storage_unavailable",
+                    _ => "internal",
+                },
+            },
+        }
+    }
+
+    /// The JSON body: `{"error": {"code", "message", "line"?, "column"?}}`.
+    pub fn body(&self) -> serde_json::Value {
+        let mut e = serde_json::json!({"code": self.code(), "message": self.to_string()});
+        if let Error::Table(neve_core::Error::InvalidInput { line, column, .. }) = self {
+            if let Some(l) = line {
+                e["line"] = (*l).into();
+            }
+            if let Some(c) = column {
+                e["column"] = c.clone().into();
+            }
+        }
+        serde_json::json!({ "error": e })
+    }
+}
+
+fn kind_status(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::BadInput => StatusCode::BAD_REQUEST,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut r = (status, axum::Json(self.body())).into_response();
+        match &self {
+            Error::Overloaded { retry_after_s } => {
+                r.headers_mut()
+                    .insert("retry-after", HeaderValue::from(*retry_after_s));
+            }
+            Error::Unauthorized => {
+                r.headers_mut()
+                    .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        r
+    }
+}

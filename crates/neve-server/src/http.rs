@@ -1,0 +1,285 @@
+//! The HTTP API (docs/SERVER.md): tables, inserts, health and metrics.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use neve_core::write::input::{open_bytes, ReadOptions};
+use neve_core::{CreateOptions, Table};
+use serde::Deserialize;
+use tracing::Instrument;
+
+use crate::auth::{Auth, Caller, Role};
+use crate::config::ServerConfig;
+use crate::error::{Error, Result};
+use crate::ingest::{body, Ingest};
+use crate::metrics::{Metrics, RouteLabels};
+
+/// What every handler shares.
+pub struct AppState {
+    pub config: ServerConfig,
+    pub auth: Auth,
+    pub ingest: Ingest,
+    pub metrics: Arc<Metrics>,
+    tables: tokio::sync::Mutex<HashMap<String, Arc<Table>>>,
+    pub ready: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(config: ServerConfig, auth: Auth, metrics: Arc<Metrics>) -> Self {
+        Self {
+            ingest: Ingest::new(config.ingest.clone(), metrics.clone()),
+            config,
+            auth,
+            metrics,
+            tables: Default::default(),
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// Where the caller's table `name` lives: `warehouse/[tenant prefix/]name`.
+    fn address(&self, caller: &Caller, name: &str) -> Result<String> {
+        if !crate::valid_name(name) {
+            return Err(Error::InvalidTableName {
+                name: name.to_string(),
+            });
+        }
+        Ok(format!("{}/{name}", self.tenant_root(caller)))
+    }
+
+    fn tenant_root(&self, caller: &Caller) -> String {
+        let base = self.config.warehouse.trim_end_matches('/');
+        match &caller.tenant.prefix {
+            Some(p) => format!("{base}/{p}"),
+            None => base.to_string(),
+        }
+    }
+
+    /// One handle per table, shared by requests (it caches the table's state).
+    async fn table(&self, address: &str) -> Result<Arc<Table>> {
+        let mut tables = self.tables.lock().await;
+        if let Some(t) = tables.get(address) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(Table::at(address)?);
+        tables.insert(address.to_string(), t.clone());
+        Ok(t)
+    }
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let limit = state.config.ingest.max_body_bytes as usize;
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/tables", get(list_tables))
+        .route("/v1/tables/{name}", put(create_table).get(table_info))
+        .route("/v1/tables/{name}/insert", post(insert))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// A request id and a span for every request; counted by route and status.
+async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), route = %route);
+    let mut res = next.run(req).instrument(span.clone()).await;
+    let status = res.status().as_u16();
+    span.in_scope(|| tracing::debug!(status, "answered"));
+    state
+        .metrics
+        .requests
+        .get_or_create(&RouteLabels { route, status })
+        .inc();
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        res.headers_mut().insert("x-request-id", v);
+    }
+    res
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    #[serde(default)]
+    partition_by: String,
+    #[serde(default)]
+    sort_by: Vec<String>,
+    /// Declared columns, as `neve create --schema` takes them.
+    #[serde(default)]
+    schema: Option<String>,
+    #[serde(default)]
+    strict_schema: bool,
+}
+
+async fn create_table(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let caller = state.auth.caller(&headers, None)?;
+    caller.require(Role::Admin, "create tables")?;
+    let address = state.address(&caller, &name)?;
+    let spec: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CreateBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| Error::BadRequest {
+            reason: format!("table definition: {e}"),
+        })?
+    };
+    let mut opts = CreateOptions {
+        partition_by: neve_core::partition::parse_spec(&spec.partition_by)?,
+        sort_by: spec.sort_by,
+        ..Default::default()
+    };
+    if let Some(s) = &spec.schema {
+        opts.schema = neve_core::schema::parse_schema(s)?;
+    }
+    opts.settings.strict_schema = spec.strict_schema;
+    let table = state.table(&address).await?;
+    let snapshot = table.create(opts).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::json!({"table": name, "version": snapshot.version})),
+    )
+        .into_response())
+}
+
+async fn list_tables(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response> {
+    let caller = state.auth.caller(&headers, None)?;
+    caller.require(Role::Read, "list tables")?;
+    let root = state.tenant_root(&caller);
+    let mut engine = neve_core::QueryEngine::new();
+    let names = engine.register_warehouse(&root, None).await?;
+    Ok(Json(serde_json::json!({ "tables": names })).into_response())
+}
+
+async fn table_info(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response> {
+    let caller = state.auth.caller(&headers, None)?;
+    caller.require(Role::Read, "read tables")?;
+    let address = state.address(&caller, &name)?;
+    let table = state.table(&address).await?;
+    let snap = table.snapshot().await.map_err(|e| not_found(e, &name))?;
+    Ok(Json(serde_json::json!({
+        "table": name,
+        "version": snap.version,
+        "files": snap.files.len(),
+        "rows": snap.rows(),
+        "bytes": snap.bytes(),
+        "schema": snap.metadata.schema.to_string(),
+    }))
+    .into_response())
+}
+
+fn not_found(e: neve_core::Error, name: &str) -> Error {
+    match e {
+        neve_core::Error::TableNotFound { .. } => Error::TableNotFound {
+            table: name.to_string(),
+        },
+        e => Error::Table(e),
+    }
+}
+
+async fn insert(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let caller = state.auth.caller(&headers, None)?;
+    caller.require(Role::Write, "insert")?;
+    let address = state.address(&caller, &name)?;
+    let key = idempotency_key(&headers)?;
+    let format = body::format(&headers)?;
+    let table = state.table(&address).await?;
+    let meta = table.metadata().await.map_err(|e| not_found(e, &name))?;
+    state.metrics.bytes_in.inc_by(body.len() as u64);
+    // Memory for the decoded body is reserved before decoding it.
+    let limit = state.config.ingest.max_body_bytes;
+    let mut permit = state.ingest.reserve(body.len() as u64)?;
+    let decoded = body::decode(&headers, body, limit)?;
+    if decoded.len() > permit.num_permits() * 1024 {
+        permit.merge(state.ingest.reserve(decoded.len() as u64 - (permit.num_permits() as u64 * 1024))?);
+    }
+    let t = table.clone();
+    let input_name = format!("request body of table '{name}'");
+    let prepared = tokio::task::spawn_blocking(move || {
+        let opts = ReadOptions {
+            format,
+            ..Default::default()
+        };
+        let input = open_bytes(&input_name, decoded, &opts, &meta.schema)?;
+        t.prepare(&meta, input)
+    })
+    .await
+    .map_err(|e| Error::Table(neve_core::Error::TaskFailed(e.to_string())))??;
+    if prepared.rows == 0 {
+        return Ok(Json(serde_json::json!({"version": null, "rows": 0})).into_response());
+    }
+    let held = permit.num_permits() as u64 * 1024;
+    if prepared.bytes > held {
+        permit.merge(state.ingest.reserve(prepared.bytes - held)?);
+    }
+    state.metrics.rows_in.inc_by(prepared.rows);
+    let ack = state
+        .ingest
+        .submit(&address, &table, prepared, key, permit)
+        .await?;
+    Ok(Json(ack).into_response())
+}
+
+/// `Idempotency-Key`: printable ASCII, at most 256 characters.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let k = v.to_str().unwrap_or("");
+    if k.is_empty() || k.len() > 256 || !k.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err(Error::BadRequest {
+            reason: "Idempotency-Key must be 1 to 256 printable ASCII characters".into(),
+        });
+    }
+    Ok(Some(k.to_string()))
+}

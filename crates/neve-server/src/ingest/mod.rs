@@ -1,0 +1,371 @@
+//! Group commit. Each table has one queue and one flusher task: requests are decoded and
+//! checked before they join the queue (a bad one is refused alone), then flushed together
+//! when the oldest has waited `flush_interval` or the queue holds `flush_bytes`/`flush_rows`.
+//! A flush is one insert: one set of files, one commit. Each request is answered only after
+//! that commit is in the bucket, with its version; a failed flush fails all of its requests
+//! and leaves none of their rows visible.
+
+pub mod body;
+pub mod lineproto;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use neve_core::log::RequestKey;
+use neve_core::table::PreparedInput;
+use neve_core::{InsertOptions, Table};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::IngestConfig;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// What a request is answered with.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Ack {
+    pub version: u64,
+    pub rows: u64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub commit_id: String,
+    /// True when the request was a retry of one committed before: nothing was added.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+}
+
+struct Pending {
+    input: PreparedInput,
+    key: Option<String>,
+    respond: oneshot::Sender<Result<Ack>>,
+    arrived: Instant,
+    /// Memory this request holds until it is answered (the backpressure budget).
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The queues of all tables this server has written to.
+pub struct Ingest {
+    config: IngestConfig,
+    metrics: Arc<Metrics>,
+    budget: Arc<Semaphore>,
+    queues: tokio::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Pending>>>,
+    flushers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Budget units of 1 KiB, so a semaphore's permit count is enough for any memory size.
+const UNIT: u64 = 1024;
+
+impl Ingest {
+    pub fn new(config: IngestConfig, metrics: Arc<Metrics>) -> Self {
+        let units = (config.max_pending_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS as u64);
+        Self {
+            budget: Arc::new(Semaphore::new(units as usize)),
+            config,
+            metrics,
+            queues: Default::default(),
+            flushers: Default::default(),
+        }
+    }
+
+    /// Reserve memory for a request of `bytes`, or refuse it with 429 (never wait: a client
+    /// told to come back is better than a server out of memory).
+    pub fn reserve(&self, bytes: u64) -> Result<OwnedSemaphorePermit> {
+        let units = bytes.div_ceil(UNIT).max(1);
+        let units = u32::try_from(units).map_err(|_| Error::BodyTooLarge {
+            limit: self.config.max_body_bytes,
+        })?;
+        self.budget
+            .clone()
+            .try_acquire_many_owned(units)
+            .map_err(|_| {
+                self.metrics.rejected_overloaded.inc();
+                Error::Overloaded {
+                    retry_after_s: self.config.flush_interval.as_secs().max(1),
+                }
+            })
+    }
+
+    /// Queue a prepared request for `table` (at `address`) and wait for its commit.
+    pub async fn submit(
+        &self,
+        address: &str,
+        table: &Arc<Table>,
+        input: PreparedInput,
+        key: Option<String>,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Ack> {
+        let (tx, rx) = oneshot::channel();
+        let pending = Pending {
+            input,
+            key,
+            respond: tx,
+            arrived: Instant::now(),
+            _permit: permit,
+        };
+        {
+            let mut queues = self.queues.lock().await;
+            let sender = queues.entry(address.to_string()).or_insert_with(|| {
+                let (s, r) = mpsc::unbounded_channel();
+                let flusher = Flusher {
+                    table: table.clone(),
+                    config: self.config.clone(),
+                    metrics: self.metrics.clone(),
+                };
+                let handle = tokio::spawn(flusher.run(r));
+                self.flushers.lock().expect("not poisoned").push(handle);
+                s
+            });
+            self.metrics.queued_requests.inc();
+            self.metrics
+                .queued_bytes
+                .inc_by(pending.input.bytes as i64);
+            sender.send(pending).map_err(|_| Error::ShuttingDown)?;
+        }
+        rx.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// Close every queue and wait until every queued request is flushed and answered.
+    pub async fn drain(&self) {
+        self.queues.lock().await.clear();
+        let handles: Vec<_> = std::mem::take(&mut *self.flushers.lock().expect("not poisoned"));
+        for h in handles {
+            let _ = h.await;
+        }
+    }
+}
+
+struct Flusher {
+    table: Arc<Table>,
+    config: IngestConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl Flusher {
+    async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
+        while let Some(first) = rx.recv().await {
+            let deadline = tokio::time::Instant::from_std(first.arrived + self.config.flush_interval);
+            let mut rows = first.input.rows;
+            let mut bytes = first.input.bytes;
+            let mut batch = vec![first];
+            while rows < self.config.flush_rows && bytes < self.config.flush_bytes {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(p)) => {
+                        rows += p.input.rows;
+                        bytes += p.input.bytes;
+                        batch.push(p);
+                    }
+                    // Closed (shutting down) or time is up: flush what there is.
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            self.metrics.queued_requests.dec_by(batch.len() as i64);
+            self.metrics.queued_bytes.dec_by(bytes as i64);
+            self.flush(batch).await;
+        }
+    }
+
+    async fn flush(&self, mut batch: Vec<Pending>) {
+        let started = Instant::now();
+        // The same key twice in one flush: the later ones are answered with the first's
+        // result and add nothing.
+        let mut twins: Vec<(usize, Pending)> = Vec::new();
+        {
+            let mut first_of: HashMap<String, usize> = HashMap::new();
+            let mut kept = Vec::with_capacity(batch.len());
+            for p in batch {
+                match p.key.as_ref().and_then(|k| first_of.get(k).copied()) {
+                    Some(i) => twins.push((i, p)),
+                    None => {
+                        if let Some(k) = &p.key {
+                            first_of.insert(k.clone(), kept.len());
+                        }
+                        kept.push(p);
+                    }
+                }
+            }
+            batch = kept;
+        }
+        let mut results: Vec<Option<Result<Ack>>> = (0..batch.len()).map(|_| None).collect();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let open: Vec<usize> = (0..batch.len()).filter(|&i| results[i].is_none()).collect();
+            if open.is_empty() {
+                break;
+            }
+            match self.commit(&batch, &open, &mut results).await {
+                Ok(()) => break,
+                Err(Retry::Again) if attempts < 8 => continue,
+                Err(Retry::Again) => {
+                    for i in open {
+                        results[i].get_or_insert_with(|| Err(Error::CommitFailed {
+                            kind: neve_core::ErrorKind::Conflict,
+                            reason: "gave up after repeated duplicate requests".into(),
+                        }));
+                    }
+                    break;
+                }
+            }
+        }
+        let elapsed = started.elapsed();
+        self.metrics.flush_seconds.observe(elapsed.as_secs_f64());
+        for (i, twin) in twins {
+            let r = match &results[i] {
+                Some(Ok(ack)) => Ok(Ack {
+                    duplicate: true,
+                    ..ack.clone()
+                }),
+                Some(Err(e)) => Err(e.duplicate()),
+                None => Err(Error::ShuttingDown),
+            };
+            self.answer(twin, r);
+        }
+        for (p, r) in batch.into_iter().zip(results) {
+            self.answer(p, r.unwrap_or(Err(Error::ShuttingDown)));
+        }
+    }
+
+    fn answer(&self, p: Pending, r: Result<Ack>) {
+        self.metrics
+            .ack_seconds
+            .observe(p.arrived.elapsed().as_secs_f64());
+        let _ = p.respond.send(r);
+    }
+
+    /// One attempt at committing the requests `open` of `batch`; fills their results.
+    async fn commit(
+        &self,
+        batch: &[Pending],
+        open: &[usize],
+        results: &mut [Option<Result<Ack>>],
+    ) -> Result<(), Retry> {
+        let fail_all = |results: &mut [Option<Result<Ack>>], e: &neve_core::Error| {
+            for &i in open {
+                results[i] = Some(Err(Error::CommitFailed {
+                    kind: e.kind(),
+                    reason: e.to_string(),
+                }));
+            }
+        };
+        let snapshot = match self.table.snapshot().await {
+            Ok(s) => s,
+            Err(e) => {
+                fail_all(results, &e);
+                return Ok(());
+            }
+        };
+        // Retries of requests committed before (by this or another instance): answered
+        // with the original commit, nothing added.
+        let mut todo = Vec::with_capacity(open.len());
+        for &i in open {
+            match batch[i].key.as_ref().and_then(|k| snapshot.request(k)) {
+                Some(logged) => {
+                    results[i] = Some(Ok(replayed(logged)));
+                }
+                None => todo.push(i),
+            }
+        }
+        // Requests whose new columns clash with another's in this flush (or with a schema
+        // changed since they were checked) are refused alone.
+        let meta = &snapshot.metadata;
+        let mut merged = meta.schema.clone();
+        let mut go = Vec::with_capacity(todo.len());
+        for i in todo {
+            let fits = neve_core::schema::TableSchema::from_arrow(&batch[i].input.schema)
+                .and_then(|s| merged.evolve(&s, meta.settings.strict_schema));
+            match fits {
+                Ok(m) => {
+                    merged = m;
+                    go.push(i);
+                }
+                Err(e) => results[i] = Some(Err(Error::Table(e))),
+            }
+        }
+        if go.is_empty() {
+            return Ok(());
+        }
+        let expires = chrono::Utc::now().timestamp_millis()
+            + self.config.idempotency_window.as_millis() as i64;
+        let opts = InsertOptions {
+            requests: go
+                .iter()
+                .filter_map(|&i| {
+                    batch[i].key.as_ref().map(|k| RequestKey {
+                        key: k.clone(),
+                        rows: batch[i].input.rows,
+                        expires,
+                    })
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let inputs: Vec<PreparedInput> = go.iter().map(|&i| batch[i].input.clone()).collect();
+        self.metrics.flushes.inc();
+        match self.table.insert_prepared(&inputs, &opts).await {
+            Ok(report) => {
+                let version = report.version.unwrap_or(snapshot.version);
+                self.metrics.commits.inc();
+                self.metrics.commit_attempts.inc_by(report.attempts as u64);
+                self.metrics
+                    .commit_conflicts
+                    .inc_by(report.attempts.saturating_sub(1) as u64);
+                self.metrics.flush_rows.observe(report.rows as f64);
+                self.metrics.files_written.inc_by(report.files);
+                let commit_id = report.commit_id.clone();
+                for &i in &go {
+                    results[i] = Some(Ok(Ack {
+                        version,
+                        rows: batch[i].input.rows,
+                        commit_id: commit_id.clone(),
+                        duplicate: false,
+                    }));
+                }
+                Ok(())
+            }
+            // A request of this flush was committed meanwhile by someone else: answer it, and
+            // commit the others again.
+            Err(neve_core::Error::RequestCommitted { key, version, rows }) => {
+                self.metrics.duplicates.inc();
+                for &i in &go {
+                    if batch[i].key.as_deref() == Some(key.as_str()) {
+                        results[i] = Some(Ok(Ack {
+                            version,
+                            rows,
+                            commit_id: String::new(),
+                            duplicate: true,
+                        }));
+                    }
+                }
+                Err(Retry::Again)
+            }
+            Err(e) => {
+                tracing::warn!(table = %self.table.location().display, error = %e, requests = go.len(), "flush failed");
+                self.metrics.flush_failures.inc();
+                for &i in &go {
+                    results[i] = Some(Err(Error::CommitFailed {
+                        kind: e.kind(),
+                        reason: e.to_string(),
+                    }));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+enum Retry {
+    Again,
+}
+
+fn replayed(logged: &neve_core::log::LoggedRequest) -> Ack {
+    Ack {
+        version: logged.version,
+        rows: logged.rows,
+        commit_id: String::new(),
+        duplicate: true,
+    }
+}
+
+/// How long a flush may wait at most (for `Retry-After` and shutdown).
+pub fn flush_wait(config: &IngestConfig) -> Duration {
+    config.flush_interval
+}

@@ -1,0 +1,96 @@
+//! Prometheus metrics (`GET /metrics`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+    pub status: u16,
+}
+
+/// Every metric the server exports.
+pub struct Metrics {
+    pub registry: Registry,
+    pub requests: Family<RouteLabels, Counter>,
+    pub rows_in: Counter,
+    pub bytes_in: Counter,
+    pub flushes: Counter,
+    pub flush_failures: Counter,
+    pub commits: Counter,
+    pub commit_attempts: Counter,
+    pub commit_conflicts: Counter,
+    pub duplicates: Counter,
+    pub files_written: Counter,
+    pub rejected_overloaded: Counter,
+    pub queued_requests: Gauge,
+    pub queued_bytes: Gauge,
+    pub flush_rows: Histogram,
+    pub flush_seconds: Histogram,
+    pub ack_seconds: Histogram,
+    pub merges: Counter,
+    pub gcs: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("neve");
+        let m = Self {
+            requests: Family::default(),
+            rows_in: Counter::default(),
+            bytes_in: Counter::default(),
+            flushes: Counter::default(),
+            flush_failures: Counter::default(),
+            commits: Counter::default(),
+            commit_attempts: Counter::default(),
+            commit_conflicts: Counter::default(),
+            duplicates: Counter::default(),
+            files_written: Counter::default(),
+            rejected_overloaded: Counter::default(),
+            queued_requests: Gauge::default(),
+            queued_bytes: Gauge::default(),
+            flush_rows: Histogram::new(exponential_buckets(10.0, 4.0, 10)),
+            flush_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            ack_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            merges: Counter::default(),
+            gcs: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register("http_requests", "HTTP requests by route and status", m.requests.clone());
+        registry.register("ingest_rows", "Rows accepted into queues", m.rows_in.clone());
+        registry.register("ingest_bytes", "Request body bytes received", m.bytes_in.clone());
+        registry.register("flushes", "Group commits started", m.flushes.clone());
+        registry.register("flush_failures", "Group commits that failed", m.flush_failures.clone());
+        registry.register("commits", "Commits made by flushes", m.commits.clone());
+        registry.register("commit_attempts", "Commit attempts (PUTs of a log entry)", m.commit_attempts.clone());
+        registry.register("commit_conflicts", "Commit attempts lost to another writer", m.commit_conflicts.clone());
+        registry.register("duplicate_requests", "Requests whose idempotency key was committed already", m.duplicates.clone());
+        registry.register("files_written", "Data files written by flushes", m.files_written.clone());
+        registry.register("rejected_overloaded", "Requests refused with 429", m.rejected_overloaded.clone());
+        registry.register("queue_requests", "Requests waiting in queues", m.queued_requests.clone());
+        registry.register("queue_bytes", "Memory held by queued requests", m.queued_bytes.clone());
+        registry.register("flush_rows", "Rows per flush", m.flush_rows.clone());
+        registry.register("flush_seconds", "Time to write and commit a flush", m.flush_seconds.clone());
+        registry.register("ack_seconds", "Time from a request's arrival in the queue to its answer", m.ack_seconds.clone());
+        registry.register("merges", "Background merges that committed", m.merges.clone());
+        registry.register("gc_runs", "Background gc runs", m.gcs.clone());
+        Self { registry, ..m }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String");
+        out
+    }
+}

@@ -1,0 +1,424 @@
+//! `neve serve` end to end: the built binary on MinIO (and a local folder), real HTTP clients,
+//! many at once, processes killed and stopped in the middle of a load.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::{info, neve_bin, neve_ok, s3_table};
+
+/// A running `neve serve`.
+struct ServerProc {
+    child: Child,
+    url: String,
+}
+
+impl ServerProc {
+    fn start(warehouse: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "serve",
+            "--warehouse",
+            warehouse,
+            "--listen",
+            "127.0.0.1:0",
+            "--flush-interval",
+            "100ms",
+        ];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(neve_bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start neve serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("neve serve listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        Self { child, url }
+    }
+
+    /// SIGTERM, then wait for the exit.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        self.child.wait().unwrap()
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
+/// The warehouse and a table address in it.
+fn warehouse() -> (String, String) {
+    let w = s3_table("serve");
+    let t = format!("{w}/events");
+    (w, t)
+}
+
+async fn create(c: &reqwest::Client, url: &str, token: &str, table: &str) {
+    let r = c
+        .put(format!("{url}/v1/tables/{table}"))
+        .bearer_auth(token)
+        .body(r#"{"partition_by": "identity(region)", "sort_by": ["id"]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// `n` NDJSON rows with ids `first..first+n`.
+fn rows(first: u64, n: u64) -> String {
+    (first..first + n)
+        .map(|i| format!("{{\"id\": {i}, \"region\": \"r{}\", \"v\": \"x{i}\"}}\n", i % 3))
+        .collect()
+}
+
+async fn insert(
+    c: &reqwest::Client,
+    url: &str,
+    token: &str,
+    table: &str,
+    body: String,
+    key: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let mut r = c
+        .post(format!("{url}/v1/tables/{table}/insert"))
+        .bearer_auth(token)
+        .header("content-type", "application/x-ndjson")
+        .body(body);
+    if let Some(k) = key {
+        r = r.header("idempotency-key", k);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    let v = r.json().await.unwrap_or(serde_json::Value::Null);
+    (status, v)
+}
+
+/// (rows, distinct ids) of a table, through `neve sql`.
+fn counts(table: &str) -> (u64, u64) {
+    let out = neve_ok(&[
+        "sql",
+        "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t",
+        "--table",
+        &format!("t={table}"),
+        "--format",
+        "ndjson",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    (v["n"].as_u64().unwrap(), v["d"].as_u64().unwrap())
+}
+
+/// Many clients over one or two servers: every acknowledged row present exactly once, and
+/// many requests per commit.
+async fn many_clients(servers: usize) {
+    let (w, table) = warehouse();
+    let procs: Vec<ServerProc> = (0..servers)
+        .map(|_| ServerProc::start(&w, &["--token", "s3cret"]))
+        .collect();
+    let urls: Vec<String> = procs.iter().map(|p| p.url.clone()).collect();
+    let c = client();
+    create(&c, &urls[0], "s3cret", "events").await;
+    let (clients, requests, per) = (64u64, 50u64, 20u64);
+    let mut tasks = Vec::new();
+    for k in 0..clients {
+        let c = c.clone();
+        let url = urls[k as usize % urls.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut versions = Vec::new();
+            for r in 0..requests {
+                let first = (k * requests + r) * per;
+                let (status, v) = insert(&c, &url, "s3cret", "events", rows(first, per), None).await;
+                assert_eq!(status, 200, "{v}");
+                assert_eq!(v["rows"], per);
+                versions.push(v["version"].as_u64().unwrap());
+            }
+            versions
+        }));
+    }
+    let mut versions = std::collections::BTreeSet::new();
+    for t in tasks {
+        versions.extend(t.await.unwrap());
+    }
+    let total = clients * requests * per;
+    assert_eq!(counts(&table), (total, total), "every acknowledged row once");
+    let commits = info(&table)["version"].as_u64().unwrap();
+    assert!(
+        commits <= clients * requests / 10,
+        "{commits} commits for {} requests",
+        clients * requests
+    );
+    assert!(versions.len() as u64 <= commits);
+    drop(procs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_commit_many_clients_one_server() {
+    many_clients(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_commit_many_clients_two_servers() {
+    many_clients(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retried_request_is_committed_once() {
+    let (w, table) = warehouse();
+    let c = client();
+    let a = ServerProc::start(&w, &["--token", "t"]);
+    let b = ServerProc::start(&w, &["--token", "t"]);
+    create(&c, &a.url, "t", "events").await;
+    let body = rows(0, 20);
+    // Concurrently to both instances, then again to each.
+    let (r1, r2) = tokio::join!(
+        insert(&c, &a.url, "t", "events", body.clone(), Some("req-1")),
+        insert(&c, &b.url, "t", "events", body.clone(), Some("req-1")),
+    );
+    assert_eq!((r1.0, r2.0), (200, 200), "{} {}", r1.1, r2.1);
+    assert_eq!(r1.1["version"], r2.1["version"], "both answered with the one commit");
+    let r3 = insert(&c, &b.url, "t", "events", body.clone(), Some("req-1")).await;
+    assert_eq!(r3.1["version"], r1.1["version"]);
+    assert_eq!(r3.1["duplicate"], true);
+    // Across a restart.
+    a.kill();
+    let a2 = ServerProc::start(&w, &["--token", "t"]);
+    let r4 = insert(&c, &a2.url, "t", "events", body.clone(), Some("req-1")).await;
+    assert_eq!((r4.0, &r4.1["version"]), (200, &r1.1["version"]));
+    // Another key is another request.
+    let r5 = insert(&c, &a2.url, "t", "events", rows(20, 20), Some("req-2")).await;
+    assert_eq!(r5.0, 200);
+    assert_eq!(counts(&table), (40, 40));
+    drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_requests_are_refused_alone_inside_a_busy_flush() {
+    let (w, _) = warehouse();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("neve.toml");
+    let hash = |t: &str| neve_ok(&["hash-token", t]).trim().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "[ingest]\nmax_body_bytes = \"64KiB\"\n[[tenants]]\nname = \"acme\"\ntokens = [{{ sha256 = \"{}\", role = \"admin\" }}, {{ sha256 = \"{}\", role = \"read\" }}]\n",
+            hash("admin-token"),
+            hash("read-token")
+        ),
+    )
+    .unwrap();
+    let s = ServerProc::start(&w, &["--config", config.to_str().unwrap()]);
+    let c = client();
+    create(&c, &s.url, "admin-token", "events").await;
+    let url = s.url.clone();
+    // Good requests keep the queue busy while the bad ones arrive.
+    let mut good = Vec::new();
+    for k in 0..16u64 {
+        let (c, url) = (c.clone(), url.clone());
+        good.push(tokio::spawn(async move {
+            for r in 0..10u64 {
+                let (st, v) = insert(&c, &url, "admin-token", "events", rows((k * 10 + r) * 5, 5), None).await;
+                assert_eq!(st, 200, "{v}");
+            }
+        }));
+    }
+    let malformed = "{\"id\": 1000000, \"region\": \"r1\"}\n{\"id\": 1000001, \"region\": \n".to_string();
+    let (st, v) = insert(&c, &url, "admin-token", "events", malformed, None).await;
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["line"], 2, "{v}");
+    let wrong_type = "{\"id\": \"not a number\", \"region\": \"r1\"}\n".to_string();
+    let (st, v) = insert(&c, &url, "admin-token", "events", wrong_type, None).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("id"), "{v}");
+    let (st, v) = insert(&c, &url, "admin-token", "nope", rows(0, 1), None).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, _) = insert(&c, &url, "admin-token", "events", rows(2_000_000, 2000), None).await;
+    assert_eq!(st, 413);
+    let (st, v) = insert(&c, &url, "wrong-token", "events", rows(0, 1), None).await;
+    assert_eq!(st, 401, "{v}");
+    let (st, v) = insert(&c, &url, "read-token", "events", rows(0, 1), None).await;
+    assert_eq!(st, 403, "{v}");
+    for g in good {
+        g.await.unwrap();
+    }
+    let t = format!("{w}/acme/events");
+    assert_eq!(counts(&t), (800, 800), "only the good requests' rows");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tenants_see_only_their_own_tables() {
+    let (w, _) = warehouse();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("neve.toml");
+    let hash = |t: &str| neve_ok(&["hash-token", t]).trim().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"a\"\ntokens = [{{ sha256 = \"{}\", role = \"admin\" }}]\n[[tenants]]\nname = \"b\"\ntokens = [{{ sha256 = \"{}\", role = \"admin\" }}]\n",
+            hash("token-a"),
+            hash("token-b")
+        ),
+    )
+    .unwrap();
+    let s = ServerProc::start(&w, &["--config", config.to_str().unwrap()]);
+    let c = client();
+    create(&c, &s.url, "token-b", "secret").await;
+    let (st, _) = insert(&c, &s.url, "token-b", "secret", rows(0, 3), None).await;
+    assert_eq!(st, 200);
+    // A cannot write, read or list B's table: for A it does not exist.
+    let (st, _) = insert(&c, &s.url, "token-a", "secret", rows(0, 3), None).await;
+    assert_eq!(st, 404);
+    let r = c
+        .get(format!("{}/v1/tables/secret", s.url))
+        .bearer_auth("token-a")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let list = |token: &'static str| {
+        let (c, url) = (c.clone(), s.url.clone());
+        async move {
+            let v: serde_json::Value = c
+                .get(format!("{url}/v1/tables"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v
+        }
+    };
+    assert_eq!(list("token-a").await["tables"], serde_json::json!([]));
+    assert_eq!(list("token-b").await["tables"], serde_json::json!(["secret"]));
+    assert_eq!(counts(&format!("{w}/b/secret")), (3, 3));
+}
+
+/// Clients inserting request `r` (ids `r*per..`) until told to stop; returns what was acked
+/// and what failed.
+async fn load(url: String, token: &'static str, clients: u64, per: u64) -> (Vec<u64>, Vec<u64>) {
+    let c = client();
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (c, url, next) = (c.clone(), url.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (Vec::new(), Vec::new());
+            loop {
+                let r = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let sent = c
+                    .post(format!("{url}/v1/tables/events/insert"))
+                    .bearer_auth(token)
+                    .body(rows(r * per, per))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(resp) if resp.status() == 200 => ok.push(r),
+                    Ok(resp) if resp.status() == 503 => {
+                        failed.push(r);
+                        break;
+                    }
+                    Ok(resp) => panic!("unexpected {}", resp.status()),
+                    Err(_) => {
+                        failed.push(r);
+                        break;
+                    }
+                }
+            }
+            (ok, failed)
+        }));
+    }
+    let (mut ok, mut failed) = (Vec::new(), Vec::new());
+    for t in tasks {
+        let (o, f) = t.await.unwrap();
+        ok.extend(o);
+        failed.extend(f);
+    }
+    (ok, failed)
+}
+
+/// Rows per request id (`id / per`) in the table.
+fn rows_per_request(table: &str, per: u64) -> HashMap<u64, u64> {
+    let out = neve_ok(&[
+        "sql",
+        &format!("SELECT id / {per} AS r, count(*) AS n FROM t GROUP BY 1"),
+        "--table",
+        &format!("t={table}"),
+        "--format",
+        "ndjson",
+    ]);
+    out.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["r"].as_u64().unwrap(), v["n"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_answers_every_accepted_request() {
+    let (w, table) = warehouse();
+    let s = ServerProc::start(&w, &["--token", "t"]);
+    create(&client(), &s.url, "t", "events").await;
+    let l = tokio::spawn(load(s.url.clone(), "t", 16, 10));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = tokio::task::spawn_blocking(move || s.terminate()).await.unwrap();
+    assert!(status.success(), "{status}");
+    let (ok, _failed) = l.await.unwrap();
+    assert!(!ok.is_empty());
+    let present = rows_per_request(&table, 10);
+    for r in &ok {
+        assert_eq!(present.get(r), Some(&10), "acknowledged request {r} is present whole");
+    }
+    // Nothing else was committed half: every present request is whole.
+    assert!(present.values().all(|&n| n == 10), "{present:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_loses_only_unanswered_requests() {
+    let (w, table) = warehouse();
+    let s = ServerProc::start(&w, &["--token", "t"]);
+    create(&client(), &s.url, "t", "events").await;
+    let l = tokio::spawn(load(s.url.clone(), "t", 16, 10));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::task::spawn_blocking(move || s.kill()).await.unwrap();
+    let (ok, _) = l.await.unwrap();
+    assert!(!ok.is_empty());
+    // Restarted, the server serves the same table; every acknowledged row is there, and no
+    // part of an unacknowledged flush is.
+    let s2 = ServerProc::start(&w, &["--token", "t"]);
+    let (st, _) = insert(&client(), &s2.url, "t", "events", rows(10_000_000, 10), None).await;
+    assert_eq!(st, 200);
+    let present = rows_per_request(&table, 10);
+    for r in &ok {
+        assert_eq!(present.get(r), Some(&10), "acknowledged request {r} is present");
+    }
+    assert!(present.values().all(|&n| n == 10), "{present:?}");
+}
