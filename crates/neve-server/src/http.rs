@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -19,7 +19,7 @@ use tracing::Instrument;
 use crate::auth::{Auth, Caller, Role};
 use crate::config::ServerConfig;
 use crate::error::{Error, Result};
-use crate::ingest::{body, Ingest};
+use crate::ingest::{body, lineproto, Ingest};
 use crate::metrics::{Metrics, RouteLabels};
 
 /// What every handler shares.
@@ -83,6 +83,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/tables", get(list_tables))
         .route("/v1/tables/{name}", put(create_table).get(table_info))
         .route("/v1/tables/{name}/insert", post(insert))
+        .route("/api/v2/write", post(write_v2))
+        .route("/write", post(write_v1))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -282,4 +284,152 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
         });
     }
     Ok(Some(k.to_string()))
+}
+
+/// `/api/v2/write?bucket=NS&precision=ns|us|ms|s` (InfluxDB 2 clients, Telegraf, Vector).
+#[derive(Debug, Deserialize)]
+struct WriteV2 {
+    bucket: String,
+    #[serde(default)]
+    precision: Option<String>,
+}
+
+/// `/write?db=NS&precision=n|u|ms|s|m|h&p=TOKEN` (InfluxDB 1 clients, tsbs_load_influx).
+#[derive(Debug, Deserialize)]
+struct WriteV1 {
+    db: String,
+    #[serde(default)]
+    precision: Option<String>,
+    #[serde(default)]
+    p: Option<String>,
+}
+
+async fn write_v2(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<WriteV2>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    write_lines(state, headers, None, q.bucket, q.precision, body).await
+}
+
+async fn write_v1(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<WriteV1>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    write_lines(state, headers, q.p, q.db, q.precision, body).await
+}
+
+/// Line protocol: each measurement is a table of the namespace (a folder of the tenant's
+/// tables), created on first write, partitioned by `day(time)` and sorted by its tags then
+/// `time`. Answered 204 once every measurement's rows are committed.
+async fn write_lines(
+    state: Arc<AppState>,
+    headers: HeaderMap,
+    token: Option<String>,
+    namespace: String,
+    precision: Option<String>,
+    body: Bytes,
+) -> Result<Response> {
+    let caller = state.auth.caller(&headers, token.as_deref())?;
+    caller.require(Role::Write, "write")?;
+    if !crate::valid_name(&namespace) {
+        return Err(Error::InvalidTableName { name: namespace });
+    }
+    let p = precision.unwrap_or_else(|| "ns".into());
+    let (precision, multiplier) =
+        lineproto::Precision::parse(&p).ok_or_else(|| Error::BadRequest {
+            reason: format!("precision '{p}': use ns, us, ms or s (or n, u, m, h)"),
+        })?;
+    let key = idempotency_key(&headers)?;
+    state.metrics.bytes_in.inc_by(body.len() as u64);
+    let limit = state.config.ingest.max_body_bytes;
+    let mut permit = state.ingest.reserve(body.len() as u64)?;
+    let decoded = body::decode(&headers, body, limit)?;
+    // The receive time, in whole microseconds: neve keeps timestamps to the microsecond, and
+    // a value the client sent with nanoseconds beyond that is refused, never rounded.
+    let now_ns = chrono::Utc::now().timestamp_micros() * 1_000;
+    let measurements = tokio::task::spawn_blocking(move || {
+        let text = std::str::from_utf8(&decoded).map_err(|e| Error::BadRequest {
+            reason: format!("line protocol must be UTF-8: {e}"),
+        })?;
+        lineproto::parse(text, precision, multiplier, now_ns).map_err(|e| {
+            Error::Table(neve_core::Error::InvalidInput {
+                input: "line protocol".into(),
+                line: Some(e.line),
+                column: None,
+                message: e.message,
+            })
+        })
+    })
+    .await
+    .map_err(|e| Error::Table(neve_core::Error::TaskFailed(e.to_string())))??;
+    let root = format!("{}/{namespace}", state.tenant_root(&caller));
+    let mut prepared = Vec::with_capacity(measurements.len());
+    for m in measurements {
+        if !crate::valid_name(&m.name) {
+            return Err(Error::BadRequest {
+                reason: format!(
+                    "measurement '{}' cannot name a table: use letters, digits, '_' and '-'",
+                    m.name
+                ),
+            });
+        }
+        let address = format!("{root}/{}", m.name);
+        let table = state.table(&address).await?;
+        let meta = match table.metadata().await {
+            Ok(meta) => meta,
+            Err(neve_core::Error::TableNotFound { .. }) => {
+                let mut sort_by = m.tags.clone();
+                sort_by.push("time".into());
+                let opts = CreateOptions {
+                    partition_by: neve_core::partition::parse_spec("day(time)")?,
+                    sort_by,
+                    ..Default::default()
+                };
+                match table.create(opts).await {
+                    Ok(_) | Err(neve_core::Error::TableExists { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                table.metadata().await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let t = table.clone();
+        let name = m.name.clone();
+        let input = neve_core::write::input::OpenedInput {
+            name: format!("line protocol, measurement '{name}'"),
+            format: neve_core::write::input::InputFormat::Arrow,
+            schema: m.batch.schema(),
+            batches: Box::new(std::iter::once(Ok(m.batch))),
+        };
+        let p = tokio::task::spawn_blocking(move || t.prepare(&meta, input))
+            .await
+            .map_err(|e| Error::Table(neve_core::Error::TaskFailed(e.to_string())))??;
+        prepared.push((address, table, p, name));
+    }
+    let total: u64 = prepared.iter().map(|(_, _, p, _)| p.bytes).sum();
+    let held = permit.num_permits() as u64 * 1024;
+    if total > held {
+        permit.merge(state.ingest.reserve(total - held)?);
+    }
+    let mut permits = Vec::with_capacity(prepared.len());
+    for _ in 1..prepared.len() {
+        permits.push(permit.split(0).expect("a zero split"));
+    }
+    permits.push(permit);
+    let submits = prepared.into_iter().zip(permits).map(|((address, table, p, name), permit)| {
+        let state = state.clone();
+        let key = key.as_ref().map(|k| format!("{k}:{name}"));
+        async move {
+            state.metrics.rows_in.inc_by(p.rows);
+            state.ingest.submit(&address, &table, p, key, permit).await
+        }
+    });
+    for r in futures::future::join_all(submits).await {
+        r?;
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

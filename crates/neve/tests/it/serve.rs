@@ -67,6 +67,11 @@ impl Drop for ServerProc {
     }
 }
 
+/// A response body as JSON (`null` when it is not JSON).
+async fn json(r: reqwest::Response) -> serde_json::Value {
+    serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(serde_json::Value::Null)
+}
+
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
@@ -117,7 +122,7 @@ async fn insert(
     }
     let r = r.send().await.unwrap();
     let status = r.status().as_u16();
-    let v = r.json().await.unwrap_or(serde_json::Value::Null);
+    let v = json(r).await;
     (status, v)
 }
 
@@ -304,16 +309,13 @@ async fn tenants_see_only_their_own_tables() {
     let list = |token: &'static str| {
         let (c, url) = (c.clone(), s.url.clone());
         async move {
-            let v: serde_json::Value = c
+            let v = c
                 .get(format!("{url}/v1/tables"))
                 .bearer_auth(token)
                 .send()
                 .await
-                .unwrap()
-                .json()
-                .await
                 .unwrap();
-            v
+            json(v).await
         }
     };
     assert_eq!(list("token-a").await["tables"], serde_json::json!([]));
@@ -421,4 +423,79 @@ async fn sigkill_loses_only_unanswered_requests() {
         assert_eq!(present.get(r), Some(&10), "acknowledged request {r} is present");
     }
     assert!(present.values().all(|&n| n == 10), "{present:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn line_protocol_writes_tables_of_a_namespace() {
+    let (w, _) = warehouse();
+    let s = ServerProc::start(&w, &["--token", "tok"]);
+    let c = client();
+    let lines = "cpu,host=a,region=eu\\ west usage_user=1.5,usage_idle=97i,up=true,note=\"ok, fine\" 1700000000000000000\n\
+                 cpu,host=b usage_user=2,usage_idle=95i,up=F 1700000001000000000\n\
+                 mem,host=a free=123u\n";
+    let r = c
+        .post(format!("{}/api/v2/write?bucket=metrics&precision=ns", s.url))
+        .header("authorization", "Token tok")
+        .body(lines)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    // InfluxDB 1's /write, token as `p`, precision in seconds.
+    let r = c
+        .post(format!("{}/write?db=metrics&precision=s&p=tok", s.url))
+        .body("cpu,host=c usage_user=3,usage_idle=90i,up=t 1700000002\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    let cpu = format!("{w}/metrics/cpu");
+    let out = neve_ok(&[
+        "sql",
+        "SELECT host, \"region\", usage_user, usage_idle, up, note, CAST(time AS VARCHAR) AS t FROM cpu ORDER BY host",
+        "--table",
+        &format!("cpu={cpu}"),
+        "--format",
+        "ndjson",
+    ]);
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(rows[0]["region"], "eu west");
+    assert_eq!(rows[0]["usage_user"], 1.5);
+    assert_eq!(rows[0]["usage_idle"], 97);
+    assert_eq!(rows[0]["up"], true);
+    assert_eq!(rows[0]["note"], "ok, fine");
+    assert!(rows[0]["t"].as_str().unwrap().starts_with("2023-11-14T22:13:20"), "{}", rows[0]);
+    assert_eq!(rows[1]["up"], false);
+    assert!(rows[2]["t"].as_str().unwrap().starts_with("2023-11-14T22:13:22"), "{}", rows[2]);
+    let i = info(&cpu);
+    assert!(i["sort_by"].to_string().contains("host"), "{i}");
+    // The measurement without a timestamp got the receive time.
+    let mem = format!("{w}/metrics/mem");
+    let out = neve_ok(&["sql", "SELECT free, CAST(time AS VARCHAR) AS t FROM m", "--table", &format!("m={mem}"), "--format", "ndjson"]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["free"], 123);
+    assert!(v["t"].as_str().unwrap().starts_with(&chrono::Utc::now().format("%Y-%m-%d").to_string()), "{v}");
+    // A bad line: 400 naming it, and nothing of that request is written.
+    let before = info(&cpu)["version"].clone();
+    let r = c
+        .post(format!("{}/api/v2/write?bucket=metrics", s.url))
+        .header("authorization", "Token tok")
+        .body("cpu,host=d usage_user=4 1700000003000000000\ncpu,host=e usage_user=oops\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v = json(r).await;
+    assert_eq!(v["error"]["line"], 2, "{v}");
+    assert_eq!(info(&cpu)["version"], before);
+    // A field whose type changes is refused too.
+    let r = c
+        .post(format!("{}/api/v2/write?bucket=metrics", s.url))
+        .header("authorization", "Token tok")
+        .body("cpu,host=d usage_idle=1.5 1700000003000000000\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
 }
