@@ -112,11 +112,17 @@ impl ServerConfig {
         }
         for t in &self.tenants {
             if t.name.is_empty() || !crate::valid_name(t.prefix.as_deref().unwrap_or(&t.name)) {
-                return bad(format!("tenant '{}': name and prefix are letters, digits, '_' and '-'", t.name));
+                return bad(format!(
+                    "tenant '{}': name and prefix are letters, digits, '_' and '-'",
+                    t.name
+                ));
             }
             for k in &t.tokens {
                 if k.sha256.len() != 64 || !k.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return bad(format!("tenant '{}': a token's sha256 must be 64 hex digits", t.name));
+                    return bad(format!(
+                        "tenant '{}': a token's sha256 must be 64 hex digits",
+                        t.name
+                    ));
                 }
             }
         }

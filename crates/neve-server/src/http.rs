@@ -103,7 +103,8 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), route = %route);
+    let span =
+        tracing::info_span!("request", request_id = %id, method = %req.method(), route = %route);
     let mut res = next.run(req).instrument(span.clone()).await;
     let status = res.status().as_u16();
     span.in_scope(|| tracing::debug!(status, "answered"));
@@ -243,7 +244,11 @@ async fn insert(
     let mut permit = state.ingest.reserve(body.len() as u64)?;
     let decoded = body::decode(&headers, body, limit)?;
     if decoded.len() > permit.num_permits() * 1024 {
-        permit.merge(state.ingest.reserve(decoded.len() as u64 - (permit.num_permits() as u64 * 1024))?);
+        permit.merge(
+            state
+                .ingest
+                .reserve(decoded.len() as u64 - (permit.num_permits() as u64 * 1024))?,
+        );
     }
     let t = table.clone();
     let input_name = format!("request body of table '{name}'");
@@ -420,14 +425,17 @@ async fn write_lines(
         permits.push(permit.split(0).expect("a zero split"));
     }
     permits.push(permit);
-    let submits = prepared.into_iter().zip(permits).map(|((address, table, p, name), permit)| {
-        let state = state.clone();
-        let key = key.as_ref().map(|k| format!("{k}:{name}"));
-        async move {
-            state.metrics.rows_in.inc_by(p.rows);
-            state.ingest.submit(&address, &table, p, key, permit).await
-        }
-    });
+    let submits = prepared
+        .into_iter()
+        .zip(permits)
+        .map(|((address, table, p, name), permit)| {
+            let state = state.clone();
+            let key = key.as_ref().map(|k| format!("{k}:{name}"));
+            async move {
+                state.metrics.rows_in.inc_by(p.rows);
+                state.ingest.submit(&address, &table, p, key, permit).await
+            }
+        });
     for r in futures::future::join_all(submits).await {
         r?;
     }

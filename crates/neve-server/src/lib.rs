@@ -53,7 +53,10 @@ impl Server {
 
     /// Serve until `shutdown` resolves; then stop accepting, answer every queued request
     /// (flushing the queues) and return.
-    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<()> {
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
         let state = self.state.clone();
         // The warehouse must be reachable before the server says it is ready.
         let probe = neve_core::TableLocation::parse(&state.config.warehouse)?;

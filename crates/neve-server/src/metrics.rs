@@ -66,23 +66,79 @@ impl Metrics {
             gcs: Counter::default(),
             registry: Registry::default(),
         };
-        registry.register("http_requests", "HTTP requests by route and status", m.requests.clone());
-        registry.register("ingest_rows", "Rows accepted into queues", m.rows_in.clone());
-        registry.register("ingest_bytes", "Request body bytes received", m.bytes_in.clone());
+        registry.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            m.requests.clone(),
+        );
+        registry.register(
+            "ingest_rows",
+            "Rows accepted into queues",
+            m.rows_in.clone(),
+        );
+        registry.register(
+            "ingest_bytes",
+            "Request body bytes received",
+            m.bytes_in.clone(),
+        );
         registry.register("flushes", "Group commits started", m.flushes.clone());
-        registry.register("flush_failures", "Group commits that failed", m.flush_failures.clone());
+        registry.register(
+            "flush_failures",
+            "Group commits that failed",
+            m.flush_failures.clone(),
+        );
         registry.register("commits", "Commits made by flushes", m.commits.clone());
-        registry.register("commit_attempts", "Commit attempts (PUTs of a log entry)", m.commit_attempts.clone());
-        registry.register("commit_conflicts", "Commit attempts lost to another writer", m.commit_conflicts.clone());
-        registry.register("duplicate_requests", "Requests whose idempotency key was committed already", m.duplicates.clone());
-        registry.register("files_written", "Data files written by flushes", m.files_written.clone());
-        registry.register("rejected_overloaded", "Requests refused with 429", m.rejected_overloaded.clone());
-        registry.register("queue_requests", "Requests waiting in queues", m.queued_requests.clone());
-        registry.register("queue_bytes", "Memory held by queued requests", m.queued_bytes.clone());
+        registry.register(
+            "commit_attempts",
+            "Commit attempts (PUTs of a log entry)",
+            m.commit_attempts.clone(),
+        );
+        registry.register(
+            "commit_conflicts",
+            "Commit attempts lost to another writer",
+            m.commit_conflicts.clone(),
+        );
+        registry.register(
+            "duplicate_requests",
+            "Requests whose idempotency key was committed already",
+            m.duplicates.clone(),
+        );
+        registry.register(
+            "files_written",
+            "Data files written by flushes",
+            m.files_written.clone(),
+        );
+        registry.register(
+            "rejected_overloaded",
+            "Requests refused with 429",
+            m.rejected_overloaded.clone(),
+        );
+        registry.register(
+            "queue_requests",
+            "Requests waiting in queues",
+            m.queued_requests.clone(),
+        );
+        registry.register(
+            "queue_bytes",
+            "Memory held by queued requests",
+            m.queued_bytes.clone(),
+        );
         registry.register("flush_rows", "Rows per flush", m.flush_rows.clone());
-        registry.register("flush_seconds", "Time to write and commit a flush", m.flush_seconds.clone());
-        registry.register("ack_seconds", "Time from a request's arrival in the queue to its answer", m.ack_seconds.clone());
-        registry.register("merges", "Background merges that committed", m.merges.clone());
+        registry.register(
+            "flush_seconds",
+            "Time to write and commit a flush",
+            m.flush_seconds.clone(),
+        );
+        registry.register(
+            "ack_seconds",
+            "Time from a request's arrival in the queue to its answer",
+            m.ack_seconds.clone(),
+        );
+        registry.register(
+            "merges",
+            "Background merges that committed",
+            m.merges.clone(),
+        );
         registry.register("gc_runs", "Background gc runs", m.gcs.clone());
         Self { registry, ..m }
     }

@@ -195,12 +195,24 @@ mod tests {
         let a = auth.caller(&h("Bearer ta"), None).unwrap();
         assert_eq!((a.tenant.name.as_str(), a.role), ("a", Role::Write));
         assert!(a.require(Role::Write, "insert").is_ok());
-        assert!(matches!(a.require(Role::Admin, "create tables"), Err(Error::Forbidden { .. })));
+        assert!(matches!(
+            a.require(Role::Admin, "create tables"),
+            Err(Error::Forbidden { .. })
+        ));
         let b = auth.caller(&h("Token tb"), None).unwrap();
         assert_eq!(b.tenant.prefix.as_deref(), Some("bee"));
-        assert!(matches!(auth.caller(&h("Bearer nope"), None), Err(Error::Unauthorized)));
-        assert!(matches!(auth.caller(&HeaderMap::new(), None), Err(Error::Unauthorized)));
-        assert_eq!(auth.caller(&HeaderMap::new(), Some("tb")).unwrap().role, Role::Read);
+        assert!(matches!(
+            auth.caller(&h("Bearer nope"), None),
+            Err(Error::Unauthorized)
+        ));
+        assert!(matches!(
+            auth.caller(&HeaderMap::new(), None),
+            Err(Error::Unauthorized)
+        ));
+        assert_eq!(
+            auth.caller(&HeaderMap::new(), Some("tb")).unwrap().role,
+            Role::Read
+        );
         assert_eq!(
             hash_token("test"),
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

@@ -17,8 +17,11 @@ pub fn format(headers: &HeaderMap) -> Result<Option<InputFormat>> {
     let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
     let essence = ct.split(';').next().unwrap_or("").trim();
     Ok(match essence {
-        "application/x-ndjson" | "application/ndjson" | "application/jsonl"
-        | "application/x-jsonlines" | "application/jsonlines" => Some(InputFormat::Ndjson),
+        "application/x-ndjson"
+        | "application/ndjson"
+        | "application/jsonl"
+        | "application/x-jsonlines"
+        | "application/jsonlines" => Some(InputFormat::Ndjson),
         // An array of objects, or objects one per line: the content tells.
         "application/json" | "" | "application/octet-stream" => None,
         "text/csv" => Some(InputFormat::Csv),
@@ -51,7 +54,9 @@ pub fn decode(headers: &HeaderMap, body: Bytes, limit: u64) -> Result<Bytes> {
     }
     let reader: Box<dyn Read> = match encoding.as_str() {
         "identity" | "" => return Ok(body),
-        "gzip" | "x-gzip" => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(body))),
+        "gzip" | "x-gzip" => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(
+            body,
+        ))),
         "zstd" => Box::new(
             zstd::stream::read::Decoder::new(std::io::Cursor::new(body)).map_err(|e| {
                 Error::BadRequest {
@@ -99,13 +104,22 @@ mod tests {
         gz.write_all(&text).unwrap();
         let gz = Bytes::from(gz.finish().unwrap());
         let h = headers(&[("content-encoding", "gzip")]);
-        assert_eq!(decode(&h, gz.clone(), 1 << 20).unwrap(), Bytes::from(text.clone()));
-        assert!(matches!(decode(&h, gz, 100), Err(Error::BodyTooLarge { limit: 100 })));
+        assert_eq!(
+            decode(&h, gz.clone(), 1 << 20).unwrap(),
+            Bytes::from(text.clone())
+        );
+        assert!(matches!(
+            decode(&h, gz, 100),
+            Err(Error::BodyTooLarge { limit: 100 })
+        ));
         let zs = Bytes::from(zstd::encode_all(&text[..], 1).unwrap());
         let h = headers(&[("content-encoding", "zstd")]);
         assert_eq!(decode(&h, zs, 1 << 20).unwrap().len(), text.len());
         let h = headers(&[("content-encoding", "br")]);
-        assert!(matches!(decode(&h, Bytes::new(), 10), Err(Error::BadRequest { .. })));
+        assert!(matches!(
+            decode(&h, Bytes::new(), 10),
+            Err(Error::BadRequest { .. })
+        ));
         assert_eq!(
             format(&headers(&[("content-type", "text/csv; charset=utf-8")])).unwrap(),
             Some(InputFormat::Csv)

@@ -57,7 +57,7 @@ impl Precision {
     }
 
     /// `now_ns` in this precision.
-    fn from_ns(self, now_ns: i64) -> i64 {
+    fn of_ns(self, now_ns: i64) -> i64 {
         match self {
             Precision::Ns => now_ns,
             Precision::Us => now_ns / 1_000,
@@ -252,7 +252,7 @@ pub fn parse(
         fields: BTreeMap<String, (usize, Vec<Option<Value>>)>,
         times: Vec<i64>,
     }
-    let now = precision.from_ns(now_ns);
+    let now = precision.of_ns(now_ns);
     let mut order: Vec<String> = Vec::new();
     let mut by: BTreeMap<String, Columns> = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
@@ -283,7 +283,9 @@ pub fn parse(
         let row = c.times.len();
         for (k, v) in p.tags {
             if c.fields.contains_key(&k) || k == "time" {
-                return Err(err(format!("'{k}' is a tag here but a field (or the time) elsewhere")));
+                return Err(err(format!(
+                    "'{k}' is a tag here but a field (or the time) elsewhere"
+                )));
             }
             let col = c.tags.entry(k.clone()).or_insert_with(|| vec![None; row]);
             if col.len() > row {
@@ -293,7 +295,9 @@ pub fn parse(
         }
         for (k, v) in p.fields {
             if c.tags.contains_key(&k) || k == "time" {
-                return Err(err(format!("'{k}' is a field here but a tag (or the time) elsewhere")));
+                return Err(err(format!(
+                    "'{k}' is a field here but a tag (or the time) elsewhere"
+                )));
             }
             let (_, col) = c
                 .fields
@@ -340,27 +344,52 @@ pub fn parse(
             let (dt, a): (DataType, ArrayRef) = match first {
                 Value::Float(_) => {
                     let mut b = Float64Builder::new();
-                    col.iter().for_each(|v| b.append_option(match v { Some(Value::Float(f)) => Some(*f), _ => None }));
+                    col.iter().for_each(|v| {
+                        b.append_option(match v {
+                            Some(Value::Float(f)) => Some(*f),
+                            _ => None,
+                        })
+                    });
                     (DataType::Float64, Arc::new(b.finish()))
                 }
                 Value::Int(_) => {
                     let mut b = Int64Builder::new();
-                    col.iter().for_each(|v| b.append_option(match v { Some(Value::Int(f)) => Some(*f), _ => None }));
+                    col.iter().for_each(|v| {
+                        b.append_option(match v {
+                            Some(Value::Int(f)) => Some(*f),
+                            _ => None,
+                        })
+                    });
                     (DataType::Int64, Arc::new(b.finish()))
                 }
                 Value::UInt(_) => {
                     let mut b = UInt64Builder::new();
-                    col.iter().for_each(|v| b.append_option(match v { Some(Value::UInt(f)) => Some(*f), _ => None }));
+                    col.iter().for_each(|v| {
+                        b.append_option(match v {
+                            Some(Value::UInt(f)) => Some(*f),
+                            _ => None,
+                        })
+                    });
                     (DataType::UInt64, Arc::new(b.finish()))
                 }
                 Value::Str(_) => {
                     let mut b = StringBuilder::new();
-                    col.iter().for_each(|v| b.append_option(match v { Some(Value::Str(f)) => Some(f.as_str()), _ => None }));
+                    col.iter().for_each(|v| {
+                        b.append_option(match v {
+                            Some(Value::Str(f)) => Some(f.as_str()),
+                            _ => None,
+                        })
+                    });
                     (DataType::Utf8, Arc::new(b.finish()))
                 }
                 Value::Bool(_) => {
                     let mut b = BooleanBuilder::new();
-                    col.iter().for_each(|v| b.append_option(match v { Some(Value::Bool(f)) => Some(*f), _ => None }));
+                    col.iter().for_each(|v| {
+                        b.append_option(match v {
+                            Some(Value::Bool(f)) => Some(*f),
+                            _ => None,
+                        })
+                    });
                     (DataType::Boolean, Arc::new(b.finish()))
                 }
             };
@@ -369,12 +398,32 @@ pub fn parse(
         }
         let tz: Arc<str> = "UTC".into();
         let time: ArrayRef = match precision {
-            Precision::Ns => Arc::new(TimestampNanosecondBuilder::new().with_timezone(tz.clone()).tap(&c.times)),
-            Precision::Us => Arc::new(TimestampMicrosecondBuilder::new().with_timezone(tz.clone()).tap(&c.times)),
-            Precision::Ms => Arc::new(TimestampMillisecondBuilder::new().with_timezone(tz.clone()).tap(&c.times)),
-            Precision::S => Arc::new(TimestampSecondBuilder::new().with_timezone(tz.clone()).tap(&c.times)),
+            Precision::Ns => Arc::new(
+                TimestampNanosecondBuilder::new()
+                    .with_timezone(tz.clone())
+                    .tap(&c.times),
+            ),
+            Precision::Us => Arc::new(
+                TimestampMicrosecondBuilder::new()
+                    .with_timezone(tz.clone())
+                    .tap(&c.times),
+            ),
+            Precision::Ms => Arc::new(
+                TimestampMillisecondBuilder::new()
+                    .with_timezone(tz.clone())
+                    .tap(&c.times),
+            ),
+            Precision::S => Arc::new(
+                TimestampSecondBuilder::new()
+                    .with_timezone(tz.clone())
+                    .tap(&c.times),
+            ),
         };
-        fields.push(Field::new("time", DataType::Timestamp(precision.unit(), Some(tz)), false));
+        fields.push(Field::new(
+            "time",
+            DataType::Timestamp(precision.unit(), Some(tz)),
+            false,
+        ));
         arrays.push(time);
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .expect("columns built to the schema");
@@ -404,9 +453,18 @@ macro_rules! tap {
         }
     };
 }
-tap!(TimestampNanosecondBuilder, arrow::array::TimestampNanosecondArray);
-tap!(TimestampMicrosecondBuilder, arrow::array::TimestampMicrosecondArray);
-tap!(TimestampMillisecondBuilder, arrow::array::TimestampMillisecondArray);
+tap!(
+    TimestampNanosecondBuilder,
+    arrow::array::TimestampNanosecondArray
+);
+tap!(
+    TimestampMicrosecondBuilder,
+    arrow::array::TimestampMicrosecondArray
+);
+tap!(
+    TimestampMillisecondBuilder,
+    arrow::array::TimestampMillisecondArray
+);
 tap!(TimestampSecondBuilder, arrow::array::TimestampSecondArray);
 
 #[cfg(test)]

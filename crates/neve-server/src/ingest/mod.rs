@@ -10,7 +10,7 @@ pub mod lineproto;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use neve_core::log::RequestKey;
 use neve_core::table::PreparedInput;
@@ -115,9 +115,7 @@ impl Ingest {
                 s
             });
             self.metrics.queued_requests.inc();
-            self.metrics
-                .queued_bytes
-                .inc_by(pending.input.bytes as i64);
+            self.metrics.queued_bytes.inc_by(pending.input.bytes as i64);
             sender.send(pending).map_err(|_| Error::ShuttingDown)?;
         }
         rx.await.map_err(|_| Error::ShuttingDown)?
@@ -142,7 +140,8 @@ struct Flusher {
 impl Flusher {
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
         while let Some(first) = rx.recv().await {
-            let deadline = tokio::time::Instant::from_std(first.arrived + self.config.flush_interval);
+            let deadline =
+                tokio::time::Instant::from_std(first.arrived + self.config.flush_interval);
             let mut rows = first.input.rows;
             let mut bytes = first.input.bytes;
             let mut batch = vec![first];
@@ -197,10 +196,12 @@ impl Flusher {
                 Err(Retry::Again) if attempts < 8 => continue,
                 Err(Retry::Again) => {
                     for i in open {
-                        results[i].get_or_insert_with(|| Err(Error::CommitFailed {
-                            kind: neve_core::ErrorKind::Conflict,
-                            reason: "gave up after repeated duplicate requests".into(),
-                        }));
+                        results[i].get_or_insert_with(|| {
+                            Err(Error::CommitFailed {
+                                kind: neve_core::ErrorKind::Conflict,
+                                reason: "gave up after repeated duplicate requests".into(),
+                            })
+                        });
                     }
                     break;
                 }
@@ -363,9 +364,4 @@ fn replayed(logged: &neve_core::log::LoggedRequest) -> Ack {
         commit_id: String::new(),
         duplicate: true,
     }
-}
-
-/// How long a flush may wait at most (for `Retry-After` and shutdown).
-pub fn flush_wait(config: &IngestConfig) -> Duration {
-    config.flush_interval
 }

@@ -17,20 +17,20 @@ struct ServerProc {
 
 impl ServerProc {
     fn start(warehouse: &str, extra: &[&str]) -> Self {
-        let mut args = vec![
-            "serve",
-            "--warehouse",
-            warehouse,
-            "--listen",
-            "127.0.0.1:0",
-            "--flush-interval",
-            "100ms",
-        ];
+        Self::start_with(warehouse, extra, &[])
+    }
+
+    fn start_with(warehouse: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut args = vec!["serve", "--warehouse", warehouse, "--listen", "127.0.0.1:0"];
+        if !extra.contains(&"--flush-interval") {
+            args.extend(["--flush-interval", "100ms"]);
+        }
         args.extend_from_slice(extra);
         let mut child = Command::new(neve_bin())
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            .envs(env.iter().copied())
             .spawn()
             .expect("start neve serve");
         let mut line = String::new();
@@ -100,7 +100,12 @@ async fn create(c: &reqwest::Client, url: &str, token: &str, table: &str) {
 /// `n` NDJSON rows with ids `first..first+n`.
 fn rows(first: u64, n: u64) -> String {
     (first..first + n)
-        .map(|i| format!("{{\"id\": {i}, \"region\": \"r{}\", \"v\": \"x{i}\"}}\n", i % 3))
+        .map(|i| {
+            format!(
+                "{{\"id\": {i}, \"region\": \"r{}\", \"v\": \"x{i}\"}}\n",
+                i % 3
+            )
+        })
         .collect()
 }
 
@@ -159,7 +164,8 @@ async fn many_clients(servers: usize) {
             let mut versions = Vec::new();
             for r in 0..requests {
                 let first = (k * requests + r) * per;
-                let (status, v) = insert(&c, &url, "s3cret", "events", rows(first, per), None).await;
+                let (status, v) =
+                    insert(&c, &url, "s3cret", "events", rows(first, per), None).await;
                 assert_eq!(status, 200, "{v}");
                 assert_eq!(v["rows"], per);
                 versions.push(v["version"].as_u64().unwrap());
@@ -172,7 +178,11 @@ async fn many_clients(servers: usize) {
         versions.extend(t.await.unwrap());
     }
     let total = clients * requests * per;
-    assert_eq!(counts(&table), (total, total), "every acknowledged row once");
+    assert_eq!(
+        counts(&table),
+        (total, total),
+        "every acknowledged row once"
+    );
     let commits = info(&table)["version"].as_u64().unwrap();
     assert!(
         commits <= clients * requests / 10,
@@ -180,6 +190,39 @@ async fn many_clients(servers: usize) {
         clients * requests
     );
     assert!(versions.len() as u64 <= commits);
+    // The servers' metrics count the same commits, and the requests by route and status.
+    let mut counted = 0;
+    for url in &urls {
+        for probe in ["healthz", "readyz"] {
+            let r = c.get(format!("{url}/{probe}")).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{probe}");
+        }
+        let text = c
+            .get(format!("{url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in\n{text}"))
+        };
+        counted += value("neve_commits_total") as u64;
+        assert!(value("neve_flush_seconds_count") >= 1.0);
+        assert!(
+            text.contains("route=\"/v1/tables/{name}/insert\",status=\"200\""),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        counted, commits,
+        "every commit after the create is a flush's"
+    );
     drop(procs);
 }
 
@@ -207,7 +250,10 @@ async fn a_retried_request_is_committed_once() {
         insert(&c, &b.url, "t", "events", body.clone(), Some("req-1")),
     );
     assert_eq!((r1.0, r2.0), (200, 200), "{} {}", r1.1, r2.1);
-    assert_eq!(r1.1["version"], r2.1["version"], "both answered with the one commit");
+    assert_eq!(
+        r1.1["version"], r2.1["version"],
+        "both answered with the one commit"
+    );
     let r3 = insert(&c, &b.url, "t", "events", body.clone(), Some("req-1")).await;
     assert_eq!(r3.1["version"], r1.1["version"]);
     assert_eq!(r3.1["duplicate"], true);
@@ -248,22 +294,42 @@ async fn bad_requests_are_refused_alone_inside_a_busy_flush() {
         let (c, url) = (c.clone(), url.clone());
         good.push(tokio::spawn(async move {
             for r in 0..10u64 {
-                let (st, v) = insert(&c, &url, "admin-token", "events", rows((k * 10 + r) * 5, 5), None).await;
+                let (st, v) = insert(
+                    &c,
+                    &url,
+                    "admin-token",
+                    "events",
+                    rows((k * 10 + r) * 5, 5),
+                    None,
+                )
+                .await;
                 assert_eq!(st, 200, "{v}");
             }
         }));
     }
-    let malformed = "{\"id\": 1000000, \"region\": \"r1\"}\n{\"id\": 1000001, \"region\": \n".to_string();
+    let malformed =
+        "{\"id\": 1000000, \"region\": \"r1\"}\n{\"id\": 1000001, \"region\": \n".to_string();
     let (st, v) = insert(&c, &url, "admin-token", "events", malformed, None).await;
     assert_eq!(st, 400, "{v}");
     assert_eq!(v["error"]["line"], 2, "{v}");
     let wrong_type = "{\"id\": \"not a number\", \"region\": \"r1\"}\n".to_string();
     let (st, v) = insert(&c, &url, "admin-token", "events", wrong_type, None).await;
     assert_eq!(st, 400, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("id"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("id"),
+        "{v}"
+    );
     let (st, v) = insert(&c, &url, "admin-token", "nope", rows(0, 1), None).await;
     assert_eq!(st, 404, "{v}");
-    let (st, _) = insert(&c, &url, "admin-token", "events", rows(2_000_000, 2000), None).await;
+    let (st, _) = insert(
+        &c,
+        &url,
+        "admin-token",
+        "events",
+        rows(2_000_000, 2000),
+        None,
+    )
+    .await;
     assert_eq!(st, 413);
     let (st, v) = insert(&c, &url, "wrong-token", "events", rows(0, 1), None).await;
     assert_eq!(st, 401, "{v}");
@@ -319,7 +385,10 @@ async fn tenants_see_only_their_own_tables() {
         }
     };
     assert_eq!(list("token-a").await["tables"], serde_json::json!([]));
-    assert_eq!(list("token-b").await["tables"], serde_json::json!(["secret"]));
+    assert_eq!(
+        list("token-b").await["tables"],
+        serde_json::json!(["secret"])
+    );
     assert_eq!(counts(&format!("{w}/b/secret")), (3, 3));
 }
 
@@ -391,13 +460,19 @@ async fn sigterm_answers_every_accepted_request() {
     create(&client(), &s.url, "t", "events").await;
     let l = tokio::spawn(load(s.url.clone(), "t", 16, 10));
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let status = tokio::task::spawn_blocking(move || s.terminate()).await.unwrap();
+    let status = tokio::task::spawn_blocking(move || s.terminate())
+        .await
+        .unwrap();
     assert!(status.success(), "{status}");
     let (ok, _failed) = l.await.unwrap();
     assert!(!ok.is_empty());
     let present = rows_per_request(&table, 10);
     for r in &ok {
-        assert_eq!(present.get(r), Some(&10), "acknowledged request {r} is present whole");
+        assert_eq!(
+            present.get(r),
+            Some(&10),
+            "acknowledged request {r} is present whole"
+        );
     }
     // Nothing else was committed half: every present request is whole.
     assert!(present.values().all(|&n| n == 10), "{present:?}");
@@ -416,11 +491,23 @@ async fn sigkill_loses_only_unanswered_requests() {
     // Restarted, the server serves the same table; every acknowledged row is there, and no
     // part of an unacknowledged flush is.
     let s2 = ServerProc::start(&w, &["--token", "t"]);
-    let (st, _) = insert(&client(), &s2.url, "t", "events", rows(10_000_000, 10), None).await;
+    let (st, _) = insert(
+        &client(),
+        &s2.url,
+        "t",
+        "events",
+        rows(10_000_000, 10),
+        None,
+    )
+    .await;
     assert_eq!(st, 200);
     let present = rows_per_request(&table, 10);
     for r in &ok {
-        assert_eq!(present.get(r), Some(&10), "acknowledged request {r} is present");
+        assert_eq!(
+            present.get(r),
+            Some(&10),
+            "acknowledged request {r} is present"
+        );
     }
     assert!(present.values().all(|&n| n == 10), "{present:?}");
 }
@@ -434,7 +521,10 @@ async fn line_protocol_writes_tables_of_a_namespace() {
                  cpu,host=b usage_user=2,usage_idle=95i,up=F 1700000001000000000\n\
                  mem,host=a free=123u\n";
     let r = c
-        .post(format!("{}/api/v2/write?bucket=metrics&precision=ns", s.url))
+        .post(format!(
+            "{}/api/v2/write?bucket=metrics&precision=ns",
+            s.url
+        ))
         .header("authorization", "Token tok")
         .body(lines)
         .send()
@@ -458,24 +548,54 @@ async fn line_protocol_writes_tables_of_a_namespace() {
         "--format",
         "ndjson",
     ]);
-    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 3, "{out}");
     assert_eq!(rows[0]["region"], "eu west");
     assert_eq!(rows[0]["usage_user"], 1.5);
     assert_eq!(rows[0]["usage_idle"], 97);
     assert_eq!(rows[0]["up"], true);
     assert_eq!(rows[0]["note"], "ok, fine");
-    assert!(rows[0]["t"].as_str().unwrap().starts_with("2023-11-14T22:13:20"), "{}", rows[0]);
+    assert!(
+        rows[0]["t"]
+            .as_str()
+            .unwrap()
+            .starts_with("2023-11-14T22:13:20"),
+        "{}",
+        rows[0]
+    );
     assert_eq!(rows[1]["up"], false);
-    assert!(rows[2]["t"].as_str().unwrap().starts_with("2023-11-14T22:13:22"), "{}", rows[2]);
+    assert!(
+        rows[2]["t"]
+            .as_str()
+            .unwrap()
+            .starts_with("2023-11-14T22:13:22"),
+        "{}",
+        rows[2]
+    );
     let i = info(&cpu);
     assert!(i["sort_by"].to_string().contains("host"), "{i}");
     // The measurement without a timestamp got the receive time.
     let mem = format!("{w}/metrics/mem");
-    let out = neve_ok(&["sql", "SELECT free, CAST(time AS VARCHAR) AS t FROM m", "--table", &format!("m={mem}"), "--format", "ndjson"]);
+    let out = neve_ok(&[
+        "sql",
+        "SELECT free, CAST(time AS VARCHAR) AS t FROM m",
+        "--table",
+        &format!("m={mem}"),
+        "--format",
+        "ndjson",
+    ]);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["free"], 123);
-    assert!(v["t"].as_str().unwrap().starts_with(&chrono::Utc::now().format("%Y-%m-%d").to_string()), "{v}");
+    assert!(
+        v["t"]
+            .as_str()
+            .unwrap()
+            .starts_with(&chrono::Utc::now().format("%Y-%m-%d").to_string()),
+        "{v}"
+    );
     // A bad line: 400 naming it, and nothing of that request is written.
     let before = info(&cpu)["version"].clone();
     let r = c
@@ -498,4 +618,94 @@ async fn line_protocol_writes_tables_of_a_namespace() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_after_an_unknown_outcome_is_committed_once() {
+    let (w, table) = warehouse();
+    let c = client();
+    // The server dies right after its commit landed, before answering: the client cannot
+    // know whether the rows were stored.
+    let s = ServerProc::start_with(
+        &w,
+        &["--token", "t"],
+        &[("NEVE_FAILPOINT", "commit:after-put")],
+    );
+    create(&c, &s.url, "t", "events").await;
+    let sent = c
+        .post(format!("{}/v1/tables/events/insert", s.url))
+        .bearer_auth("t")
+        .header("idempotency-key", "unknown-1")
+        .body(rows(0, 20))
+        .send()
+        .await;
+    assert!(sent.is_err(), "the connection dies with the server");
+    drop(s);
+    assert_eq!(counts(&table), (20, 20), "the commit had landed");
+    // The retry, to a fresh server, is answered with the commit that holds the rows.
+    let s2 = ServerProc::start(&w, &["--token", "t"]);
+    let (st, v) = insert(&c, &s2.url, "t", "events", rows(0, 20), Some("unknown-1")).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["duplicate"], true);
+    assert_eq!(v["version"], info(&table)["version"]);
+    assert_eq!(counts(&table), (20, 20), "added once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_held_by_queued_requests_is_bounded() {
+    let (w, table) = warehouse();
+    let s = ServerProc::start(
+        &w,
+        &[
+            "--token",
+            "t",
+            "--flush-interval",
+            "2s",
+            "--max-pending-bytes",
+            "256KiB",
+            "--max-body-bytes",
+            "128KiB",
+        ],
+    );
+    let c = client();
+    create(&c, &s.url, "t", "events").await;
+    // 16 requests of ~50 KB at once, queued for 2 s: the budget holds only a few.
+    let mut tasks = Vec::new();
+    for k in 0..16u64 {
+        let (c, url) = (c.clone(), s.url.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = c
+                .post(format!("{url}/v1/tables/events/insert"))
+                .bearer_auth("t")
+                .body(rows(k * 1000, 1000))
+                .send()
+                .await
+                .unwrap();
+            let retry = r.headers().get("retry-after").is_some();
+            (k, r.status().as_u16(), retry)
+        }));
+    }
+    let mut ok = Vec::new();
+    let mut refused = 0;
+    for t in tasks {
+        let (k, status, retry) = t.await.unwrap();
+        match status {
+            200 => ok.push(k),
+            429 => {
+                assert!(retry, "429 says when to retry");
+                refused += 1;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(
+        !ok.is_empty() && refused > 0,
+        "{} accepted, {refused} refused",
+        ok.len()
+    );
+    let present = rows_per_request(&table, 1000);
+    let mut got: Vec<u64> = present.keys().copied().collect();
+    got.sort();
+    ok.sort();
+    assert_eq!(got, ok, "exactly the accepted requests are stored");
 }

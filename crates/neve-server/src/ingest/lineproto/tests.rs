@@ -1,5 +1,7 @@
 use arrow::array::{Array, AsArray};
-use arrow::datatypes::{Float64Type, Int64Type, TimestampNanosecondType, TimestampSecondType, UInt64Type};
+use arrow::datatypes::{
+    Float64Type, Int64Type, TimestampNanosecondType, TimestampSecondType, UInt64Type,
+};
 
 use super::*;
 
@@ -12,7 +14,11 @@ fn one(text: &str) -> Measurement {
 }
 
 fn string(b: &RecordBatch, col: &str, row: usize) -> String {
-    b.column_by_name(col).unwrap().as_string::<i32>().value(row).to_string()
+    b.column_by_name(col)
+        .unwrap()
+        .as_string::<i32>()
+        .value(row)
+        .to_string()
 }
 
 #[test]
@@ -39,7 +45,10 @@ fn escaping_as_the_documentation_says() {
     );
     assert_eq!(m.name, "\"measurement with quo⚡es and emoji\"");
     assert_eq!(m.tags, vec!["tag key with sp🚀ces"]);
-    assert_eq!(string(&m.batch, "tag key with sp🚀ces", 0), "tag,value,with\"commas\"");
+    assert_eq!(
+        string(&m.batch, "tag key with sp🚀ces", 0),
+        "tag,value,with\"commas\""
+    );
     assert_eq!(
         string(&m.batch, "field_k\\ey", 0),
         "string field value, only \" need be esc🍭ped"
@@ -54,7 +63,8 @@ fn escaping_as_the_documentation_says() {
 
 #[test]
 fn every_field_type() {
-    let m = one("m f=1,g=-1.5e3,i=-7i,u=18446744073709551615u,s=\"a b, c\",b1=t,b2=FALSE,b3=True 10");
+    let m =
+        one("m f=1,g=-1.5e3,i=-7i,u=18446744073709551615u,s=\"a b, c\",b1=t,b2=FALSE,b3=True 10");
     let b = &m.batch;
     let col = |n: &str| b.column_by_name(n).unwrap().clone();
     assert_eq!(col("f").as_primitive::<Float64Type>().value(0), 1.0);
@@ -71,14 +81,20 @@ fn every_field_type() {
 fn precisions_and_sparse_columns() {
     let text = "cpu,host=a usage=1 1700000000\n\n# a comment\ncpu,host=b,rack=r1 usage=2,temp=3i 1700000001\nmem free=5i 1700000002\n";
     let ms = parse(text, Precision::S, 1, NOW).unwrap();
-    assert_eq!(ms.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), vec!["cpu", "mem"]);
+    assert_eq!(
+        ms.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+        vec!["cpu", "mem"]
+    );
     let cpu = &ms[0].batch;
     assert_eq!(ms[0].tags, vec!["host", "rack"]);
     assert_eq!(cpu.num_rows(), 2);
     assert!(cpu.column_by_name("rack").unwrap().is_null(0));
     assert!(cpu.column_by_name("temp").unwrap().is_null(0));
     let t = cpu.column_by_name("time").unwrap();
-    assert_eq!(t.as_primitive::<TimestampSecondType>().value(1), 1_700_000_001);
+    assert_eq!(
+        t.as_primitive::<TimestampSecondType>().value(1),
+        1_700_000_001
+    );
     // Minutes (`precision=m` of /write): seconds times 60.
     let (p, mult) = Precision::parse("m").unwrap();
     let m = parse("x v=1 2", p, mult, NOW).unwrap();
