@@ -16,6 +16,7 @@ pub struct ServerConfig {
     pub warehouse: String,
     pub listen: SocketAddr,
     pub ingest: IngestConfig,
+    pub maintenance: crate::maintain::MaintenanceConfig,
     /// Who may do what. Empty: one tenant, the whole warehouse, with `admin_token` (or, with
     /// no token at all, open, and only on a loopback address).
     pub tenants: Vec<TenantConfig>,
@@ -30,6 +31,7 @@ impl Default for ServerConfig {
             warehouse: "./neve-data".into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             ingest: IngestConfig::default(),
+            maintenance: Default::default(),
             tenants: Vec::new(),
             admin_token: None,
         }
@@ -41,21 +43,21 @@ impl Default for ServerConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct IngestConfig {
     /// A table's queue is flushed when its oldest request has waited this long...
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "duration_text")]
     pub flush_interval: Duration,
     /// ...or it holds this many bytes (in memory)...
-    #[serde(with = "size_compat")]
+    #[serde(with = "size_text")]
     pub flush_bytes: u64,
     /// ...or this many rows.
     pub flush_rows: u64,
     /// Memory all queued requests may hold; above it, requests get 429.
-    #[serde(with = "size_compat")]
+    #[serde(with = "size_text")]
     pub max_pending_bytes: u64,
     /// Largest request body (after decompression); above it, 413.
-    #[serde(with = "size_compat")]
+    #[serde(with = "size_text")]
     pub max_body_bytes: u64,
     /// How long an `Idempotency-Key` is remembered (in the log).
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "duration_text")]
     pub idempotency_window: Duration,
 }
 
@@ -93,6 +95,18 @@ pub struct TokenConfig {
 }
 
 impl ServerConfig {
+    /// The folders of tables maintenance walks: each tenant's, or the whole warehouse.
+    pub fn table_roots(&self) -> Vec<String> {
+        let base = self.warehouse.trim_end_matches('/');
+        if self.tenants.is_empty() {
+            return vec![base.to_string()];
+        }
+        self.tenants
+            .iter()
+            .map(|t| format!("{base}/{}", t.prefix.as_deref().unwrap_or(&t.name)))
+            .collect()
+    }
+
     /// Read a TOML file.
     pub fn from_toml(text: &str) -> Result<Self> {
         toml::from_str(text).map_err(|e| Error::InvalidConfig {
@@ -126,6 +140,9 @@ impl ServerConfig {
                 }
             }
         }
+        if self.maintenance.interval.is_zero() {
+            return bad("maintenance.interval must be above 0".into());
+        }
         if self.ingest.flush_interval.is_zero() {
             return bad("ingest.flush_interval must be above 0".into());
         }
@@ -137,7 +154,7 @@ impl ServerConfig {
 }
 
 /// Durations as humantime text (`200ms`, `1h`).
-mod humantime_serde_compat {
+pub(crate) mod duration_text {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
@@ -153,7 +170,7 @@ mod humantime_serde_compat {
 }
 
 /// Sizes as text (`64MiB`, `1GB`) or a number of bytes.
-mod size_compat {
+pub(crate) mod size_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 mod http;
 pub mod ingest;
+pub mod maintain;
 pub mod metrics;
 
 use std::sync::atomic::Ordering;
@@ -67,6 +68,15 @@ impl Server {
             list.try_next().await.map_err(|e| Error::Table(e.into()))?;
         }
         state.ready.store(true, Ordering::SeqCst);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let maintenance = state.config.maintenance.enabled.then(|| {
+            tokio::spawn(maintain::run(
+                state.config.table_roots(),
+                state.config.maintenance.clone(),
+                state.metrics.clone(),
+                stop_rx,
+            ))
+        });
         let app = http::router(state.clone());
         let st = state.clone();
         axum::serve(self.listener, app)
@@ -81,6 +91,11 @@ impl Server {
                 source,
             })?;
         state.ingest.drain().await;
+        // A merge cut short commits nothing; its partial output is gc's to collect.
+        let _ = stop_tx.send(true);
+        if let Some(m) = maintenance {
+            m.abort();
+        }
         tracing::info!("stopped");
         Ok(())
     }

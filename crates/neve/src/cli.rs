@@ -51,6 +51,40 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print the SHA-256 of a token, as the server's config stores it.
     HashToken(HashTokenArgs),
+    /// Run only the maintenance loop (merge and gc of every table), for dedicated workers.
+    Maintain(MaintainArgs),
+}
+
+/// Maintenance policy flags (override `[maintenance]` of the config).
+#[derive(Debug, Args, Clone)]
+pub struct MaintenanceArgs {
+    /// Time between maintenance rounds (e.g. 60s).
+    #[arg(long)]
+    pub maintenance_interval: Option<humantime::Duration>,
+    /// Merge a partition once it has this many small files.
+    #[arg(long)]
+    pub merge_min_files: Option<usize>,
+    /// Merged files' target size (e.g. 128MiB).
+    #[arg(long)]
+    pub merge_target_file_size: Option<bytesize::ByteSize>,
+    /// gc keeps unreferenced files younger than this (e.g. 1h).
+    #[arg(long)]
+    pub gc_grace: Option<humantime::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct MaintainArgs {
+    /// The warehouse: a local folder or s3://bucket/prefix.
+    #[arg(long)]
+    pub warehouse: Option<String>,
+    /// The server's TOML config (its tenants and `[maintenance]` policy).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// One round, then exit.
+    #[arg(long)]
+    pub once: bool,
+    #[command(flatten)]
+    pub policy: MaintenanceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +110,11 @@ pub struct ServeArgs {
     /// Largest request body (e.g. 256MiB).
     #[arg(long)]
     pub max_body_bytes: Option<bytesize::ByteSize>,
+    /// Leave merging and gc to dedicated workers (`neve maintain`).
+    #[arg(long)]
+    pub no_maintenance: bool,
+    #[command(flatten)]
+    pub policy: MaintenanceArgs,
 }
 
 #[derive(Debug, Args)]

@@ -33,6 +33,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Bench(b) => crate::bench::run(b).await,
         Command::Serve(a) => serve::run(a).await,
         Command::HashToken(a) => serve::hash_token(a),
+        Command::Maintain(a) => serve::maintain(a).await,
     }
 }
 

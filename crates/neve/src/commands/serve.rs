@@ -4,17 +4,68 @@ use std::io::Read;
 
 use neve_server::{Server, ServerConfig};
 
-use crate::cli::{HashTokenArgs, ServeArgs};
+use crate::cli::{HashTokenArgs, MaintainArgs, MaintenanceArgs, ServeArgs};
 use crate::error::{CliError, Result};
 
-pub async fn run(a: ServeArgs) -> Result<()> {
-    let mut config = match &a.config {
+fn read_config(path: Option<&std::path::Path>) -> Result<ServerConfig> {
+    Ok(match path {
         Some(path) => {
             let text = std::fs::read_to_string(path)?;
             ServerConfig::from_toml(&text)?
         }
         None => ServerConfig::default(),
-    };
+    })
+}
+
+fn apply_policy(config: &mut ServerConfig, p: &MaintenanceArgs) {
+    let m = &mut config.maintenance;
+    if let Some(d) = p.maintenance_interval {
+        m.interval = d.into();
+    }
+    if let Some(n) = p.merge_min_files {
+        m.min_files = n;
+    }
+    if let Some(b) = p.merge_target_file_size {
+        m.target_file_size = b.as_u64();
+    }
+    if let Some(d) = p.gc_grace {
+        m.gc_grace = d.into();
+    }
+}
+
+/// `neve maintain`: the maintenance loop alone.
+pub async fn maintain(a: MaintainArgs) -> Result<()> {
+    let mut config = read_config(a.config.as_deref())?;
+    if let Some(w) = a.warehouse {
+        config.warehouse = w;
+    }
+    apply_policy(&mut config, &a.policy);
+    let metrics = neve_server::metrics::Metrics::new();
+    if a.once {
+        let tables = neve_server::maintain::discover(&config.table_roots()).await;
+        neve_server::maintain::round(&tables, &config.maintenance, &metrics).await;
+        println!("maintained {} tables", tables.len());
+        return Ok(());
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let lp = tokio::spawn(neve_server::maintain::run(
+        config.table_roots(),
+        config.maintenance.clone(),
+        std::sync::Arc::new(metrics),
+        rx,
+    ));
+    shutdown_signal().await;
+    let _ = tx.send(true);
+    lp.abort();
+    Ok(())
+}
+
+pub async fn run(a: ServeArgs) -> Result<()> {
+    let mut config = read_config(a.config.as_deref())?;
+    apply_policy(&mut config, &a.policy);
+    if a.no_maintenance {
+        config.maintenance.enabled = false;
+    }
     if let Some(w) = a.warehouse {
         config.warehouse = w;
     }

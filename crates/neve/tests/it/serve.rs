@@ -709,3 +709,81 @@ async fn memory_held_by_queued_requests_is_bounded() {
     ok.sort();
     assert_eq!(got, ok, "exactly the accepted requests are stored");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_server_merges_small_files_in_the_background() {
+    let (w, table) = warehouse();
+    let s = ServerProc::start(
+        &w,
+        &[
+            "--token",
+            "t",
+            "--maintenance-interval",
+            "1s",
+            "--merge-min-files",
+            "2",
+            "--gc-grace",
+            "0s",
+        ],
+    );
+    let c = client();
+    create(&c, &s.url, "t", "events").await;
+    // Sequential requests: one flush each, so each partition gets a file per request.
+    for r in 0..6u64 {
+        let (st, v) = insert(&c, &s.url, "t", "events", rows(r * 30, 30), None).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let mut merged = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if info(&table)["files"].as_u64().unwrap() <= 3 {
+            merged = true;
+            break;
+        }
+    }
+    assert!(merged, "small files merged: {}", info(&table));
+    assert_eq!(counts(&table), (180, 180));
+    let metrics = client()
+        .get(format!("{}/metrics", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("neve_merges_total") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn neve_maintain_merges_every_table_of_a_warehouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().display().to_string();
+    let data = dir.path().join("rows.ndjson");
+    for name in ["a", "ns/b"] {
+        let t = format!("{w}/{name}");
+        neve_ok(&["create", &t, "--sort-by", "id"]);
+        for r in 0..4u64 {
+            std::fs::write(&data, rows(r * 10, 10)).unwrap();
+            neve_ok(&["insert", &t, data.to_str().unwrap()]);
+        }
+    }
+    let out = neve_ok(&[
+        "maintain",
+        "--warehouse",
+        &w,
+        "--once",
+        "--merge-min-files",
+        "2",
+    ]);
+    assert!(out.contains("maintained 2 tables"), "{out}");
+    for name in ["a", "ns/b"] {
+        let t = format!("{w}/{name}");
+        assert_eq!(info(&t)["files"], 1, "{name}");
+        assert_eq!(counts(&t), (40, 40));
+    }
+}

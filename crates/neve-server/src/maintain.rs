@@ -1,0 +1,137 @@
+//! Background maintenance: every `interval`, each table of the warehouse (every tenant's, and
+//! the tables of line-protocol namespaces one folder down) has its small files merged and its
+//! garbage collected, with the same commands `neve merge` and `neve gc` run. Merges and gc
+//! commit through the log like every writer, so any number of servers and `neve maintain`
+//! workers may run this loop on one warehouse at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use neve_core::gc::GcOptions;
+use neve_core::merge::MergeOptions;
+use neve_core::write::NoProgress;
+use neve_core::{Table, TableLocation};
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::Metrics;
+
+/// The maintenance policy (`[maintenance]` in the config).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MaintenanceConfig {
+    /// Run the loop in `neve serve` (`--no-maintenance` turns it off).
+    pub enabled: bool,
+    #[serde(with = "crate::config::duration_text")]
+    pub interval: Duration,
+    /// A partition is merged once it has this many files below `target_file_size`.
+    pub min_files: usize,
+    #[serde(with = "crate::config::size_text")]
+    pub target_file_size: u64,
+    /// Input bytes merged per table per round (the rest waits for the next round).
+    #[serde(with = "crate::config::size_text")]
+    pub max_input_bytes: u64,
+    /// Files unreferenced for less than this are kept by gc (an insert may be committing them).
+    #[serde(with = "crate::config::duration_text")]
+    pub gc_grace: Duration,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: Duration::from_secs(60),
+            min_files: 8,
+            target_file_size: 128 << 20,
+            max_input_bytes: 4 << 30,
+            gc_grace: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The tables under `roots` (each a folder of tables, or of namespaces of tables).
+pub async fn discover(roots: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for root in roots {
+        let mut folders = vec![(root.trim_end_matches('/').to_string(), 0)];
+        while let Some((folder, depth)) = folders.pop() {
+            let Ok(loc) = TableLocation::parse(&folder) else {
+                continue;
+            };
+            let Ok(listing) = loc.store.list_with_delimiter(Some(&loc.child(""))).await else {
+                continue;
+            };
+            for p in listing.common_prefixes {
+                let Some(name) = p.filename() else { continue };
+                if name == "_log" {
+                    out.push(folder.clone());
+                } else if depth < 2 && !name.starts_with('_') && !name.contains('=') {
+                    folders.push((format!("{folder}/{name}"), depth + 1));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One round over `tables`: merge, then gc, each table; failures are logged and the round
+/// goes on.
+pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Metrics) {
+    for address in tables {
+        let table = match Table::at(address) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(table = %address, error = %e, "maintenance: cannot open");
+                continue;
+            }
+        };
+        let opts = MergeOptions {
+            min_files: policy.min_files.max(2),
+            target_file_size: policy.target_file_size,
+            max_input_bytes: policy.max_input_bytes,
+            ..Default::default()
+        };
+        match table.merge(&opts, Arc::new(NoProgress)).await {
+            Ok(r) if r.version.is_some() => {
+                metrics.merges.inc();
+                tracing::info!(table = %address, files_in = r.files_in, files_out = r.files_out, version = r.version, "merged");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: merge failed"),
+        }
+        let gc = GcOptions {
+            grace_ms: policy.gc_grace.as_millis() as i64,
+            ..Default::default()
+        };
+        match table.gc(&gc).await {
+            Ok(r) => {
+                metrics.gcs.inc();
+                if r.tombstones_deleted + r.orphans_deleted > 0 {
+                    tracing::info!(table = %address, tombstones = r.tombstones_deleted, orphans = r.orphans_deleted, "gc");
+                }
+            }
+            Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: gc failed"),
+        }
+    }
+}
+
+/// A round every `policy.interval` (the first after one interval) until `stop` says so.
+pub async fn run(
+    roots: Vec<String>,
+    policy: MaintenanceConfig,
+    metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(policy.interval) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let tables = discover(&roots).await;
+        round(&tables, &policy, &metrics).await;
+    }
+}
