@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-nested bench-log bench-query bench-merge
+.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-log bench-query bench-merge
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -33,6 +33,9 @@ bench-ingest:
 
 bench-nested:
 	scripts/test.sh bench-nested
+
+bench-serve:
+	scripts/test.sh bench-serve
 
 bench-log:
 	scripts/test.sh bench-log

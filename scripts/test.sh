@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-log|bench-query|bench-merge`), stops MinIO.
+# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-log|bench-query|bench-merge`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -86,6 +86,28 @@ case "${1:-test}" in
     "$N" bench nested --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     "$N" bench nested --target "s3://$NEVE_TEST_BUCKET/bench" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     rm -rf "$LOCAL"
+    ;;
+  bench-serve)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    TSBS=$NEVE_CACHE/tsbs-v0.0.0-20230921131859-37fced794d56
+    if [ ! -x "$TSBS/tsbs_load_influx" ]; then
+      log "building TSBS (tsbs_generate_data, tsbs_load_influx)"
+      T=$(mktemp -d)
+      (cd "$T" && go mod init tsbsbuild >/dev/null 2>&1 \
+        && go get github.com/timescale/tsbs/cmd/tsbs_generate_data@v0.0.0-20230921131859-37fced794d56 \
+        && go get github.com/timescale/tsbs/cmd/tsbs_load_influx@v0.0.0-20230921131859-37fced794d56 \
+        && go build -o "$TSBS/tsbs_generate_data" github.com/timescale/tsbs/cmd/tsbs_generate_data \
+        && go build -o "$TSBS/tsbs_load_influx" github.com/timescale/tsbs/cmd/tsbs_load_influx)
+      rm -rf "$T"
+    fi
+    VM=$NEVE_CACHE/victoria-metrics-v1.130.0
+    if [ ! -x "$VM/victoria-metrics" ]; then
+      log "building VictoriaMetrics v1.130.0 (the peer)"
+      GOBIN=$VM go install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.130.0
+    fi
+    "$N" bench serve --target "s3://$NEVE_TEST_BUCKET/bench" --tsbs-dir "$TSBS" \
+      --victoria-metrics "$VM/victoria-metrics" --hours "${HOURS:-24}" --workers "${WORKERS:-2,8}"
     ;;
   bench-log)
     cargo build --release -p neve

@@ -85,6 +85,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/tables/{name}/insert", post(insert))
         .route("/api/v2/write", post(write_v2))
         .route("/write", post(write_v1))
+        .route("/query", get(influx_query).post(influx_query))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -440,4 +441,82 @@ async fn write_lines(
         r?;
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `/query?q=...`: the InfluxQL that write clients send before writing (TSBS's loader lists
+/// databases, Telegraf creates its database). `SHOW DATABASES` lists the tenant's namespaces;
+/// `CREATE DATABASE` succeeds without doing anything (a namespace appears with its first
+/// write). Anything else is refused: neve answers queries in SQL.
+#[derive(Debug, Deserialize)]
+struct InfluxQuery {
+    q: String,
+    #[serde(default)]
+    p: Option<String>,
+}
+
+async fn influx_query(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<InfluxQuery>,
+    headers: HeaderMap,
+) -> Result<Response> {
+    let caller = state.auth.caller(&headers, q.p.as_deref())?;
+    let words: Vec<String> =
+        q.q.split_whitespace()
+            .map(|w| w.to_ascii_uppercase())
+            .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["SHOW", "DATABASES", ..] => {
+            caller.require(Role::Read, "list databases")?;
+            let root = neve_core::TableLocation::parse(&state.tenant_root(&caller))?;
+            let listing = root
+                .store
+                .list_with_delimiter(Some(&root.child("")))
+                .await
+                .map_err(|e| Error::Table(e.into()))?;
+            let mut names = Vec::new();
+            for p in listing.common_prefixes {
+                let Some(name) = p.filename() else { continue };
+                // A namespace is a folder of tables, not a table itself.
+                let inner = root
+                    .store
+                    .list_with_delimiter(Some(&p))
+                    .await
+                    .map_err(|e| Error::Table(e.into()))?;
+                let is_table = inner
+                    .common_prefixes
+                    .iter()
+                    .any(|c| c.filename() == Some("_log"));
+                if !is_table && crate::valid_name(name) {
+                    names.push(vec![name.to_string()]);
+                }
+            }
+            names.sort();
+            Ok(Json(
+                serde_json::json!({"results": [{"statement_id": 0, "series": [
+                    {"name": "databases", "columns": ["name"], "values": names}
+                ]}]}),
+            )
+            .into_response())
+        }
+        ["CREATE", "DATABASE", name, ..] => {
+            caller.require(Role::Write, "create databases")?;
+            let name =
+                q.q.split_whitespace()
+                    .nth(2)
+                    .unwrap_or(name)
+                    .trim_matches('"');
+            if !crate::valid_name(name) {
+                return Err(Error::InvalidTableName {
+                    name: name.to_string(),
+                });
+            }
+            Ok(Json(serde_json::json!({"results": [{"statement_id": 0}]})).into_response())
+        }
+        _ => Err(Error::BadRequest {
+            reason:
+                "only SHOW DATABASES and CREATE DATABASE are understood here; query tables with SQL"
+                    .into(),
+        }),
+    }
 }

@@ -379,6 +379,9 @@ pub struct QuickstartArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// TSBS cpu-only through `tsbs_load_influx` into `neve serve` (and a peer), plus many
+    /// small NDJSON clients: rates, acknowledgement latency, commits, files, peak memory.
+    Serve(BenchServeArgs),
     /// Ingest generated taxi rows (month-partitioned, sorted) and compare with delta-rs.
     Ingest(BenchIngestArgs),
     /// Ingest nested events (struct, list, map) from Arrow and NDJSON; compare with delta-rs.
@@ -458,6 +461,40 @@ pub struct BenchNestedArgs {
     pub json: bool,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    /// The server's warehouse: a local folder or s3://bucket/prefix (a fresh folder per run).
+    #[arg(long, default_value = "./neve-bench")]
+    pub target: String,
+    /// Folder holding TSBS's `tsbs_generate_data` and `tsbs_load_influx`.
+    #[arg(long, env = "NEVE_TSBS_DIR")]
+    pub tsbs_dir: std::path::PathBuf,
+    /// TSBS hosts.
+    #[arg(long, default_value_t = 500)]
+    pub scale: u32,
+    /// Hours of data from 2016-01-01 (24: TSBS's day, 4.32M rows at scale 500).
+    #[arg(long, default_value_t = 24)]
+    pub hours: u32,
+    /// Loader workers, one run each.
+    #[arg(long, default_value = "2,8", value_delimiter = ',')]
+    pub workers: Vec<u32>,
+    #[arg(long, default_value_t = 10_000)]
+    pub batch_size: u32,
+    /// The server's flush interval.
+    #[arg(long, default_value = "200ms")]
+    pub flush_interval: String,
+    /// A VictoriaMetrics single-node binary: the peer, loaded with the same loader and data
+    /// into a local folder.
+    #[arg(long, env = "NEVE_PEER_VICTORIA_METRICS")]
+    pub victoria_metrics: Option<std::path::PathBuf>,
+    /// Clients of the small-request figure (10-row NDJSON requests); 0 skips it.
+    #[arg(long, default_value_t = 1000)]
+    pub clients: u32,
+    /// Requests per client in the small-request figure.
+    #[arg(long, default_value_t = 10)]
+    pub requests: u32,
 }
 
 #[derive(Debug, Args)]

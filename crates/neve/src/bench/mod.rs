@@ -5,6 +5,7 @@ mod log;
 mod merge;
 mod nested;
 mod query;
+mod serve;
 pub mod taxi;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Gen(a) => gen(a),
         BenchCommand::Query(a) => query::run(a).await,
         BenchCommand::Merge(a) => merge::run(a).await,
+        BenchCommand::Serve(a) => serve::run(a).await,
     }
 }
 

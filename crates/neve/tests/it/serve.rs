@@ -539,6 +539,30 @@ async fn line_protocol_writes_tables_of_a_namespace() {
         .await
         .unwrap();
     assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    // What InfluxDB clients ask before writing: the namespaces, and creating one.
+    let r = c
+        .get(format!("{}/query?q=SHOW%20DATABASES&p=tok", s.url))
+        .send()
+        .await
+        .unwrap();
+    let v = json(r).await;
+    assert_eq!(
+        v["results"][0]["series"][0]["values"],
+        serde_json::json!([["metrics"]]),
+        "{v}"
+    );
+    let r = c
+        .post(format!("{}/query?q=CREATE+DATABASE+other&p=tok", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c
+        .get(format!("{}/query?q=SELECT+*+FROM+cpu&p=tok", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
     let cpu = format!("{w}/metrics/cpu");
     let out = neve_ok(&[
         "sql",
