@@ -239,18 +239,7 @@ async fn insert(
     let format = body::format(&headers)?;
     let table = state.table(&address).await?;
     let meta = table.metadata().await.map_err(|e| not_found(e, &name))?;
-    state.metrics.bytes_in.inc_by(body.len() as u64);
-    // Memory for the decoded body is reserved before decoding it.
-    let limit = state.config.ingest.max_body_bytes;
-    let mut permit = state.ingest.reserve(body.len() as u64)?;
-    let decoded = body::decode(&headers, body, limit)?;
-    if decoded.len() > permit.num_permits() * 1024 {
-        permit.merge(
-            state
-                .ingest
-                .reserve(decoded.len() as u64 - (permit.num_permits() as u64 * 1024))?,
-        );
-    }
+    let (decoded, mut permit) = read_body(&state, &headers, body)?;
     let t = table.clone();
     let input_name = format!("request body of table '{name}'");
     let prepared = tokio::task::spawn_blocking(move || {
@@ -262,20 +251,35 @@ async fn insert(
         t.prepare(&meta, input)
     })
     .await
-    .map_err(|e| Error::Table(neve_core::Error::TaskFailed(e.to_string())))??;
+    .map_err(task_failed)??;
     if prepared.rows == 0 {
         return Ok(Json(serde_json::json!({"version": null, "rows": 0})).into_response());
     }
-    let held = permit.num_permits() as u64 * 1024;
-    if prepared.bytes > held {
-        permit.merge(state.ingest.reserve(prepared.bytes - held)?);
-    }
+    state.ingest.top_up(&mut permit, prepared.bytes)?;
     state.metrics.rows_in.inc_by(prepared.rows);
     let ack = state
         .ingest
         .submit(&address, &table, prepared, key, permit)
         .await?;
     Ok(Json(ack).into_response())
+}
+
+/// The body decompressed, with memory reserved for it (before decompressing: its size as
+/// sent; after: as decompressed).
+fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit)> {
+    state.metrics.bytes_in.inc_by(body.len() as u64);
+    let mut permit = state.ingest.reserve(body.len() as u64)?;
+    let decoded = body::decode(headers, body, state.config.ingest.max_body_bytes)?;
+    state.ingest.top_up(&mut permit, decoded.len() as u64)?;
+    Ok((decoded, permit))
+}
+
+fn task_failed(e: tokio::task::JoinError) -> Error {
+    Error::Table(neve_core::Error::TaskFailed(e.to_string()))
 }
 
 /// `Idempotency-Key`: printable ASCII, at most 256 characters.
@@ -350,10 +354,7 @@ async fn write_lines(
             reason: format!("precision '{p}': use ns, us, ms or s (or n, u, m, h)"),
         })?;
     let key = idempotency_key(&headers)?;
-    state.metrics.bytes_in.inc_by(body.len() as u64);
-    let limit = state.config.ingest.max_body_bytes;
-    let mut permit = state.ingest.reserve(body.len() as u64)?;
-    let decoded = body::decode(&headers, body, limit)?;
+    let (decoded, mut permit) = read_body(&state, &headers, body)?;
     // The receive time, in whole microseconds: neve keeps timestamps to the microsecond, and
     // a value the client sent with nanoseconds beyond that is refused, never rounded.
     let now_ns = chrono::Utc::now().timestamp_micros() * 1_000;
@@ -371,7 +372,7 @@ async fn write_lines(
         })
     })
     .await
-    .map_err(|e| Error::Table(neve_core::Error::TaskFailed(e.to_string())))??;
+    .map_err(task_failed)??;
     let root = format!("{}/{namespace}", state.tenant_root(&caller));
     let mut prepared = Vec::with_capacity(measurements.len());
     for m in measurements {
@@ -413,14 +414,11 @@ async fn write_lines(
         };
         let p = tokio::task::spawn_blocking(move || t.prepare(&meta, input))
             .await
-            .map_err(|e| Error::Table(neve_core::Error::TaskFailed(e.to_string())))??;
+            .map_err(task_failed)??;
         prepared.push((address, table, p, name));
     }
     let total: u64 = prepared.iter().map(|(_, _, p, _)| p.bytes).sum();
-    let held = permit.num_permits() as u64 * 1024;
-    if total > held {
-        permit.merge(state.ingest.reserve(total - held)?);
-    }
+    state.ingest.top_up(&mut permit, total)?;
     let mut permits = Vec::with_capacity(prepared.len());
     for _ in 1..prepared.len() {
         permits.push(permit.split(0).expect("a zero split"));

@@ -84,6 +84,16 @@ impl Ingest {
             })
     }
 
+    /// Grow `permit` to cover `bytes` (a request whose decoded form is larger than its
+    /// body), or refuse with 429.
+    pub fn top_up(&self, permit: &mut OwnedSemaphorePermit, bytes: u64) -> Result<()> {
+        let held = permit.num_permits() as u64 * UNIT;
+        if bytes > held {
+            permit.merge(self.reserve(bytes - held)?);
+        }
+        Ok(())
+    }
+
     /// Queue a prepared request for `table` (at `address`) and wait for its commit.
     pub async fn submit(
         &self,

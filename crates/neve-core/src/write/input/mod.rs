@@ -181,23 +181,7 @@ pub fn open_bytes(
         None => body.starts_with(b"PAR1"),
     };
     if parquet {
-        let builder = ParquetRecordBatchReaderBuilder::try_new(body).map_err(|e| {
-            invalid(
-                name,
-                None,
-                None,
-                format!("not a readable Parquet file: {e}"),
-            )
-        })?;
-        let schema = builder.schema().clone();
-        let rdr = builder.with_batch_size(opts.batch_rows).build()?;
-        let n = name.to_string();
-        return Ok(OpenedInput {
-            name: name.to_string(),
-            format: InputFormat::Parquet,
-            schema,
-            batches: Box::new(rdr.map(move |r| r.map_err(|e| invalid(&n, None, None, e)))),
-        });
+        return parquet_input(name.to_string(), body, opts);
     }
     // `-`: no file name to go by, and formats that need to seek are spooled.
     open_reader(
@@ -332,7 +316,16 @@ fn open_parquet(
     opts: &ReadOptions,
 ) -> Result<OpenedInput> {
     let file = seekable(&name, path, reader)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+    parquet_input(name, file, opts)
+}
+
+/// A Parquet input from a file or from bytes in memory.
+fn parquet_input<R: parquet::file::reader::ChunkReader + 'static>(
+    name: String,
+    source: R,
+    opts: &ReadOptions,
+) -> Result<OpenedInput> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(source).map_err(|e| {
         invalid(
             &name,
             None,
