@@ -25,6 +25,10 @@ impl ServerProc {
         if !extra.contains(&"--flush-interval") {
             args.extend(["--flush-interval", "100ms"]);
         }
+        // Commits are counted by the tests: background merges only where a test asks for them.
+        if !extra.contains(&"--maintenance-interval") {
+            args.push("--no-maintenance");
+        }
         args.extend_from_slice(extra);
         let mut child = Command::new(neve_bin())
             .args(&args)
