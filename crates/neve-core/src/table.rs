@@ -644,15 +644,30 @@ impl Table {
     ) -> Result<InsertReport> {
         self.with_schema_retries(true, || async {
             let snapshot = self.snapshot().await?;
-            let opened = inputs
-                .iter()
-                .map(|p| OpenedInput {
-                    name: p.name.clone(),
+            // Inputs of one schema are one stream, so a flush of many small requests writes
+            // one file per partition, not one per request.
+            let mut opened: Vec<OpenedInput> = Vec::new();
+            let mut start = 0;
+            while start < inputs.len() {
+                let schema = &inputs[start].schema;
+                let end = inputs[start..]
+                    .iter()
+                    .position(|p| p.schema != *schema)
+                    .map_or(inputs.len(), |n| start + n);
+                let run = &inputs[start..end];
+                let batches: Vec<RecordBatch> =
+                    run.iter().flat_map(|p| p.batches.iter().cloned()).collect();
+                opened.push(OpenedInput {
+                    name: match run {
+                        [one] => one.name.clone(),
+                        _ => format!("{} inputs ({} ...)", run.len(), run[0].name),
+                    },
                     format: crate::write::input::InputFormat::Arrow,
-                    schema: p.schema.clone(),
-                    batches: Box::new(p.batches.clone().into_iter().map(Ok)),
-                })
-                .collect();
+                    schema: schema.clone(),
+                    batches: Box::new(batches.into_iter().map(Ok)),
+                });
+                start = end;
+            }
             self.insert_inputs(snapshot, opened, opts, Arc::new(crate::write::NoProgress))
                 .await
         })

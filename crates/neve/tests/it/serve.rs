@@ -194,6 +194,9 @@ async fn many_clients(servers: usize) {
         clients * requests
     );
     assert!(versions.len() as u64 <= commits);
+    // One file per partition per flush, not one per request.
+    let files = info(&table)["files"].as_u64().unwrap();
+    assert!(files <= commits * 3, "{files} files for {commits} commits");
     // The servers' metrics count the same commits, and the requests by route and status.
     let mut counted = 0;
     for url in &urls {
