@@ -44,6 +44,20 @@ impl AppState {
         }
     }
 
+    /// Where table `name` lives for the request's caller, if the caller's role allows
+    /// `action`.
+    fn authorize(
+        &self,
+        headers: &HeaderMap,
+        needed: Role,
+        action: &str,
+        name: &str,
+    ) -> Result<String> {
+        let caller = self.auth.caller(headers, None)?;
+        caller.require(needed, action)?;
+        self.address(&caller, name)
+    }
+
     /// Where the caller's table `name` lives: `warehouse/[tenant prefix/]name`.
     fn address(&self, caller: &Caller, name: &str) -> Result<String> {
         if !crate::valid_name(name) {
@@ -159,9 +173,7 @@ async fn create_table(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, None)?;
-    caller.require(Role::Admin, "create tables")?;
-    let address = state.address(&caller, &name)?;
+    let address = state.authorize(&headers, Role::Admin, "create tables", &name)?;
     let spec: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
         CreateBody::default()
     } else {
@@ -201,9 +213,7 @@ async fn table_info(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, None)?;
-    caller.require(Role::Read, "read tables")?;
-    let address = state.address(&caller, &name)?;
+    let address = state.authorize(&headers, Role::Read, "read tables", &name)?;
     let table = state.table(&address).await?;
     let snap = table.snapshot().await.map_err(|e| not_found(e, &name))?;
     Ok(Json(serde_json::json!({
@@ -232,9 +242,7 @@ async fn insert(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, None)?;
-    caller.require(Role::Write, "insert")?;
-    let address = state.address(&caller, &name)?;
+    let address = state.authorize(&headers, Role::Write, "insert", &name)?;
     let key = idempotency_key(&headers)?;
     let format = body::format(&headers)?;
     let table = state.table(&address).await?;

@@ -71,6 +71,21 @@ impl Drop for ServerProc {
     }
 }
 
+/// A server config file in `dir`: `text` with each `{token:NAME}` replaced by NAME's hash.
+fn config_file(dir: &tempfile::TempDir, text: &str) -> String {
+    let mut text = text.to_string();
+    while let Some(start) = text.find("{token:") {
+        let end = start + text[start..].find('}').unwrap();
+        let hash = neve_ok(&["hash-token", &text[start + 7..end]])
+            .trim()
+            .to_string();
+        text.replace_range(start..=end, &hash);
+    }
+    let path = dir.path().join("neve.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 /// A response body as JSON (`null` when it is not JSON).
 async fn json(r: reqwest::Response) -> serde_json::Value {
     serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(serde_json::Value::Null)
@@ -280,18 +295,12 @@ async fn a_retried_request_is_committed_once() {
 async fn bad_requests_are_refused_alone_inside_a_busy_flush() {
     let (w, _) = warehouse();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("neve.toml");
-    let hash = |t: &str| neve_ok(&["hash-token", t]).trim().to_string();
-    std::fs::write(
-        &config,
-        format!(
-            "[ingest]\nmax_body_bytes = \"64KiB\"\n[[tenants]]\nname = \"acme\"\ntokens = [{{ sha256 = \"{}\", role = \"admin\" }}, {{ sha256 = \"{}\", role = \"read\" }}]\n",
-            hash("admin-token"),
-            hash("read-token")
-        ),
-    )
-    .unwrap();
-    let s = ServerProc::start(&w, &["--config", config.to_str().unwrap()]);
+    let config = config_file(
+        &dir,
+        "[ingest]\nmax_body_bytes = \"64KiB\"\n[[tenants]]\nname = \"acme\"\n\
+         tokens = [{ sha256 = \"{token:admin-token}\", role = \"admin\" }, { sha256 = \"{token:read-token}\", role = \"read\" }]\n",
+    );
+    let s = ServerProc::start(&w, &["--config", &config]);
     let c = client();
     create(&c, &s.url, "admin-token", "events").await;
     let url = s.url.clone();
@@ -353,18 +362,12 @@ async fn bad_requests_are_refused_alone_inside_a_busy_flush() {
 async fn tenants_see_only_their_own_tables() {
     let (w, _) = warehouse();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("neve.toml");
-    let hash = |t: &str| neve_ok(&["hash-token", t]).trim().to_string();
-    std::fs::write(
-        &config,
-        format!(
-            "[[tenants]]\nname = \"a\"\ntokens = [{{ sha256 = \"{}\", role = \"admin\" }}]\n[[tenants]]\nname = \"b\"\ntokens = [{{ sha256 = \"{}\", role = \"admin\" }}]\n",
-            hash("token-a"),
-            hash("token-b")
-        ),
-    )
-    .unwrap();
-    let s = ServerProc::start(&w, &["--config", config.to_str().unwrap()]);
+    let config = config_file(
+        &dir,
+        "[[tenants]]\nname = \"a\"\ntokens = [{ sha256 = \"{token:token-a}\", role = \"admin\" }]\n\
+         [[tenants]]\nname = \"b\"\ntokens = [{ sha256 = \"{token:token-b}\", role = \"admin\" }]\n",
+    );
+    let s = ServerProc::start(&w, &["--config", &config]);
     let c = client();
     create(&c, &s.url, "token-b", "secret").await;
     let (st, _) = insert(&c, &s.url, "token-b", "secret", rows(0, 3), None).await;
