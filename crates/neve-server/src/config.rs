@@ -50,6 +50,11 @@ pub struct IngestConfig {
     pub flush_bytes: u64,
     /// ...or this many rows.
     pub flush_rows: u64,
+    /// Also flush as soon as the queue holds as many requests as the last flush answered:
+    /// clients that wait for their answer before sending again (most agents and loaders)
+    /// are all back, and waiting out `flush_interval` would only add latency. Off: strict
+    /// interval batching, fewer and larger commits under light load.
+    pub flush_early: bool,
     /// Memory all queued requests may hold; above it, requests get 429.
     #[serde(with = "size_text")]
     pub max_pending_bytes: u64,
@@ -67,6 +72,7 @@ impl Default for IngestConfig {
             flush_interval: Duration::from_millis(200),
             flush_bytes: 64 << 20,
             flush_rows: 1_000_000,
+            flush_early: true,
             max_pending_bytes: 1 << 30,
             max_body_bytes: 256 << 20,
             idempotency_window: Duration::from_secs(3600),

@@ -1,6 +1,7 @@
 //! Group commit. Each table has one queue and one flusher task: requests are decoded and
 //! checked before they join the queue (a bad one is refused alone), then flushed together
-//! when the oldest has waited `flush_interval` or the queue holds `flush_bytes`/`flush_rows`.
+//! when the oldest has waited `flush_interval`, the queue holds `flush_bytes`/`flush_rows`,
+//! or (`flush_early`) as many requests wait as the last flush answered.
 //! A flush is one insert: one set of files, one commit. Each request is answered only after
 //! that commit is in the bucket, with its version; a failed flush fails all of its requests
 //! and leaves none of their rows visible.
@@ -149,13 +150,33 @@ struct Flusher {
 
 impl Flusher {
     async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
+        // Requests answered by the last flush: when as many wait again, the clients that
+        // were answered are back and the batch is flushed without waiting out the interval.
+        // A batch cut by the interval lowers it (clients left); one cut early takes all that
+        // already wait, which raises it (clients joined). Below 2 it never cuts early, so a
+        // trickle of single requests keeps interval batching.
+        let mut expected = usize::MAX;
         while let Some(first) = rx.recv().await {
             let deadline =
                 tokio::time::Instant::from_std(first.arrived + self.config.flush_interval);
             let mut rows = first.input.rows;
             let mut bytes = first.input.bytes;
             let mut batch = vec![first];
-            while rows < self.config.flush_rows && bytes < self.config.flush_bytes {
+            let full = |rows: u64, bytes: u64| {
+                rows >= self.config.flush_rows || bytes >= self.config.flush_bytes
+            };
+            let mut timed_out = false;
+            while !full(rows, bytes) {
+                if self.config.flush_early && expected >= 2 && batch.len() >= expected {
+                    // Take what already waits, without waiting for more.
+                    while !full(rows, bytes) {
+                        let Ok(p) = rx.try_recv() else { break };
+                        rows += p.input.rows;
+                        bytes += p.input.bytes;
+                        batch.push(p);
+                    }
+                    break;
+                }
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(p)) => {
                         rows += p.input.rows;
@@ -163,9 +184,17 @@ impl Flusher {
                         batch.push(p);
                     }
                     // Closed (shutting down) or time is up: flush what there is.
-                    Ok(None) | Err(_) => break,
+                    Ok(None) | Err(_) => {
+                        timed_out = true;
+                        break;
+                    }
                 }
             }
+            expected = if timed_out || expected == usize::MAX {
+                batch.len()
+            } else {
+                batch.len().max(expected)
+            };
             self.metrics.queued_requests.dec_by(batch.len() as i64);
             self.metrics.queued_bytes.dec_by(bytes as i64);
             self.flush(batch).await;

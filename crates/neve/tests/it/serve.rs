@@ -203,6 +203,7 @@ async fn many_clients(servers: usize) {
         "every acknowledged row once"
     );
     let commits = info(&table)["version"].as_u64().unwrap();
+    eprintln!("{commits} commits for {} requests", clients * requests);
     assert!(
         commits <= clients * requests / 10,
         "{commits} commits for {} requests",
@@ -820,4 +821,65 @@ fn neve_maintain_merges_every_table_of_a_warehouse() {
         assert_eq!(info(&t)["files"], 1, "{name}");
         assert_eq!(counts(&t), (40, 40));
     }
+}
+
+/// Clients that wait for their answer before sending again are flushed as soon as all of them
+/// are back, not after `flush_interval` (an hour here: without the early flush the test
+/// could not finish), and still together, one commit per round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flush_starts_when_every_waiting_client_is_back() {
+    let (w, table) = warehouse();
+    let dir = tempfile::tempdir().unwrap();
+    // The first round (4 × 100 rows) is cut by `flush_rows`; later rounds of 1-row requests
+    // can only be cut early.
+    let config = config_file(&dir, "[ingest]\nflush_rows = 400\n");
+    let s = ServerProc::start(
+        &w,
+        &[
+            "--token",
+            "t",
+            "--config",
+            &config,
+            "--flush-interval",
+            "1h",
+        ],
+    );
+    let c = client();
+    create(&c, &s.url, "t", "events").await;
+    let (clients, rounds) = (4u64, 10u64);
+    let mut tasks = Vec::new();
+    for k in 0..clients {
+        let (c, url) = (c.clone(), s.url.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut versions = Vec::new();
+            for r in 0..rounds {
+                let (first, n) = if r == 0 {
+                    (k * 100, 100)
+                } else {
+                    (10_000 + k * rounds + r, 1)
+                };
+                let (st, v) = insert(&c, &url, "t", "events", rows(first, n), None).await;
+                assert_eq!(st, 200, "{v}");
+                versions.push(v["version"].as_u64().unwrap());
+            }
+            versions
+        }));
+    }
+    let all = async {
+        let mut per_client = Vec::new();
+        for t in tasks {
+            per_client.push(t.await.unwrap());
+        }
+        per_client
+    };
+    let per_client = tokio::time::timeout(Duration::from_secs(120), all)
+        .await
+        .expect("every round flushed without waiting out the hour");
+    // Every client saw the same version in each round: one commit per round.
+    for v in &per_client[1..] {
+        assert_eq!(v, &per_client[0]);
+    }
+    // Version 0 is the create.
+    assert_eq!(info(&table)["version"].as_u64().unwrap(), rounds);
+    assert_eq!(counts(&table), (400 + 4 * 9, 400 + 4 * 9));
 }
