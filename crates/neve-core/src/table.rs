@@ -713,6 +713,10 @@ impl Table {
                             ));
                         }
                     }
+                    AlterOp::SetSetting { key, value } => {
+                        meta.settings.set(key, value)?;
+                        return Ok(vec![Action::Metadata(meta)]);
+                    }
                     _ => {}
                 }
                 let schema = meta.schema.alter(op, !snap.files.is_empty())?;

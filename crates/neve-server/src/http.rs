@@ -165,6 +165,9 @@ struct CreateBody {
     schema: Option<String>,
     #[serde(default)]
     strict_schema: bool,
+    /// Table settings by name, as `neve create --set` takes them (e.g. `merge_min_files`).
+    #[serde(default)]
+    settings: std::collections::BTreeMap<String, String>,
 }
 
 async fn create_table(
@@ -190,6 +193,9 @@ async fn create_table(
         opts.schema = neve_core::schema::parse_schema(s)?;
     }
     opts.settings.strict_schema = spec.strict_schema;
+    for (k, v) in &spec.settings {
+        opts.settings.set(k, v)?;
+    }
     let table = state.table(&address).await?;
     let snapshot = table.create(opts).await?;
     Ok((

@@ -1,7 +1,9 @@
-//! Background maintenance: every `interval`, each table of the warehouse (every tenant's, and
-//! the tables of line-protocol namespaces one folder down) has its small files merged and its
-//! garbage collected, with the same commands `neve merge` and `neve gc` run. Merges and gc
-//! commit through the log like every writer, so any number of servers and `neve maintain`
+//! Background maintenance: each table of the warehouse (every tenant's, and the tables of
+//! line-protocol namespaces one folder down) has its small files merged and its garbage
+//! collected with the same commands `neve merge` and `neve gc` run, every `interval`, or as
+//! often as its own settings say (`maintenance_interval`; `merge_min_files`,
+//! `merge_target_file_size` and `gc_grace` likewise win over the config's policy). Merges and
+//! gc commit through the log like every writer, so any number of servers and `neve maintain`
 //! workers may run this loop on one warehouse at once.
 
 use std::sync::Arc;
@@ -79,59 +81,110 @@ pub async fn discover(roots: &[String]) -> Vec<String> {
 /// goes on.
 pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Metrics) {
     for address in tables {
-        let table = match Table::at(address) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(table = %address, error = %e, "maintenance: cannot open");
-                continue;
-            }
-        };
-        let opts = MergeOptions {
-            min_files: policy.min_files.max(2),
-            target_file_size: policy.target_file_size,
-            max_input_bytes: policy.max_input_bytes,
-            ..Default::default()
-        };
-        match table.merge(&opts, Arc::new(NoProgress)).await {
-            Ok(r) if r.version.is_some() => {
-                metrics.merges.inc();
-                tracing::info!(table = %address, files_in = r.files_in, files_out = r.files_out, version = r.version, "merged");
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: merge failed"),
-        }
-        let gc = GcOptions {
-            grace_ms: policy.gc_grace.as_millis() as i64,
-            ..Default::default()
-        };
-        match table.gc(&gc).await {
-            Ok(r) => {
-                metrics.gcs.inc();
-                if r.tombstones_deleted + r.orphans_deleted > 0 {
-                    tracing::info!(table = %address, tombstones = r.tombstones_deleted, orphans = r.orphans_deleted, "gc");
-                }
-            }
-            Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: gc failed"),
-        }
+        maintain(address, policy, metrics).await;
     }
 }
 
-/// A round every `policy.interval` (the first after one interval) until `stop` says so.
+/// Merge then gc one table under its own policy (its settings over `policy`); returns how
+/// long until it is due again.
+async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) -> Duration {
+    let table = match Table::at(address) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(table = %address, error = %e, "maintenance: cannot open");
+            return policy.interval;
+        }
+    };
+    let settings = match table.metadata().await {
+        Ok(m) => m.settings,
+        Err(e) => {
+            tracing::warn!(table = %address, error = %e, "maintenance: cannot read");
+            return policy.interval;
+        }
+    };
+    let opts = MergeOptions {
+        min_files: settings.merge_min_files.unwrap_or(policy.min_files).max(2),
+        target_file_size: settings
+            .merge_target_file_size
+            .unwrap_or(policy.target_file_size),
+        max_input_bytes: policy.max_input_bytes,
+        ..Default::default()
+    };
+    match table.merge(&opts, Arc::new(NoProgress)).await {
+        Ok(r) if r.version.is_some() => {
+            metrics.merges.inc();
+            tracing::info!(table = %address, files_in = r.files_in, files_out = r.files_out, version = r.version, "merged");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: merge failed"),
+    }
+    let grace = settings
+        .gc_grace_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(policy.gc_grace);
+    let gc = GcOptions {
+        grace_ms: grace.as_millis() as i64,
+        ..Default::default()
+    };
+    match table.gc(&gc).await {
+        Ok(r) => {
+            metrics.gcs.inc();
+            if r.tombstones_deleted + r.orphans_deleted > 0 {
+                tracing::info!(table = %address, tombstones = r.tombstones_deleted, orphans = r.orphans_deleted, "gc");
+            }
+        }
+        Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: gc failed"),
+    }
+    settings
+        .maintenance_interval_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(policy.interval)
+}
+
+/// Until `stop` says so: find the tables every `policy.interval` (the first time after one
+/// interval), and visit each when it is due, by its own `maintenance_interval` or the policy's.
 pub async fn run(
     roots: Vec<String>,
     policy: MaintenanceConfig,
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    use tokio::time::Instant;
+    let mut due: std::collections::BTreeMap<String, Instant> = Default::default();
+    let mut next_discovery = Instant::now() + policy.interval;
     loop {
+        let wake = due
+            .values()
+            .copied()
+            .min()
+            .map_or(next_discovery, |d| d.min(next_discovery));
         tokio::select! {
-            _ = tokio::time::sleep(policy.interval) => {}
+            _ = tokio::time::sleep_until(wake) => {}
             _ = stop.changed() => return,
         }
         if *stop.borrow() {
             return;
         }
-        let tables = discover(&roots).await;
-        round(&tables, &policy, &metrics).await;
+        let now = Instant::now();
+        if now >= next_discovery {
+            let tables = discover(&roots).await;
+            due.retain(|t, _| tables.binary_search(t).is_ok());
+            for t in tables {
+                due.entry(t).or_insert(now);
+            }
+            next_discovery = Instant::now() + policy.interval;
+        }
+        let ready: Vec<String> = due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in ready {
+            if *stop.borrow() {
+                return;
+            }
+            let every = maintain(&t, &policy, &metrics).await;
+            due.insert(t, Instant::now() + every);
+        }
     }
 }

@@ -235,6 +235,19 @@ pub struct TableSettings {
     pub row_group_rows: usize,
     /// How long removed files and old log entries are kept (time travel window), in hours.
     pub log_retention_hours: u64,
+    /// Maintenance policy of this table; unset, the maintaining process's own policy applies.
+    /// A partition is merged once it has this many small files...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_min_files: Option<usize>,
+    /// ...files below this size (bytes) are small, and merged into files of about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_target_file_size: Option<u64>,
+    /// How often background maintenance visits the table, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maintenance_interval_seconds: Option<u64>,
+    /// How long gc keeps files no snapshot references (a writer may be committing them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc_grace_seconds: Option<u64>,
 }
 
 impl Default for TableSettings {
@@ -245,6 +258,10 @@ impl Default for TableSettings {
             compression: "zstd(1)".into(),
             row_group_rows: 1 << 20,
             log_retention_hours: 7 * 24,
+            merge_min_files: None,
+            merge_target_file_size: None,
+            maintenance_interval_seconds: None,
+            gc_grace_seconds: None,
         }
     }
 }
@@ -279,14 +296,48 @@ impl TableSettings {
             "log_retention_hours" | "logRetentionHours" => {
                 self.log_retention_hours = value.parse().map_err(|_| bad("expected a number"))?
             }
+            // `default` (or an empty value) hands the policy back to the maintaining process.
+            "merge_min_files" | "mergeMinFiles" => {
+                self.merge_min_files = unset_or(value, |v| match v.parse::<usize>() {
+                    Ok(n) if n >= 2 => Ok(n),
+                    _ => Err(bad("expected a number of files, at least 2")),
+                })?
+            }
+            "merge_target_file_size" | "mergeTargetFileSize" => {
+                self.merge_target_file_size = unset_or(value, |v| match v.parse::<bytesize::ByteSize>() {
+                    Ok(n) if n.as_u64() > 0 => Ok(n.as_u64()),
+                    _ => Err(bad("expected a size, e.g. 134217728, 128MiB or 1GiB")),
+                })?
+            }
+            "maintenance_interval" | "maintenanceInterval" => {
+                self.maintenance_interval_seconds = unset_or(value, |v| match humantime::parse_duration(v) {
+                    Ok(d) if d.as_secs() >= 1 => Ok(d.as_secs()),
+                    _ => Err(bad("expected a duration of at least 1s, e.g. 30s or 10m")),
+                })?
+            }
+            "gc_grace" | "gcGrace" => {
+                self.gc_grace_seconds = unset_or(value, |v| {
+                    humantime::parse_duration(v)
+                        .map(|d| d.as_secs())
+                        .map_err(|_| bad("expected a duration, e.g. 0s, 30m or 1h"))
+                })?
+            }
             _ => {
                 return Err(Error::InvalidSetting {
                     name: key.to_string(),
-                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours)".into(),
+                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace)".into(),
                 })
             }
         }
         Ok(())
+    }
+}
+
+/// `default` or nothing: unset; else `parse(value)`.
+fn unset_or<T>(value: &str, parse: impl FnOnce(&str) -> Result<T>) -> Result<Option<T>> {
+    match value.trim() {
+        "" | "default" => Ok(None),
+        v => parse(v).map(Some),
     }
 }
 

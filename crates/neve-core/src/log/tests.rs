@@ -466,3 +466,40 @@ async fn request_keys_are_committed_once_and_forgotten_after_they_expire() {
         .unwrap();
     assert!(again.version > first.version);
 }
+
+#[test]
+fn maintenance_settings_parse_unset_and_stay_out_of_the_log_until_set() {
+    let mut s = TableSettings::default();
+    // Unset, they are not written: logs of tables that never set them are unchanged.
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(!json.contains("merge"), "{json}");
+    s.set("merge_min_files", "4").unwrap();
+    s.set("merge_target_file_size", "64MiB").unwrap();
+    s.set("maintenance_interval", "10s").unwrap();
+    s.set("gc_grace", "0s").unwrap();
+    assert_eq!(s.merge_min_files, Some(4));
+    assert_eq!(s.merge_target_file_size, Some(64 << 20));
+    assert_eq!(s.maintenance_interval_seconds, Some(10));
+    assert_eq!(s.gc_grace_seconds, Some(0));
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["mergeMinFiles"], 4);
+    assert_eq!(json["maintenanceIntervalSeconds"], 10);
+    let back: TableSettings = serde_json::from_value(json).unwrap();
+    assert_eq!(back, s);
+    s.set("merge_min_files", "default").unwrap();
+    assert_eq!(s.merge_min_files, None);
+    for (k, v) in [
+        ("merge_min_files", "1"),
+        ("merge_min_files", "many"),
+        ("merge_target_file_size", "0"),
+        ("merge_target_file_size", "big"),
+        ("maintenance_interval", "10ms"),
+        ("gc_grace", "soon"),
+    ] {
+        let e = s.clone().set(k, v).unwrap_err();
+        assert!(
+            e.to_string().contains(k) && e.to_string().contains(v),
+            "{e}"
+        );
+    }
+}

@@ -193,6 +193,8 @@ impl TableSchema {
                 }
                 c.nullable = true;
             }
+            // Not a schema change: `Table::alter` applies it to the settings.
+            AlterOp::SetSetting { .. } => {}
         }
         out.assign_ids();
         Ok(out)
@@ -355,6 +357,8 @@ pub enum AlterOp {
     SetNotNull(String),
     /// `drop not null id`.
     DropNotNull(String),
+    /// `set merge_min_files=4`: a table setting (see `TableSettings::set`).
+    SetSetting { key: String, value: String },
 }
 
 impl AlterOp {
@@ -402,9 +406,16 @@ impl AlterOp {
             },
             ["set", "not", "null", _] => AlterOp::SetNotNull(w[3].to_string()),
             ["drop", "not", "null", _] => AlterOp::DropNotNull(w[3].to_string()),
+            ["set", kv] if kv.contains('=') => {
+                let (k, v) = w[1].split_once('=').expect("checked");
+                AlterOp::SetSetting {
+                    key: k.trim().to_string(),
+                    value: v.trim().to_string(),
+                }
+            }
             _ => {
                 return Err(bad(
-                    "expected one of: add column \"NAME TYPE\", rename column A to B, drop column C, widen C TYPE, set not null C, drop not null C",
+                    "expected one of: add column \"NAME TYPE\", rename column A to B, drop column C, widen C TYPE, set not null C, drop not null C, set SETTING=VALUE",
                 ))
             }
         })

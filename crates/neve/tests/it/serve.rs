@@ -883,3 +883,87 @@ async fn a_flush_starts_when_every_waiting_client_is_back() {
     assert_eq!(info(&table)["version"].as_u64().unwrap(), rounds);
     assert_eq!(counts(&table), (400 + 4 * 9, 400 + 4 * 9));
 }
+
+/// Two servers ingest into one table while both run maintenance on it, by the table's own
+/// policy (the config's would never merge): no row lost or doubled, small files merged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_servers_merge_by_the_table_policy_while_ingesting() {
+    let (w, table) = warehouse();
+    let args = [
+        "--token",
+        "t",
+        "--maintenance-interval",
+        "1s",
+        "--merge-min-files",
+        "1000",
+    ];
+    let servers = [ServerProc::start(&w, &args), ServerProc::start(&w, &args)];
+    let c = client();
+    let r = c
+        .put(format!("{}/v1/tables/events", servers[0].url))
+        .bearer_auth("t")
+        .body(r#"{"partition_by": "identity(region)", "settings": {"merge_min_files": "2"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    // Set later, through the log: every server reads it from there. The grace must outlast
+    // any flush (write to commit): gc must not take a file an insert is about to commit.
+    neve_ok(&["alter", &table, "set", "gc_grace=5s"]);
+    let meta = info(&table);
+    assert_eq!(meta["settings"]["mergeMinFiles"], 2, "{meta}");
+    assert_eq!(meta["settings"]["gcGraceSeconds"], 5, "{meta}");
+    let bad = crate::common::neve(&["alter", &table, "set", "merge_min_files=1"]);
+    assert!(!bad.status.success());
+
+    let (clients, requests, per) = (8u64, 40u64, 10u64);
+    let mut tasks = Vec::new();
+    for k in 0..clients {
+        let (c, url) = (c.clone(), servers[k as usize % 2].url.clone());
+        tasks.push(tokio::spawn(async move {
+            for r in 0..requests {
+                let first = (k * requests + r) * per;
+                let (st, v) = insert(&c, &url, "t", "events", rows(first, per), None).await;
+                assert_eq!(st, 200, "{v}");
+                // Spread the load over several maintenance rounds.
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = clients * requests * per;
+    let mut files = u64::MAX;
+    for _ in 0..60 {
+        files = info(&table)["files"].as_u64().unwrap();
+        if files <= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(files <= 3, "small files merged: {}", info(&table));
+    assert_eq!(
+        counts(&table),
+        (total, total),
+        "every acknowledged row once"
+    );
+    let mut merges = 0.0;
+    for s in &servers {
+        let text = c
+            .get(format!("{}/metrics", s.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        merges += text
+            .lines()
+            .find(|l| l.starts_with("neve_merges_total"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap();
+    }
+    assert!(merges >= 2.0, "{merges} merges");
+}
