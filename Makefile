@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-log bench-query bench-merge
+.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-python bench-log bench-query bench-merge
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -36,6 +36,10 @@ bench-nested:
 
 bench-serve:
 	scripts/test.sh bench-serve
+
+## ICEDB_REPO=path/to/icedb adds IceDB as a peer (its repository, e.g. fetched by the search tool).
+bench-python:
+	scripts/test.sh bench-python
 
 bench-log:
 	scripts/test.sh bench-log

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-log|bench-query|bench-merge`), stops MinIO.
+# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -54,17 +54,35 @@ export NEVE_TEST_BUCKET=neve-test NEVE_TEST_PYTHON=$PY
 "$PY" -c "import boto3; boto3.client('s3', endpoint_url='$AWS_ENDPOINT_URL').create_bucket(Bucket='$NEVE_TEST_BUCKET')"
 log "MinIO on $AWS_ENDPOINT_URL, bucket $NEVE_TEST_BUCKET"
 
+# The Python package's wheel, packed from the library `cargo build --workspace` made (not a
+# second, release build of DataFusion through maturin), installed into the test venv.
+install_wheel() {
+  WHEELS=$(mktemp -d -t neve-wheel-XXXXXX)
+  "$PY" python/scripts/pack_wheel.py "$CARGO_TARGET_DIR/debug/lib_neve.so" "$WHEELS"
+  NEVE_WHEEL=$(ls "$WHEELS"/neve-*.whl)
+  export NEVE_WHEEL
+  "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$NEVE_WHEEL"
+}
+
 case "${1:-test}" in
   test)
-    cargo build -p neve
+    # The CLI and the Python extension in one build: one set of features for the whole tree.
+    cargo build --workspace
     cargo test --workspace -- --test-threads=2
     # The patched zstd crate (vendor/README.md): its own tests, the patch's included.
     cargo test --locked --manifest-path vendor/zstd/Cargo.toml --lib
     export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve
-    "$PY" -m pytest -q tests/interop
+    install_wheel
+    "$PY" -m pytest -q tests/interop python/tests
+    ;;
+  python)
+    cargo build --workspace
+    export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve
+    install_wheel
+    "$PY" -m pytest -q python/tests "${@:2}"
     ;;
   interop)
-    cargo build -p neve
+    cargo build --workspace
     NEVE_BIN=$CARGO_TARGET_DIR/debug/neve "$PY" -m pytest -q tests/interop "${@:2}"
     ;;
   bench-ingest)
@@ -108,6 +126,35 @@ case "${1:-test}" in
     fi
     "$N" bench serve --target "s3://$NEVE_TEST_BUCKET/bench" --tsbs-dir "$TSBS" \
       --victoria-metrics "$VM/victoria-metrics" --hours "${HOURS:-24}" --workers "${WORKERS:-2,8}"
+    ;;
+  bench-python)
+    # The package as users install it (`pip install ./python`: maturin, release) in a venv of
+    # its own with the peers; IceDB from its repository with its own pinned dependencies.
+    cargo build --release -p neve
+    BV=$NEVE_CACHE/bench-python-$(sha256sum bench/requirements-python.txt | cut -c1-12)
+    if [ ! -f "$BV/.complete" ]; then
+      rm -rf "$BV"; python3 -m venv "$BV"
+      "$BV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements-python.txt
+      touch "$BV/.complete"
+    fi
+    "$BV/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps ./python
+    ICEDB_REPO=${ICEDB_REPO:-}
+    ICEDB_ARGS=()
+    if [ -n "$ICEDB_REPO" ]; then
+      IV=$NEVE_CACHE/icedb-$(sha256sum bench/requirements-icedb.txt | cut -c1-12)
+      if [ ! -f "$IV/.complete" ]; then
+        rm -rf "$IV"; python3 -m venv "$IV"
+        "$IV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements-icedb.txt
+        touch "$IV/.complete"
+      fi
+      ICEDB_ARGS=(--icedb-python "$IV/bin/python" --icedb-repo "$ICEDB_REPO")
+    fi
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    "$BV/bin/python" bench/python_ingest.py --neve-bin "$CARGO_TARGET_DIR/release/neve" --target "$LOCAL" \
+      --rows "${ROWS:-1000000,10000000}" --runs "${RUNS:-3}"
+    "$BV/bin/python" bench/python_ingest.py --neve-bin "$CARGO_TARGET_DIR/release/neve" \
+      --target "s3://$NEVE_TEST_BUCKET/bench-python" --rows "${ROWS:-1000000,10000000}" --runs "${RUNS:-3}" "${ICEDB_ARGS[@]}"
+    rm -rf "$LOCAL"
     ;;
   bench-log)
     cargo build --release -p neve

@@ -4,6 +4,7 @@
 //! a log of numbered JSON-lines commits under `_log/`. See docs/FORMAT.md.
 
 pub mod clock;
+pub mod describe;
 pub mod error;
 pub mod failpoint;
 pub mod gc;

@@ -229,6 +229,11 @@ impl Table {
         Ok(TableBuilder::new(TableLocation::parse(address)?).build())
     }
 
+    /// Open the table at `address` with store settings over the environment's.
+    pub fn at_with(address: &str, options: &crate::storage::StorageOptions) -> Result<Self> {
+        Ok(TableBuilder::new(TableLocation::parse_with(address, options)?).build())
+    }
+
     pub fn location(&self) -> &TableLocation {
         &self.location
     }

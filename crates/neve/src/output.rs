@@ -2,7 +2,7 @@
 
 use neve_core::log::Snapshot;
 use neve_core::partition::format_spec;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub fn bytes(n: u64) -> String {
     humansize::format_size(n, humansize::DECIMAL)
@@ -23,24 +23,7 @@ pub fn count(n: u64) -> String {
 
 /// The `neve info --json` object.
 pub fn info_json(location: &str, s: &Snapshot) -> Value {
-    let parts = s.partitions();
-    json!({
-        "location": location,
-        "table_id": s.metadata.table_id,
-        "version": s.version,
-        "timestamp": neve_core::clock::format_millis(s.timestamp),
-        "files": s.files.len(),
-        "rows": s.rows(),
-        "bytes": s.bytes(),
-        "partitions": if s.metadata.partition_by.is_empty() { 0 } else { parts.len() },
-        "partition_details": parts.iter().map(|(p, (files, rows))| json!({"partition": p, "files": files, "rows": rows})).collect::<Vec<_>>(),
-        "partition_by": format_spec(&s.metadata.partition_by),
-        "sort_by": s.metadata.sort_by,
-        "schema": s.metadata.schema.columns.iter().map(|c| json!({"id": c.id, "name": c.name, "type": c.column_type.to_string(), "nullable": c.nullable})).collect::<Vec<_>>(),
-        "schema_ddl": s.metadata.schema.to_string(),
-        "settings": s.metadata.settings,
-        "format_version": s.protocol.format_version,
-    })
+    neve_core::describe::info(location, s)
 }
 
 /// The plain `neve info` text.

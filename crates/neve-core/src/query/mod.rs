@@ -12,13 +12,14 @@ mod ids;
 mod metadata;
 mod provider;
 mod scan;
-mod stats;
+pub(crate) mod stats;
 
 use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::execution::SendableRecordBatchStream;
+/// A running query's batches (what [`QueryEngine::stream`] returns).
+pub use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 

@@ -105,9 +105,22 @@ pub struct TableLocation {
     pub display: String,
 }
 
+/// Store settings given with an address (`storage_options` in Python), over the `AWS_*`
+/// environment: object_store's S3 keys (`aws_access_key_id`, `access_key_id`,
+/// `aws_secret_access_key`, `aws_session_token`, `region`, `allow_http`, ...) and
+/// `endpoint_url` / `aws_endpoint_url` as in the AWS SDKs.
+pub type StorageOptions = std::collections::BTreeMap<String, String>;
+
 impl TableLocation {
     /// Parse a table address. Local directories are not created here.
     pub fn parse(address: &str) -> Result<Self> {
+        Self::parse_with(address, &StorageOptions::new())
+    }
+
+    /// Parse a table address with store settings. Unknown keys are refused by name; S3 keys
+    /// given for a local folder are accepted and unused, so one set of options can serve
+    /// both.
+    pub fn parse_with(address: &str, options: &StorageOptions) -> Result<Self> {
         let invalid = |reason: &str| Error::InvalidLocation {
             location: address.to_string(),
             reason: reason.to_string(),
@@ -121,7 +134,10 @@ impl TableLocation {
                 return Err(invalid("missing bucket name"));
             }
             let prefix = prefix.trim_matches('/').to_string();
-            return Self::s3(address, bucket, &prefix);
+            return Self::s3(address, bucket, &prefix, options);
+        }
+        for key in options.keys() {
+            s3_option(address, key)?;
         }
         if let Some(name) = address.strip_prefix("memory://") {
             return Ok(Self::memory(name));
@@ -181,15 +197,29 @@ impl TableLocation {
         }
     }
 
-    fn s3(display: &str, bucket: &str, prefix: &str) -> Result<Self> {
-        let endpoint = std::env::var("AWS_ENDPOINT_URL")
-            .or_else(|_| std::env::var("AWS_ENDPOINT"))
-            .ok()
+    fn s3(display: &str, bucket: &str, prefix: &str, options: &StorageOptions) -> Result<Self> {
+        use object_store::aws::AmazonS3ConfigKey as K;
+        let mut given: Vec<(K, &str)> = Vec::new();
+        for (key, value) in options {
+            given.push((s3_option(display, key)?, value.as_str()));
+        }
+        let option = |want: K| {
+            given
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == want)
+                .map(|(_, v)| v.to_string())
+        };
+        let endpoint = option(K::Endpoint)
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+            .or_else(|| std::env::var("AWS_ENDPOINT").ok())
             .filter(|e| !e.is_empty());
-        let region = std::env::var("AWS_REGION")
-            .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-            .unwrap_or_else(|_| "us-east-1".to_string());
-        let allow_http = std::env::var("AWS_ALLOW_HTTP")
+        let region = option(K::Region)
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .unwrap_or_else(|| "us-east-1".to_string());
+        let allow_http = option(K::Client(object_store::ClientConfigKey::AllowHttp))
+            .or_else(|| std::env::var("AWS_ALLOW_HTTP").ok())
             .map(|v| v == "true" || v == "1")
             .unwrap_or(false)
             || endpoint.as_deref().is_some_and(is_loopback_http);
@@ -209,6 +239,12 @@ impl TableLocation {
                     .map(|v| v != "false")
                     .unwrap_or(true),
             );
+        for (k, v) in &given {
+            let allow_http = K::Client(object_store::ClientConfigKey::AllowHttp);
+            if !matches!(k, K::Endpoint | K::Region) && *k != allow_http {
+                builder = builder.with_config(*k, *v);
+            }
+        }
         if let Some(ep) = &endpoint {
             builder = builder.with_endpoint(ep);
             if ep.starts_with("http://") {
@@ -269,6 +305,16 @@ impl TableLocation {
             _ => self.file_url(relative),
         }
     }
+}
+
+/// The object_store key a storage option names (`endpoint_url` as the AWS SDKs spell it too).
+fn s3_option(address: &str, key: &str) -> Result<object_store::aws::AmazonS3ConfigKey> {
+    key.to_ascii_lowercase().parse().map_err(|_| Error::InvalidLocation {
+        location: address.to_string(),
+        reason: format!(
+            "unknown storage option '{key}' (S3 options: endpoint_url, region, access_key_id, secret_access_key, session_token, allow_http, ...)"
+        ),
+    })
 }
 
 fn is_loopback_http(endpoint: &str) -> bool {

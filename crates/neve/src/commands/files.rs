@@ -21,21 +21,7 @@ pub async fn run(a: FilesArgs) -> Result<()> {
             }
         }
         FilesFormat::Json => {
-            let files: Vec<_> = s
-                .files
-                .values()
-                .map(|f| {
-                    serde_json::json!({
-                        "path": f.path, "url": loc.file_url(&f.path), "http_url": loc.http_url(&f.path),
-                        "partition_values": f.partition_values, "rows": f.rows, "size": f.size,
-                    })
-                })
-                .collect();
-            writeln!(
-                out,
-                "{}",
-                serde_json::json!({"version": s.version, "files": files})
-            )?;
+            writeln!(out, "{}", neve_core::describe::files(loc, &s))?;
         }
         FilesFormat::Duckdb => {
             if s.files.is_empty() {

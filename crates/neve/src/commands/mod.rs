@@ -118,17 +118,7 @@ async fn history(a: HistoryArgs) -> Result<()> {
     for c in commits {
         let s = &c.info.summary;
         if a.json {
-            let line = serde_json::json!({
-                "version": c.version,
-                "timestamp": neve_core::clock::format_millis(c.info.timestamp),
-                "operation": c.info.operation,
-                "commit_id": c.info.commit_id,
-                "writer": c.info.writer,
-                "read_version": c.info.read_version,
-                "files_added": s.files_added, "files_removed": s.files_removed,
-                "rows_added": s.rows_added, "rows_removed": s.rows_removed,
-                "bytes_added": s.bytes_added, "bytes_removed": s.bytes_removed,
-            });
+            let line = neve_core::describe::commit(&c);
             writeln!(out, "{line}")?;
         } else {
             writeln!(

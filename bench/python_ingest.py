@@ -1,0 +1,241 @@
+"""The Python package's benchmark (issue 15): prints figures, asserts nothing.
+
+From one in-memory pyarrow Table of N taxi rows (`neve bench gen`, seed 1), into a
+month-partitioned table, in the same run and on the same data:
+
+- neve `t.insert` (sorted by payment_type, trip_start_timestamp; zstd);
+- the same insert through neve-core in Rust (`neve bench ingest --json`, same generator and seed);
+- delta-rs `write_deltalake` (partitioned by a month column computed before the clock starts);
+- pyiceberg `append` to a table partitioned by month(trip_start_timestamp) (SQLite catalog);
+- IceDB `insert` (its own repository and pinned dependencies, in its own venv; S3 only).
+
+Then the six seed queries through `t.sql` and through DuckDB over the same files.
+
+    python bench/python_ingest.py --neve-bin target/release/neve --target DIR_OR_S3 \
+        --rows 1000000,10000000 --runs 3 [--icedb-python VENV/bin/python --icedb-repo DIR]
+
+Each figure is the median of --runs runs; every run is printed.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import neve
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+QUERIES = json.loads((ROOT / "bench" / "seed_queries.json").read_text())["queries"]
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def s3_options():
+    return {
+        "endpoint_url": os.environ.get("AWS_ENDPOINT_URL", ""),
+        "access_key_id": os.environ.get("AWS_ACCESS_KEY_ID", ""),
+        "secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "region": os.environ.get("AWS_REGION", "us-east-1"),
+    }
+
+
+def timed(fn):
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def run_neve(target, tbl, runs, stamp):
+    secs, tables = [], []
+    for run in range(runs):
+        address = f"{target}/py-neve-{tbl.num_rows}-{stamp}-{run}"
+        t = neve.create_table(address, partition_by="month(trip_start_timestamp) as d",
+                              sort_by=["payment_type", "trip_start_timestamp"])
+        secs.append(timed(lambda: t.insert(tbl)))
+        tables.append(t)
+        print(f"  neve t.insert run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
+    return secs, tables[-1]
+
+
+def run_rust(neve_bin, target, rows, runs):
+    out = subprocess.run([neve_bin, "bench", "ingest", "--target", target, "--rows", str(rows), "--runs", str(runs),
+                          "--seed", "1", "--json"], check=True, capture_output=True, text=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["neve_runs_s"]
+
+
+def run_delta(target, tbl, runs, stamp):
+    from deltalake import write_deltalake
+
+    d = pc.strftime(tbl.column("trip_start_timestamp"), format="%Y-%m")
+    with_month = tbl.append_column("d", d)
+    secs = []
+    for run in range(runs):
+        uri = f"{target}/py-delta-{tbl.num_rows}-{stamp}-{run}"
+        opts = None
+        if uri.startswith("s3://"):
+            o = s3_options()
+            opts = {"AWS_ENDPOINT_URL": o["endpoint_url"], "AWS_ACCESS_KEY_ID": o["access_key_id"],
+                    "AWS_SECRET_ACCESS_KEY": o["secret_access_key"], "AWS_REGION": o["region"],
+                    "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+        else:
+            os.makedirs(uri, exist_ok=True)
+        secs.append(timed(lambda: write_deltalake(uri, with_month, partition_by=["d"], storage_options=opts)))
+        print(f"  delta-rs write_deltalake run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
+    return secs
+
+
+def run_iceberg(target, tbl, runs, stamp):
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.transforms import MonthTransform
+
+    secs = []
+    for run in range(runs):
+        tmp = tempfile.mkdtemp()
+        warehouse = f"{target}/py-iceberg-{tbl.num_rows}-{stamp}-{run}"
+        props = {"uri": f"sqlite:///{tmp}/catalog.db", "warehouse": warehouse if warehouse.startswith("s3://") else f"file://{warehouse}"}
+        if warehouse.startswith("s3://"):
+            o = s3_options()
+            props.update({"s3.endpoint": o["endpoint_url"], "s3.access-key-id": o["access_key_id"],
+                          "s3.secret-access-key": o["secret_access_key"], "s3.region": o["region"]})
+        else:
+            os.makedirs(warehouse, exist_ok=True)
+        catalog = SqlCatalog("bench", **props)
+        catalog.create_namespace("b")
+        schema = tbl.schema
+        table = catalog.create_table("b.taxi", schema=schema)
+        with table.update_spec() as spec:
+            spec.add_field("trip_start_timestamp", MonthTransform(), "d")
+        secs.append(timed(lambda: table.append(tbl)))
+        print(f"  pyiceberg append run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return secs
+
+
+ICEDB_RUNNER = r'''
+import os, sys, time, json, pathlib, shutil
+# IceDB runs `INSTALL httpfs`, which downloads unless the extension is in DuckDB's default
+# folder: put the packaged one there (this machine reaches package registries only).
+import duckdb_ext
+shutil.copytree(pathlib.Path(list(duckdb_ext.__path__)[0]) / "extensions",
+                pathlib.Path.home() / ".duckdb" / "extensions", dirs_exist_ok=True)
+sys.path.insert(0, sys.argv[1])
+import pyarrow.parquet as pq
+from datetime import datetime, timezone
+from icedb.icedb import IceDBv3, S3Client
+rows = pq.read_table(sys.argv[2]).to_pylist()
+for r in rows:
+    ts = r["trip_start_timestamp"]
+    r["trip_start_timestamp"] = int(ts.timestamp() * 1000) if ts is not None else None
+    if r.get("trip_end_timestamp") is not None:
+        r["trip_end_timestamp"] = int(r["trip_end_timestamp"].timestamp() * 1000)
+def part(row):
+    ms = row["trip_start_timestamp"] or 0
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("d=%Y-%m")
+s3c = S3Client(s3prefix=sys.argv[4], s3bucket=sys.argv[3], s3region=os.environ.get("AWS_REGION", "us-east-1"),
+               s3endpoint=os.environ["AWS_ENDPOINT_URL"], s3accesskey=os.environ["AWS_ACCESS_KEY_ID"],
+               s3secretkey=os.environ["AWS_SECRET_ACCESS_KEY"])
+ice = IceDBv3(part, ["payment_type", "trip_start_timestamp"], os.environ.get("AWS_REGION", "us-east-1"),
+              os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_ENDPOINT_URL"],
+              s3c, "bench", s3_use_path=True)
+started = time.perf_counter()
+ice.insert(rows)
+print(json.dumps({"seconds": time.perf_counter() - started}))
+'''
+
+
+def run_icedb(python, repo, parquet, target, runs, stamp):
+    bucket, _, prefix = target[len("s3://"):].partition("/")
+    runner = pathlib.Path(tempfile.mkdtemp()) / "icedb_runner.py"
+    runner.write_text(ICEDB_RUNNER)
+    secs = []
+    for run in range(runs):
+        p = subprocess.run([python, str(runner), repo, parquet, bucket, f"{prefix}/py-icedb-{stamp}-{run}".strip("/")],
+                           check=True, capture_output=True, text=True)
+        secs.append(json.loads(p.stdout.strip().splitlines()[-1])["seconds"])
+        print(f"  IceDB insert run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
+    return secs
+
+
+def run_queries(t, runs):
+    import duckdb
+
+    con = duckdb.connect()
+    files = [f["url"] for f in t.files()]
+    if files[0].startswith("s3://"):
+        o = s3_options()
+        con.execute("LOAD httpfs")
+        con.execute(f"""CREATE SECRET m (TYPE s3, KEY_ID '{o['access_key_id']}', SECRET '{o['secret_access_key']}',
+            ENDPOINT '{o['endpoint_url'].split('://')[1]}', URL_STYLE 'path', USE_SSL false, REGION '{o['region']}')""")
+    rel = "read_parquet([" + ", ".join("'" + f + "'" for f in files) + "], union_by_name = true)"
+    out = []
+    for q in QUERIES:
+        ours = [timed(lambda: t.sql(q["neve"].format(table=t.name))) for _ in range(runs)]
+        theirs = [timed(lambda: con.execute(q["duckdb"].format(table=rel)).fetch_arrow_table()) for _ in range(runs)]
+        out.append({"query": q["name"], "neve_s": median(ours), "duckdb_s": median(theirs),
+                    "neve_runs_s": ours, "duckdb_runs_s": theirs})
+        print(f"  {q['name']:<28} neve t.sql {median(ours) * 1000:8.1f} ms   DuckDB {median(theirs) * 1000:8.1f} ms   "
+              f"DuckDB/neve {median(theirs) / median(ours):.2f}x", file=sys.stderr)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--neve-bin", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--rows", default="1000000")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--icedb-python", default="")
+    ap.add_argument("--icedb-repo", default="")
+    ap.add_argument("--skip", default="", help="comma-separated peers to leave out (delta,iceberg,icedb,rust)")
+    a = ap.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    target = a.target.rstrip("/")
+    for rows in map(int, a.rows.split(",")):
+        tmp = tempfile.mkdtemp()
+        parquet = os.path.join(tmp, "taxi.parquet")
+        subprocess.run([a.neve_bin, "bench", "gen", parquet, "--rows", str(rows), "--seed", "1"], check=True,
+                       capture_output=True)
+        tbl = pq.read_table(parquet)
+        print(f"{rows:,} rows into {target}", file=sys.stderr)
+        result = {"rows": rows, "target": target, "runs": a.runs}
+        neve_runs, t = run_neve(target, tbl, a.runs, stamp)
+        result["neve_runs_s"] = neve_runs
+        peers = {}
+        if "rust" not in skip:
+            result["rust_runs_s"] = run_rust(a.neve_bin, target, rows, a.runs)
+        if "delta" not in skip:
+            peers["delta-rs"] = run_delta(target, tbl, a.runs, stamp)
+        if "iceberg" not in skip:
+            peers["pyiceberg"] = run_iceberg(target, tbl, a.runs, stamp)
+        if "icedb" not in skip and a.icedb_python and target.startswith("s3://"):
+            peers["IceDB"] = run_icedb(a.icedb_python, a.icedb_repo, parquet, target, a.runs, stamp)
+        result["peers_runs_s"] = peers
+        result["queries"] = run_queries(t, a.runs)
+        n = median(neve_runs)
+        print(f"  neve t.insert {n:.2f}s = {rows / n:,.0f} rows/s", file=sys.stderr)
+        if "rust_runs_s" in result:
+            r = median(result["rust_runs_s"])
+            print(f"  neve-core in Rust {r:.2f}s: the Python layer adds {100 * (n / r - 1):+.1f}%", file=sys.stderr)
+        for name, runs in peers.items():
+            print(f"  {name} {median(runs):.2f}s = {rows / median(runs):,.0f} rows/s; neve is {median(runs) / n:.2f}x faster",
+                  file=sys.stderr)
+        print(json.dumps(result))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

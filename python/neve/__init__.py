@@ -1,0 +1,309 @@
+"""neve: a serverless data lake engine on object storage, from Python.
+
+Tables are folders of partitioned, sorted Parquet plus a log, on a local disk or in S3
+(MinIO, ...). Arrow crosses between Python and neve without a copy (the Arrow PyCapsule
+interface); results are pyarrow objects. Every call releases the GIL while neve works.
+
+    import neve
+    t = neve.create_table("./lake/events", partition_by="day(ts)", sort_by=["user_id", "ts"])
+    t.insert(arrow_table)
+    t.sql("SELECT user_id, count(*) FROM events GROUP BY 1").to_pandas()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Union
+
+import pyarrow as pa
+
+from neve._neve import (  # noqa: F401  (re-exported)
+    ConflictError,
+    InternalError,
+    InvalidInputError,
+    NeveError,
+    NotFoundError,
+    SchemaError,
+    SqlError,
+    StorageError,
+    __version__,
+)
+from neve import _neve
+
+__all__ = [
+    "Table",
+    "create_table",
+    "sql",
+    "sql_stream",
+    "InsertReport",
+    "NeveError",
+    "InvalidInputError",
+    "SchemaError",
+    "SqlError",
+    "NotFoundError",
+    "ConflictError",
+    "StorageError",
+    "InternalError",
+    "connect",
+    "Client",
+    "AuthError",
+    "ServerBusyError",
+]
+
+AsOf = Union[int, str, None]
+
+
+@dataclass(frozen=True)
+class InsertReport:
+    """What an insert committed: the new `version`, `rows`, `files` written, `bytes`, and
+    `partitions` touched (`None` for `version` when there was nothing to insert)."""
+
+    version: Optional[int]
+    rows: int
+    files: int
+    bytes: int
+    partitions: int
+    raw: dict
+
+
+def _arrow_stream(data: Any) -> Any:
+    """Anything insertable as an object with `__arrow_c_stream__` (or a pyarrow reader)."""
+    if hasattr(data, "__arrow_c_stream__"):
+        return data
+    if isinstance(data, (pa.RecordBatchReader, pa.Table)):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, list):
+        # list[dict]: typed by pyarrow's inference, then by the table's rules.
+        return pa.Table.from_pylist(data)
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if module == "polars":
+        return data.to_arrow()
+    if module == "duckdb":
+        # A DuckDB relation (older DuckDB without the PyCapsule interface).
+        return data.arrow()
+    if hasattr(data, "to_arrow"):
+        return data.to_arrow()
+    raise TypeError(
+        "insert() takes a pyarrow Table, RecordBatch or RecordBatchReader, a pandas or polars "
+        "DataFrame, a DuckDB relation, a list of dicts, or any object with __arrow_c_stream__; "
+        f"got {type(data).__name__}"
+    )
+
+
+def _as_of(as_of: AsOf) -> Optional[str]:
+    return None if as_of is None else str(as_of)
+
+
+def _duration_ms(d: Union[str, int, float, None], name: str) -> Optional[int]:
+    """`"1h"`, `"30m"`, `"15s"`, `"250ms"` or seconds as a number."""
+    if d is None:
+        return None
+    if isinstance(d, (int, float)):
+        return int(d * 1000)
+    text = d.strip().lower()
+    for unit, ms in (("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)):
+        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
+            return int(float(text[: -len(unit)]) * ms)
+    raise InvalidInputError(f"{name}: '{d}' is not a duration (e.g. 1h, 30m, 15s, 250ms)")
+
+
+class Table:
+    """A neve table at `address`: a folder, `file:///abs/dir`, or `s3://bucket/prefix`.
+
+    `storage_options` override the `AWS_*` environment for S3: `endpoint_url`, `region`,
+    `access_key_id`, `secret_access_key`, `session_token`, `allow_http`, ... An unknown key
+    raises `InvalidInputError`. Opening a table that does not exist raises `NotFoundError`.
+    """
+
+    def __init__(self, address: Union[str, os.PathLike], storage_options: Optional[Mapping[str, str]] = None):
+        self._t = _neve.Table(os.fspath(address), _options(storage_options))
+        self._storage_options = dict(storage_options or {})
+
+    @classmethod
+    def _wrap(cls, inner: Any, storage_options: Optional[Mapping[str, str]]) -> "Table":
+        t = cls.__new__(cls)
+        t._t = inner
+        t._storage_options = dict(storage_options or {})
+        return t
+
+    @property
+    def address(self) -> str:
+        return self._t.address
+
+    @property
+    def name(self) -> str:
+        """The table's folder name: what `sql()` calls it."""
+        return self._t.address.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def version(self) -> int:
+        """The latest version (reads the log)."""
+        return self._t.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table's schema as a pyarrow schema."""
+        return self._t.schema
+
+    def __repr__(self) -> str:
+        return f"neve.Table({self.address!r})"
+
+    def insert(self, data: Any) -> InsertReport:
+        """Insert rows in one commit; returns an `InsertReport`.
+
+        `data` may be a pyarrow Table, RecordBatch or RecordBatchReader, a pandas or polars
+        DataFrame, a DuckDB relation, a list of dicts, or any object with
+        `__arrow_c_stream__`. New columns are added to the table's schema; a value that does
+        not fit its column raises `SchemaError` naming the row and column, and nothing is
+        committed. Several threads and processes may insert at once.
+        """
+        raw = json.loads(self._t._insert(_arrow_stream(data)))
+        return InsertReport(
+            version=raw.get("version"),
+            rows=raw.get("rows", 0),
+            files=raw.get("files", 0),
+            bytes=raw.get("bytes", 0),
+            partitions=raw.get("partitions", 0),
+            raw=raw,
+        )
+
+    def sql(self, query: str, as_of: AsOf = None) -> pa.Table:
+        """Run `query`, where this table is named by its folder name (`self.name`)."""
+        return _neve._sql(query, [(self.name, self._t)], _as_of(as_of))
+
+    def sql_stream(self, query: str, as_of: AsOf = None) -> pa.RecordBatchReader:
+        """Like `sql`, as a RecordBatchReader: batches are computed as they are read."""
+        return _neve._sql_stream(query, [(self.name, self._t)], _as_of(as_of))
+
+    def merge(
+        self,
+        min_files: Optional[int] = None,
+        target_file_size: Optional[int] = None,
+        partitions: Optional[Iterable[str]] = None,
+        max_input_bytes: Optional[int] = None,
+    ) -> dict:
+        """Merge small files (as `neve merge`); returns the merge report."""
+        return json.loads(
+            self._t._merge(
+                min_files,
+                target_file_size,
+                list(partitions) if partitions is not None else None,
+                max_input_bytes,
+            )
+        )
+
+    def gc(self, grace: Union[str, int, float] = "1h", retention: Union[str, int, float, None] = None, dry_run: bool = False) -> dict:
+        """Delete files no version within `retention` needs (as `neve gc`).
+
+        `grace` must outlast the longest insert in progress: an insert's files are unreferenced
+        until it commits."""
+        return json.loads(self._t._gc(_duration_ms(grace, "grace"), _duration_ms(retention, "retention"), dry_run))
+
+    def delete(self, predicate: str) -> dict:
+        """Delete the rows matching a SQL predicate, e.g. `"fare = 0"` (as `neve delete`)."""
+        return json.loads(self._t._delete(predicate))
+
+    def drop_partitions(self, partitions: Iterable[str]) -> dict:
+        """Drop whole partitions by folder name, e.g. `["d=2013-01"]`."""
+        return json.loads(self._t._drop_partitions(list(partitions)))
+
+    def alter(self, change: str) -> int:
+        """A schema or settings change as `neve alter` takes it, e.g. `"add column country string"`,
+        `"rename column tags to labels"`, `"set merge_min_files=4"`. Returns the new version."""
+        return self._t._alter(change.split())
+
+    def info(self, as_of: AsOf = None) -> dict:
+        """What `neve info --json` prints."""
+        return json.loads(self._t._info(_as_of(as_of)))
+
+    def history(self, limit: Optional[int] = None) -> list:
+        """The commits, oldest first (the last `limit`)."""
+        return json.loads(self._t._history(limit))
+
+    def files(self, as_of: AsOf = None) -> list:
+        """The alive data files of a version: path, url, partition values, rows, size."""
+        return json.loads(self._t._files(_as_of(as_of)))["files"]
+
+    def to_pyarrow_dataset(self, as_of: AsOf = None, filesystem=None):
+        """A `pyarrow.dataset.Dataset` of one version's files, for DuckDB, polars and pyarrow
+        to scan lazily. Each file carries the bounds the log knows of its columns, so a
+        filter skips files without opening them; row groups are pruned from the footers.
+
+        `filesystem` (a `pyarrow.fs.FileSystem`) replaces the one built from the table's
+        address and storage options. Tables whose older files hold renamed columns raise
+        `InvalidInputError`: pyarrow matches columns by name (use `sql`)."""
+        from neve import _dataset
+
+        return _dataset.build(self, _as_of(as_of), filesystem)
+
+
+def _options(storage_options: Optional[Mapping[str, str]]) -> Optional[dict]:
+    if storage_options is None:
+        return None
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in storage_options.items()}
+
+
+def create_table(
+    address: Union[str, os.PathLike],
+    partition_by: Optional[str] = None,
+    sort_by: Optional[Iterable[str]] = None,
+    schema: Optional[str] = None,
+    settings: Optional[Mapping[str, Any]] = None,
+    storage_options: Optional[Mapping[str, str]] = None,
+) -> Table:
+    """Create a table (as `neve create`) and return it.
+
+    `partition_by`: e.g. `"day(ts)"`, `"month(pickup) as d, identity(region)"`.
+    `sort_by`: the columns rows are sorted by inside each file.
+    `schema`: declared columns, e.g. `"id string not null, ts timestamp(UTC)"`; otherwise the
+    first insert sets it. `settings`: table settings, e.g. `{"merge_min_files": 4}`.
+    Raises `ConflictError` when a table is there already.
+    """
+    inner = _neve._create(
+        os.fspath(address),
+        partition_by,
+        list(sort_by) if sort_by is not None else None,
+        schema,
+        {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (settings or {}).items()},
+        _options(storage_options),
+    )
+    return Table._wrap(inner, storage_options)
+
+
+def _resolve(tables: Mapping[str, Union[str, os.PathLike, Table]], storage_options) -> list:
+    out = []
+    for name, t in tables.items():
+        if not isinstance(t, Table):
+            t = Table(t, storage_options)
+        out.append((name, t._t))
+    return out
+
+
+def sql(
+    query: str,
+    tables: Mapping[str, Union[str, os.PathLike, Table]],
+    as_of: AsOf = None,
+    storage_options: Optional[Mapping[str, str]] = None,
+) -> pa.Table:
+    """Run `query` over several tables, each named by its key in `tables` (an address or a
+    `Table`), all at their latest version or at `as_of` (a version or a timestamp)."""
+    return _neve._sql(query, _resolve(tables, storage_options), _as_of(as_of))
+
+
+def sql_stream(
+    query: str,
+    tables: Mapping[str, Union[str, os.PathLike, Table]],
+    as_of: AsOf = None,
+    storage_options: Optional[Mapping[str, str]] = None,
+) -> pa.RecordBatchReader:
+    """Like `sql`, as a RecordBatchReader with bounded memory."""
+    return _neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of))
+
+
+from neve._client import AuthError, Client, ServerBusyError, connect  # noqa: E402

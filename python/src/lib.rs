@@ -1,0 +1,452 @@
+//! `neve._neve`: the Rust half of the `neve` Python package. A thin layer over neve-core's
+//! public API: Arrow crosses through the C data and C stream interfaces (no copy), reports
+//! cross as the JSON the CLI prints, and the GIL is released while neve works.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::ffi_stream::ArrowArrayStreamReader;
+use arrow::pyarrow::{PyArrowType, Table as PaTable};
+use futures::StreamExt;
+use neve_core::gc::GcOptions;
+use neve_core::log::TableSettings;
+use neve_core::merge::MergeOptions;
+use neve_core::query::SendableRecordBatchStream;
+use neve_core::storage::StorageOptions;
+use neve_core::write::NoProgress;
+use neve_core::{AsOf, CreateOptions, Error, ErrorKind, InsertOptions, QueryEngine, Table};
+use pyo3::prelude::*;
+
+mod errors {
+    use pyo3::exceptions::PyException;
+    pyo3::create_exception!(neve, NeveError, PyException, "Base of every neve error.");
+    pyo3::create_exception!(
+        neve,
+        InvalidInputError,
+        NeveError,
+        "The input or request is wrong (the CLI exits 65, the server answers 400)."
+    );
+    pyo3::create_exception!(
+        neve,
+        SchemaError,
+        InvalidInputError,
+        "Rows or a schema change do not fit the table's schema."
+    );
+    pyo3::create_exception!(neve, SqlError, InvalidInputError, "A query is not valid.");
+    pyo3::create_exception!(
+        neve,
+        NotFoundError,
+        NeveError,
+        "A table, version, partition or file does not exist."
+    );
+    pyo3::create_exception!(
+        neve,
+        ConflictError,
+        NeveError,
+        "The table changed in a way that conflicts with the request."
+    );
+    pyo3::create_exception!(
+        neve,
+        StorageError,
+        NeveError,
+        "The store failed (network, permissions, disk)."
+    );
+    pyo3::create_exception!(neve, InternalError, NeveError, "A bug or a corrupt table.");
+}
+use errors::*;
+
+/// neve's error as the Python exception named for its kind, with the CLI's message.
+fn py_err(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match &e {
+        Error::SchemaConflict { .. }
+        | Error::NewColumnRejected { .. }
+        | Error::UnsupportedType { .. }
+        | Error::InvalidSchema { .. }
+        | Error::InvalidValue { .. }
+        | Error::UnsafeAlter { .. }
+        | Error::MissingPartitionColumn { .. } => SchemaError::new_err(msg),
+        Error::SqlSyntax { .. } | Error::InvalidQuery { .. } => SqlError::new_err(msg),
+        _ => match e.kind() {
+            ErrorKind::BadInput => InvalidInputError::new_err(msg),
+            ErrorKind::NotFound => NotFoundError::new_err(msg),
+            ErrorKind::Conflict => ConflictError::new_err(msg),
+            ErrorKind::Unavailable => StorageError::new_err(msg),
+            _ => InternalError::new_err(msg),
+        },
+    }
+}
+
+fn arrow_err(e: ArrowError) -> PyErr {
+    py_err(Error::from(e))
+}
+
+/// One runtime for the process: neve's I/O and query threads.
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("neve")
+        .build()
+        .expect("a tokio runtime")
+});
+
+/// Run `fut` to the end with the GIL released, so other Python threads go on meanwhile.
+fn run<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = neve_core::Result<T>> + Send,
+) -> PyResult<T> {
+    py.detach(|| RUNTIME.block_on(fut)).map_err(py_err)
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("reports serialize")
+}
+
+fn as_of(text: Option<&str>) -> PyResult<Option<AsOf>> {
+    text.map(|t| t.parse::<AsOf>().map_err(py_err)).transpose()
+}
+
+/// A neve table. Open one with `neve.Table(address)` or make one with `neve.create_table`.
+#[pyclass(name = "Table", module = "neve._neve", frozen)]
+struct PyTable {
+    table: Arc<Table>,
+    address: String,
+}
+
+#[pymethods]
+impl PyTable {
+    /// Open the table at `address` (a folder, `file://`, or `s3://bucket/prefix`).
+    #[new]
+    #[pyo3(signature = (address, storage_options = None))]
+    fn new(
+        py: Python<'_>,
+        address: &str,
+        storage_options: Option<StorageOptions>,
+    ) -> PyResult<Self> {
+        let table = Arc::new(
+            Table::at_with(address, &storage_options.unwrap_or_default()).map_err(py_err)?,
+        );
+        let t = table.clone();
+        run(py, async move { t.snapshot().await })?;
+        Ok(Self {
+            table,
+            address: address.to_string(),
+        })
+    }
+
+    #[getter]
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The latest version.
+    #[getter]
+    fn version(&self, py: Python<'_>) -> PyResult<u64> {
+        let t = self.table.clone();
+        run(py, async move { t.snapshot().await.map(|s| s.version) })
+    }
+
+    /// The table's schema as Arrow (latest version).
+    #[getter]
+    fn schema(&self, py: Python<'_>) -> PyResult<PyArrowType<arrow::datatypes::Schema>> {
+        let t = self.table.clone();
+        let meta = run(py, async move { t.metadata().await })?;
+        Ok(PyArrowType(meta.schema.to_arrow().as_ref().clone()))
+    }
+
+    /// Insert an Arrow stream in one commit; the JSON of the insert report.
+    fn _insert(
+        &self,
+        py: Python<'_>,
+        data: PyArrowType<ArrowArrayStreamReader>,
+    ) -> PyResult<String> {
+        let reader = data.0;
+        let schema = reader.schema();
+        // Read under the GIL: a stream made by Python code calls back into Python.
+        let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().map_err(arrow_err)?;
+        let t = self.table.clone();
+        let report = run(py, async move {
+            t.insert_batches(
+                schema,
+                batches,
+                &InsertOptions::default(),
+                Arc::new(NoProgress),
+            )
+            .await
+        })?;
+        Ok(json(&report))
+    }
+
+    #[pyo3(signature = (min_files = None, target_file_size = None, partitions = None, max_input_bytes = None))]
+    fn _merge(
+        &self,
+        py: Python<'_>,
+        min_files: Option<usize>,
+        target_file_size: Option<u64>,
+        partitions: Option<Vec<String>>,
+        max_input_bytes: Option<u64>,
+    ) -> PyResult<String> {
+        let mut opts = MergeOptions::default();
+        if let Some(n) = min_files {
+            opts.min_files = n;
+        }
+        if let Some(n) = target_file_size {
+            opts.target_file_size = n;
+        }
+        if let Some(n) = max_input_bytes {
+            opts.max_input_bytes = n;
+        }
+        opts.partitions = partitions.unwrap_or_default();
+        let t = self.table.clone();
+        let r = run(
+            py,
+            async move { t.merge(&opts, Arc::new(NoProgress)).await },
+        )?;
+        Ok(json(&r))
+    }
+
+    #[pyo3(signature = (grace_ms, retention_ms = None, dry_run = false))]
+    fn _gc(
+        &self,
+        py: Python<'_>,
+        grace_ms: i64,
+        retention_ms: Option<i64>,
+        dry_run: bool,
+    ) -> PyResult<String> {
+        let opts = GcOptions {
+            grace_ms,
+            retention_ms,
+            dry_run,
+        };
+        let t = self.table.clone();
+        Ok(json(&run(py, async move { t.gc(&opts).await })?))
+    }
+
+    fn _delete(&self, py: Python<'_>, predicate: String) -> PyResult<String> {
+        let t = self.table.clone();
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let r = run(py, async move {
+            t.delete(&predicate, cores, Arc::new(NoProgress)).await
+        })?;
+        Ok(json(&r))
+    }
+
+    fn _drop_partitions(&self, py: Python<'_>, partitions: Vec<String>) -> PyResult<String> {
+        let t = self.table.clone();
+        Ok(json(&run(py, async move {
+            t.drop_partitions(&partitions).await
+        })?))
+    }
+
+    fn _alter(&self, py: Python<'_>, change: Vec<String>) -> PyResult<u64> {
+        let op = neve_core::schema::AlterOp::parse(&change).map_err(py_err)?;
+        let t = self.table.clone();
+        run(py, async move { t.alter(&op).await })
+    }
+
+    #[pyo3(signature = (as_of = None))]
+    fn _info(&self, py: Python<'_>, as_of: Option<&str>) -> PyResult<String> {
+        let at = self::as_of(as_of)?.unwrap_or(AsOf::Latest);
+        let t = self.table.clone();
+        let s = run(py, async move { t.snapshot_as_of(at).await })?;
+        Ok(neve_core::describe::info(&self.address, &s).to_string())
+    }
+
+    #[pyo3(signature = (as_of = None))]
+    fn _files(&self, py: Python<'_>, as_of: Option<&str>) -> PyResult<String> {
+        let at = self::as_of(as_of)?.unwrap_or(AsOf::Latest);
+        let t = self.table.clone();
+        let s = run(py, async move { t.snapshot_as_of(at).await })?;
+        Ok(neve_core::describe::files(self.table.location(), &s).to_string())
+    }
+
+    #[pyo3(signature = (limit = None))]
+    fn _history(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
+        let t = self.table.clone();
+        let commits = run(py, async move { t.history(limit).await })?;
+        let lines: Vec<_> = commits.iter().map(neve_core::describe::commit).collect();
+        Ok(serde_json::Value::from(lines).to_string())
+    }
+
+    /// What a pyarrow dataset needs: the table schema, one row of statistics per file, the
+    /// format version and where the files are.
+    #[pyo3(signature = (as_of = None))]
+    fn _dataset(
+        &self,
+        py: Python<'_>,
+        as_of: Option<&str>,
+    ) -> PyResult<(
+        PyArrowType<arrow::datatypes::Schema>,
+        PyArrowType<RecordBatch>,
+        u32,
+        String,
+    )> {
+        let at = self::as_of(as_of)?.unwrap_or(AsOf::Latest);
+        let t = self.table.clone();
+        let s = run(py, async move { t.snapshot_as_of(at).await })?;
+        let loc = self.table.location();
+        let stats = neve_core::describe::file_stats(loc, &s).map_err(py_err)?;
+        let store = match &loc.kind {
+            neve_core::storage::StoreKind::Local { dir } => {
+                serde_json::json!({"kind": "local", "dir": dir})
+            }
+            neve_core::storage::StoreKind::S3 {
+                bucket,
+                prefix,
+                endpoint,
+                region,
+            } => {
+                serde_json::json!({"kind": "s3", "bucket": bucket, "prefix": prefix, "endpoint": endpoint, "region": region})
+            }
+            neve_core::storage::StoreKind::Memory => serde_json::json!({"kind": "memory"}),
+        };
+        Ok((
+            PyArrowType(s.metadata.schema.to_arrow().as_ref().clone()),
+            PyArrowType(stats),
+            s.protocol.format_version,
+            store.to_string(),
+        ))
+    }
+}
+
+/// Create a table; the JSON of its first snapshot's info.
+#[pyfunction]
+#[pyo3(signature = (address, partition_by = None, sort_by = None, schema = None, settings = None, storage_options = None))]
+fn _create(
+    py: Python<'_>,
+    address: &str,
+    partition_by: Option<&str>,
+    sort_by: Option<Vec<String>>,
+    schema: Option<&str>,
+    settings: Option<BTreeMap<String, String>>,
+    storage_options: Option<StorageOptions>,
+) -> PyResult<PyTable> {
+    let table =
+        Arc::new(Table::at_with(address, &storage_options.unwrap_or_default()).map_err(py_err)?);
+    let mut table_settings = TableSettings::default();
+    for (k, v) in settings.unwrap_or_default() {
+        table_settings.set(&k, &v).map_err(py_err)?;
+    }
+    let opts = CreateOptions {
+        partition_by: neve_core::partition::parse_spec(partition_by.unwrap_or(""))
+            .map_err(py_err)?,
+        sort_by: sort_by.unwrap_or_default(),
+        settings: table_settings,
+        schema: match schema {
+            Some(s) => neve_core::schema::parse_schema(s).map_err(py_err)?,
+            None => Default::default(),
+        },
+    };
+    let t = table.clone();
+    run(py, async move { t.create(opts).await })?;
+    Ok(PyTable {
+        table,
+        address: address.to_string(),
+    })
+}
+
+/// Register `tables` (name to table) in a fresh engine at `as_of`, and plan `query`.
+async fn plan(
+    query: String,
+    tables: Vec<(String, Arc<Table>)>,
+    as_of: Option<AsOf>,
+) -> neve_core::Result<SendableRecordBatchStream> {
+    let mut engine = QueryEngine::new();
+    for (name, table) in &tables {
+        engine.register_table(name, table, as_of).await?;
+    }
+    engine.stream(&query).await
+}
+
+fn tables_of(tables: Vec<(String, Py<PyTable>)>) -> Vec<(String, Arc<Table>)> {
+    tables
+        .into_iter()
+        .map(|(name, t)| (name, t.get().table.clone()))
+        .collect()
+}
+
+/// Run `query` over `tables` to the end: a pyarrow.Table.
+#[pyfunction]
+#[pyo3(signature = (query, tables, as_of = None))]
+fn _sql(
+    py: Python<'_>,
+    query: String,
+    tables: Vec<(String, Py<PyTable>)>,
+    as_of: Option<&str>,
+) -> PyResult<PyArrowType<PaTable>> {
+    let at = self::as_of(as_of)?;
+    let tables = tables_of(tables);
+    let (schema, batches) = run(py, async move {
+        let mut s = plan(query, tables, at).await?;
+        let schema = s.schema();
+        let mut batches = Vec::new();
+        while let Some(b) = s.next().await {
+            batches.push(b.map_err(neve_core::query::query_error)?);
+        }
+        Ok((schema, batches))
+    })?;
+    Ok(PyArrowType(
+        PaTable::try_new(batches, schema).map_err(arrow_err)?,
+    ))
+}
+
+/// Batches of a running query, computed as Python reads them.
+struct Batches {
+    schema: SchemaRef,
+    stream: SendableRecordBatchStream,
+}
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        // pyarrow releases the GIL while it waits for a batch.
+        RUNTIME
+            .block_on(self.stream.next())
+            .map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+    }
+}
+
+impl RecordBatchReader for Batches {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// Start `query` over `tables`: a pyarrow.RecordBatchReader, bounded memory.
+#[pyfunction]
+#[pyo3(signature = (query, tables, as_of = None))]
+fn _sql_stream(
+    py: Python<'_>,
+    query: String,
+    tables: Vec<(String, Py<PyTable>)>,
+    as_of: Option<&str>,
+) -> PyResult<PyArrowType<Box<dyn RecordBatchReader + Send>>> {
+    let at = self::as_of(as_of)?;
+    let tables = tables_of(tables);
+    let stream = run(py, async move { plan(query, tables, at).await })?;
+    let schema = stream.schema();
+    Ok(PyArrowType(Box::new(Batches { schema, stream })))
+}
+
+#[pymodule]
+fn _neve(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyTable>()?;
+    m.add_function(wrap_pyfunction!(_create, m)?)?;
+    m.add_function(wrap_pyfunction!(_sql, m)?)?;
+    m.add_function(wrap_pyfunction!(_sql_stream, m)?)?;
+    m.add("NeveError", py.get_type::<NeveError>())?;
+    m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
+    m.add("SchemaError", py.get_type::<SchemaError>())?;
+    m.add("SqlError", py.get_type::<SqlError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("ConflictError", py.get_type::<ConflictError>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
