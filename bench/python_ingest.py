@@ -183,7 +183,7 @@ def run_queries(t, runs):
     rel = "read_parquet([" + ", ".join("'" + f + "'" for f in files) + "], union_by_name = true)"
     out = []
     for q in QUERIES:
-        ours = [timed(lambda: t.sql(q["neve"].format(table=t.name))) for _ in range(runs)]
+        ours = [timed(lambda: t.sql(q["neve"].format(table='"' + t.name + '"'))) for _ in range(runs)]
         theirs = [timed(lambda: con.execute(q["duckdb"].format(table=rel)).fetch_arrow_table()) for _ in range(runs)]
         out.append({"query": q["name"], "neve_s": median(ours), "duckdb_s": median(theirs),
                     "neve_runs_s": ours, "duckdb_runs_s": theirs})
@@ -233,8 +233,8 @@ def main():
             r = median(result["rust_runs_s"])
             print(f"  neve-core in Rust {r:.2f}s: the Python layer adds {100 * (n / r - 1):+.1f}%", file=sys.stderr)
         for name, runs in peers.items():
-            print(f"  {name} {median(runs):.2f}s = {rows / median(runs):,.0f} rows/s; neve is {median(runs) / n:.2f}x faster",
-                  file=sys.stderr)
+            print(f"  {name} {median(runs):.2f}s = {rows / median(runs):,.0f} rows/s; neve rows/s / {name} rows/s = "
+                  f"{median(runs) / n:.2f}x", file=sys.stderr)
         print(json.dumps(result))
         shutil.rmtree(tmp, ignore_errors=True)
 

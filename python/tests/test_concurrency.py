@@ -1,6 +1,7 @@
 """Many Python processes and threads insert into one table at once: every row exactly once."""
 import multiprocessing as mp
 import threading
+import time
 
 import pyarrow as pa
 
@@ -51,3 +52,29 @@ def test_threads_insert_and_query_at_once(tmp_path):
         th.join()
     assert not errors, errors
     assert t.sql("SELECT count(DISTINCT id) AS d FROM t").column("d").to_pylist() == [2000]
+
+
+def test_python_threads_run_while_neve_works(tmp_path):
+    """Two threads' neve calls overlap in time: the GIL is released inside them. (Held, a
+    thread could not even read the clock before its call while the other was inside one, so
+    the intervals could never overlap.)"""
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pa.table({"k": pa.array(range(300_000), pa.int64()), "v": pa.array(range(300_000), pa.float64())}))
+    query = "SELECT k % 1000 AS g, sum(v) AS s, count(DISTINCT k) AS d FROM t GROUP BY 1 ORDER BY 1"
+    barrier = threading.Barrier(2)
+    spans = {0: [], 1: []}
+
+    def run(i):
+        for _ in range(3):
+            barrier.wait()
+            start = time.monotonic()
+            assert t.sql(query).num_rows == 1000
+            spans[i].append((start, time.monotonic()))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in zip(spans[0], spans[1])]
+    assert any(overlaps), spans
