@@ -6,6 +6,7 @@
 //! integer in the request's precision, the receive time when missing. Each measurement
 //! becomes one batch: its tags, its fields and `time`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -68,15 +69,15 @@ impl Precision {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Value {
+enum Value<'a> {
     Float(f64),
     Int(i64),
     UInt(u64),
-    Str(String),
+    Str(Cow<'a, str>),
     Bool(bool),
 }
 
-impl Value {
+impl Value<'_> {
     fn type_name(&self) -> &'static str {
         match self {
             Value::Float(_) => "float",
@@ -88,12 +89,12 @@ impl Value {
     }
 }
 
-/// One parsed line.
+/// One parsed line; names and strings borrow from the request unless they had escapes.
 #[derive(Debug, Clone, PartialEq)]
-struct Point {
-    measurement: String,
-    tags: Vec<(String, String)>,
-    fields: Vec<(String, Value)>,
+struct Point<'a> {
+    measurement: Cow<'a, str>,
+    tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    fields: Vec<(Cow<'a, str>, Value<'a>)>,
     time: Option<i64>,
 }
 
@@ -128,8 +129,11 @@ fn split_all(s: &str, sep: u8, quotes: bool) -> Vec<&str> {
 }
 
 /// Remove the backslashes before the characters `escaped` lists (others stay, as InfluxDB
-/// keeps them).
-fn unescape(s: &str, escaped: &[char]) -> String {
+/// keeps them). Without a backslash (nearly always) the text is borrowed, not copied.
+fn unescape<'a>(s: &'a str, escaped: &[char]) -> Cow<'a, str> {
+    if !s.contains('\\') {
+        return Cow::Borrowed(s);
+    }
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -144,10 +148,10 @@ fn unescape(s: &str, escaped: &[char]) -> String {
         }
         out.push(c);
     }
-    out
+    Cow::Owned(out)
 }
 
-fn parse_value(v: &str) -> Result<Value, String> {
+fn parse_value(v: &str) -> Result<Value<'_>, String> {
     if let Some(q) = v.strip_prefix('"') {
         let inner = q
             .strip_suffix('"')
@@ -182,7 +186,7 @@ fn parse_value(v: &str) -> Result<Value, String> {
     }
 }
 
-fn parse_line(line: &str) -> Result<Point, String> {
+fn parse_line(line: &str) -> Result<Point<'_>, String> {
     let (series, rest) = split_unescaped(line, b' ', false);
     let rest = rest.ok_or("expected a field set after the measurement")?;
     let rest = rest.trim_start_matches(' ');
@@ -247,9 +251,9 @@ pub fn parse(
     multiplier: i64,
     now_ns: i64,
 ) -> Result<Vec<Measurement>, LineError> {
-    struct Columns {
-        tags: BTreeMap<String, Vec<Option<String>>>,
-        fields: BTreeMap<String, (usize, Vec<Option<Value>>)>,
+    struct Columns<'a> {
+        tags: BTreeMap<String, Vec<Option<Cow<'a, str>>>>,
+        fields: BTreeMap<String, (usize, Vec<Option<Value<'a>>>)>,
         times: Vec<i64>,
     }
     let now = precision.of_ns(now_ns);
@@ -272,37 +276,46 @@ pub fn parse(
                 .ok_or_else(|| err(format!("timestamp {t} out of range")))?,
             None => now,
         };
-        let c = by.entry(p.measurement.clone()).or_insert_with(|| {
-            order.push(p.measurement.clone());
-            Columns {
-                tags: BTreeMap::new(),
-                fields: BTreeMap::new(),
-                times: Vec::new(),
-            }
-        });
+        // Names are looked up borrowed and copied only the first time they are seen.
+        if !by.contains_key(&*p.measurement) {
+            order.push(p.measurement.to_string());
+            by.insert(
+                p.measurement.to_string(),
+                Columns {
+                    tags: BTreeMap::new(),
+                    fields: BTreeMap::new(),
+                    times: Vec::new(),
+                },
+            );
+        }
+        let c = by.get_mut(&*p.measurement).expect("inserted above");
         let row = c.times.len();
         for (k, v) in p.tags {
-            if c.fields.contains_key(&k) || k == "time" {
+            if c.fields.contains_key(&*k) || k == "time" {
                 return Err(err(format!(
                     "'{k}' is a tag here but a field (or the time) elsewhere"
                 )));
             }
-            let col = c.tags.entry(k.clone()).or_insert_with(|| vec![None; row]);
+            if !c.tags.contains_key(&*k) {
+                c.tags.insert(k.to_string(), vec![None; row]);
+            }
+            let col = c.tags.get_mut(&*k).expect("inserted above");
             if col.len() > row {
                 return Err(err(format!("tag '{k}' appears twice")));
             }
             col.push(Some(v));
         }
         for (k, v) in p.fields {
-            if c.tags.contains_key(&k) || k == "time" {
+            if c.tags.contains_key(&*k) || k == "time" {
                 return Err(err(format!(
                     "'{k}' is a field here but a tag (or the time) elsewhere"
                 )));
             }
-            let (_, col) = c
-                .fields
-                .entry(k.clone())
-                .or_insert_with(|| (line_no as usize, vec![None; row]));
+            if !c.fields.contains_key(&*k) {
+                c.fields
+                    .insert(k.to_string(), (line_no as usize, vec![None; row]));
+            }
+            let (_, col) = c.fields.get_mut(&*k).expect("inserted above");
             if let Some(Some(prev)) = col.iter().rev().find(|x| x.is_some()) {
                 if std::mem::discriminant(prev) != std::mem::discriminant(&v) {
                     return Err(err(format!(
@@ -376,7 +389,7 @@ pub fn parse(
                     let mut b = StringBuilder::new();
                     col.iter().for_each(|v| {
                         b.append_option(match v {
-                            Some(Value::Str(f)) => Some(f.as_str()),
+                            Some(Value::Str(f)) => Some(f.as_ref()),
                             _ => None,
                         })
                     });
