@@ -150,6 +150,21 @@ async fn insert(
     (status, v)
 }
 
+/// A server's `/metrics` text.
+async fn metrics_text(c: &reqwest::Client, url: &str) -> String {
+    let r = c.get(format!("{url}/metrics")).send().await.unwrap();
+    r.text().await.unwrap()
+}
+
+/// The value of the first sample of `name` in `/metrics` text.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in\n{text}"))
+}
+
 /// (rows, distinct ids) of a table, through `neve sql`.
 fn counts(table: &str) -> (u64, u64) {
     let out = neve_ok(&[
@@ -220,23 +235,9 @@ async fn many_clients(servers: usize) {
             let r = c.get(format!("{url}/{probe}")).send().await.unwrap();
             assert_eq!(r.status(), 200, "{probe}");
         }
-        let text = c
-            .get(format!("{url}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let value = |name: &str| -> f64 {
-            text.lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{name} in\n{text}"))
-        };
-        counted += value("neve_commits_total") as u64;
-        assert!(value("neve_flush_seconds_count") >= 1.0);
+        let text = metrics_text(&c, url).await;
+        counted += metric(&text, "neve_commits_total") as u64;
+        assert!(metric(&text, "neve_flush_seconds_count") >= 1.0);
         assert!(
             text.contains("route=\"/v1/tables/{name}/insert\",status=\"200\""),
             "{text}"
@@ -778,20 +779,8 @@ async fn the_server_merges_small_files_in_the_background() {
     }
     assert!(merged, "small files merged: {}", info(&table));
     assert_eq!(counts(&table), (180, 180));
-    let metrics = client()
-        .get(format!("{}/metrics", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("neve_merges_total") && !l.ends_with(" 0")),
-        "{metrics}"
-    );
+    let metrics = metrics_text(&client(), &s.url).await;
+    assert!(metric(&metrics, "neve_merges_total") > 0.0, "{metrics}");
 }
 
 #[test]
@@ -950,20 +939,7 @@ async fn two_servers_merge_by_the_table_policy_while_ingesting() {
     );
     let mut merges = 0.0;
     for s in &servers {
-        let text = c
-            .get(format!("{}/metrics", s.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        merges += text
-            .lines()
-            .find(|l| l.starts_with("neve_merges_total"))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap();
+        merges += metric(&metrics_text(&c, &s.url).await, "neve_merges_total");
     }
     assert!(merges >= 2.0, "{merges} merges");
 }
