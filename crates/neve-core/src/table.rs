@@ -447,6 +447,9 @@ impl Table {
             schema: merged.clone(),
             ..meta.clone()
         };
+        // When the first file is written: gc may delete files no snapshot references once
+        // they are older than its grace, and until the commit these are such files.
+        let started_ms = self.clock.now_millis();
         let committer = self.committer.clone();
         let new_id: Arc<dyn Fn() -> String + Send + Sync> =
             Arc::new(move || committer.new_id().to_string());
@@ -511,6 +514,20 @@ impl Table {
         let result = self
             .committer
             .commit_requests(&mut snapshot, "INSERT", &opts.requests, |snap| {
+                // Past half the table's gc grace, a cleaner may already have taken the files:
+                // refuse rather than commit references to files that may be gone.
+                if let Some(grace) = snap.metadata.settings.gc_grace_seconds {
+                    let age_ms = self.clock.now_millis() - started_ms;
+                    if age_ms > grace as i64 * 1000 / 2 {
+                        return Err(Error::CommitConflict {
+                            version: snap.version,
+                            reason: format!(
+                                "this insert's files were written {:.1}s ago, over half the table's gc_grace ({grace}s), so gc may have deleted them; nothing was committed, insert again",
+                                age_ms as f64 / 1000.0
+                            ),
+                        });
+                    }
+                }
                 if snap.metadata.partition_by != meta.partition_by {
                     return Err(Error::CommitConflict {
                         version: snap.version,

@@ -503,3 +503,54 @@ fn maintenance_settings_parse_unset_and_stay_out_of_the_log_until_set() {
         );
     }
 }
+
+/// A clock that moves `step_ms` forward each time it is read: an insert that takes long.
+#[derive(Debug)]
+struct SlowClock {
+    now: std::sync::atomic::AtomicI64,
+    step_ms: i64,
+}
+
+impl crate::clock::Clock for SlowClock {
+    fn now_millis(&self) -> i64 {
+        self.now
+            .fetch_add(self.step_ms, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn an_insert_older_than_half_the_gc_grace_is_not_committed() {
+    let clock = Arc::new(SlowClock {
+        now: std::sync::atomic::AtomicI64::new(T0),
+        step_ms: 10_000,
+    });
+    let t = TableBuilder::new(TableLocation::memory("t"))
+        .with_clock(clock)
+        .with_seed(7)
+        .build();
+    let mut settings = TableSettings::default();
+    settings.set("gc_grace", "1h").unwrap();
+    t.create(CreateOptions {
+        settings,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Within half the grace: committed.
+    assert_eq!(insert(&t, &[1, 2], "eu").await.version, Some(1));
+    // A grace shorter than the insert took: refused, nothing committed.
+    t.alter(&crate::schema::AlterOp::parse(&["set".into(), "gc_grace=15s".into()]).unwrap())
+        .await
+        .unwrap();
+    let before = t.snapshot().await.unwrap();
+    let (s, b) = batch(&[3], "eu");
+    let e = t
+        .insert_batches(s, vec![b], &InsertOptions::default(), Arc::new(NoProgress))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("gc_grace"), "{e}");
+    assert_eq!(e.kind(), crate::ErrorKind::Conflict);
+    let after = t.snapshot().await.unwrap();
+    assert_eq!(after.version, before.version);
+    assert_eq!(after.rows(), 2);
+}
