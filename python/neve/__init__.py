@@ -243,10 +243,13 @@ class Table:
         return _dataset.build(self, _as_of(as_of), filesystem)
 
 
+def _text_map(mapping: Optional[Mapping[str, Any]]) -> dict:
+    """Settings and options as neve reads them: text, booleans as `true`/`false`."""
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (mapping or {}).items()}
+
+
 def _options(storage_options: Optional[Mapping[str, str]]) -> Optional[dict]:
-    if storage_options is None:
-        return None
-    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in storage_options.items()}
+    return None if storage_options is None else _text_map(storage_options)
 
 
 def create_table(
@@ -270,7 +273,7 @@ def create_table(
         partition_by,
         list(sort_by) if sort_by is not None else None,
         schema,
-        {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (settings or {}).items()},
+        _text_map(settings),
         _options(storage_options),
     )
     return Table._wrap(inner, storage_options)

@@ -117,7 +117,9 @@ class Client:
         if schema:
             spec["schema"] = schema
         if settings:
-            spec["settings"] = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items()}
+            from neve import _text_map
+
+            spec["settings"] = _text_map(settings)
         return self._call("PUT", f"/v1/tables/{urllib.parse.quote(name, safe='/')}", json.dumps(spec).encode(),
                           {"Content-Type": "application/json"})
 

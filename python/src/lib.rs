@@ -313,7 +313,7 @@ impl PyTable {
     }
 }
 
-/// Create a table; the JSON of its first snapshot's info.
+/// Create a table and open it.
 #[pyfunction]
 #[pyo3(signature = (address, partition_by = None, sort_by = None, schema = None, settings = None, storage_options = None))]
 fn _create(

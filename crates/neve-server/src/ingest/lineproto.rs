@@ -290,32 +290,41 @@ pub fn parse(
         }
         let c = by.get_mut(&*p.measurement).expect("inserted above");
         let row = c.times.len();
+        // A known name is found with one lookup; the clash checks run when a name is new (a
+        // name enters one map only after they pass, so it is never in both).
         for (k, v) in p.tags {
-            if c.fields.contains_key(&*k) || k == "time" {
-                return Err(err(format!(
-                    "'{k}' is a tag here but a field (or the time) elsewhere"
-                )));
-            }
-            if !c.tags.contains_key(&*k) {
-                c.tags.insert(k.to_string(), vec![None; row]);
-            }
-            let col = c.tags.get_mut(&*k).expect("inserted above");
+            let col = match c.tags.get_mut(&*k) {
+                Some(col) => col,
+                None => {
+                    if c.fields.contains_key(&*k) || k == "time" {
+                        return Err(err(format!(
+                            "'{k}' is a tag here but a field (or the time) elsewhere"
+                        )));
+                    }
+                    c.tags
+                        .entry(k.to_string())
+                        .or_insert_with(|| vec![None; row])
+                }
+            };
             if col.len() > row {
                 return Err(err(format!("tag '{k}' appears twice")));
             }
             col.push(Some(v));
         }
         for (k, v) in p.fields {
-            if c.tags.contains_key(&*k) || k == "time" {
-                return Err(err(format!(
-                    "'{k}' is a field here but a tag (or the time) elsewhere"
-                )));
-            }
-            if !c.fields.contains_key(&*k) {
-                c.fields
-                    .insert(k.to_string(), (line_no as usize, vec![None; row]));
-            }
-            let (_, col) = c.fields.get_mut(&*k).expect("inserted above");
+            let (_, col) = match c.fields.get_mut(&*k) {
+                Some(entry) => entry,
+                None => {
+                    if c.tags.contains_key(&*k) || k == "time" {
+                        return Err(err(format!(
+                            "'{k}' is a field here but a tag (or the time) elsewhere"
+                        )));
+                    }
+                    c.fields
+                        .entry(k.to_string())
+                        .or_insert_with(|| (line_no as usize, vec![None; row]))
+                }
+            };
             if let Some(Some(prev)) = col.iter().rev().find(|x| x.is_some()) {
                 if std::mem::discriminant(prev) != std::mem::discriminant(&v) {
                     return Err(err(format!(
