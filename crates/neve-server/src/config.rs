@@ -23,6 +23,8 @@ pub struct ServerConfig {
     /// The admin token of the single tenant when `tenants` is empty (`--token`, `NEVE_TOKEN`).
     #[serde(skip_serializing)]
     pub admin_token: Option<String>,
+    /// `neve proxy`'s section of the shared file (read by the proxy, see docs/PROXY.md).
+    pub proxy: neve_proxy::ProxySettings,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +36,7 @@ impl Default for ServerConfig {
             maintenance: Default::default(),
             tenants: Vec::new(),
             admin_token: None,
+            proxy: Default::default(),
         }
     }
 }
@@ -90,6 +93,9 @@ pub struct TenantConfig {
     pub prefix: Option<String>,
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
+    /// S3 keys of `neve proxy` (or `neve serve --s3-listen`); see docs/PROXY.md.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_keys: Vec<neve_proxy::AccessKeyConfig>,
 }
 
 /// A token, stored as the hex SHA-256 of its text (`neve serve hash-token` prints it).

@@ -49,6 +49,9 @@ pub enum Command {
     /// Run the ingest server: HTTP inserts with group commit, idempotent retries, tenants,
     /// Prometheus metrics (docs/SERVER.md).
     Serve(ServeArgs),
+    /// Serve each tenant's tables as read-only S3 buckets of their alive files, for DuckDB,
+    /// ClickHouse, Spark and any S3 client (docs/PROXY.md).
+    Proxy(ProxyArgs),
     /// Print the SHA-256 of a token, as the server's config stores it.
     HashToken(HashTokenArgs),
     /// Run only the maintenance loop (merge and gc of every table), for dedicated workers.
@@ -113,8 +116,45 @@ pub struct ServeArgs {
     /// Leave merging and gc to dedicated workers (`neve maintain`).
     #[arg(long)]
     pub no_maintenance: bool,
+    /// Also serve the tables as S3 buckets on this address (`neve proxy` in the same process,
+    /// with the keys of the config's tenants or of --access-key-id).
+    #[arg(long)]
+    pub s3_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub s3_key: ProxyKeyArgs,
     #[command(flatten)]
     pub policy: MaintenanceArgs,
+}
+
+/// The single S3 key pair of a proxy without tenants.
+#[derive(Debug, Args, Clone)]
+pub struct ProxyKeyArgs {
+    /// The access key id that reads every table of the warehouse (without tenants in the
+    /// config).
+    #[arg(long, env = "NEVE_PROXY_ACCESS_KEY_ID")]
+    pub access_key_id: Option<String>,
+    /// Its secret.
+    #[arg(long, env = "NEVE_PROXY_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub secret_access_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Where tables live: a local folder or s3://bucket/prefix (overrides the config file).
+    #[arg(long)]
+    pub warehouse: Option<String>,
+    /// Address to listen on (default 127.0.0.1:9300; port 0: any free port).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The TOML config shared with `neve serve` (tenants with `access_keys`, `[proxy]`).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub key: ProxyKeyArgs,
+    /// A listing re-reads its table's log tail when the snapshot in memory is older than
+    /// this (default 0s: always).
+    #[arg(long)]
+    pub refresh_interval: Option<humantime::Duration>,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,8 @@ pub enum CliError {
     /// The server could not start or stopped with an error.
     #[error(transparent)]
     Server(#[from] neve_server::Error),
+    #[error(transparent)]
+    Proxy(#[from] neve_proxy::Error),
 }
 
 impl CliError {
@@ -31,6 +33,9 @@ impl CliError {
             CliError::Server(neve_server::Error::Table(e)) => e.exit_code(),
             CliError::Server(neve_server::Error::InvalidConfig { .. }) => 78,
             CliError::Server(_) => 71,
+            CliError::Proxy(neve_proxy::Error::Table(e)) => e.exit_code(),
+            CliError::Proxy(neve_proxy::Error::InvalidConfig { .. }) => 78,
+            CliError::Proxy(_) => 71,
         }
     }
 }

@@ -277,6 +277,55 @@ impl TableLocation {
         p
     }
 
+    /// The location of a folder under this one (a table of a warehouse), on the same store:
+    /// a process serving many tables keeps one client and its connection pool.
+    pub fn sub(&self, relative: &str) -> TableLocation {
+        let relative = relative.trim_matches('/');
+        let kind = match &self.kind {
+            StoreKind::Local { dir } => StoreKind::Local {
+                dir: dir.join(relative),
+            },
+            k => k.clone(),
+        };
+        TableLocation {
+            store: self.store.clone(),
+            root: self.child(relative),
+            kind,
+            display: format!("{}/{relative}", self.display.trim_end_matches('/')),
+        }
+    }
+
+    /// The tables under this folder, as paths relative to it: folders holding a `_log/`, found
+    /// down to `max_depth` folders deep (1: `ns/table`). Folders starting with `_` and Hive
+    /// partition folders (`k=v`) are not entered.
+    pub async fn find_tables(&self, max_depth: usize) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut folders = vec![(String::new(), 0usize)];
+        while let Some((folder, depth)) = folders.pop() {
+            let listing = self
+                .store
+                .list_with_delimiter(Some(&self.child(&folder)))
+                .await?;
+            for p in listing.common_prefixes {
+                let Some(name) = p.filename() else { continue };
+                if name == "_log" {
+                    if !folder.is_empty() {
+                        out.push(folder.clone());
+                    }
+                } else if depth < max_depth + 1 && !name.starts_with('_') && !name.contains('=') {
+                    let sub = if folder.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{folder}/{name}")
+                    };
+                    folders.push((sub, depth + 1));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// An address external engines can read a table-relative file at
     /// (`s3://bucket/key` or an absolute local path).
     pub fn file_url(&self, relative: &str) -> String {

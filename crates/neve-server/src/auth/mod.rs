@@ -174,6 +174,7 @@ mod tests {
                         sha256: hash_token("ta"),
                         role: Role::Write,
                     }],
+                    access_keys: Vec::new(),
                 },
                 TenantConfig {
                     name: "b".into(),
@@ -182,6 +183,7 @@ mod tests {
                         sha256: hash_token("tb").to_uppercase(),
                         role: Role::Read,
                     }],
+                    access_keys: Vec::new(),
                 },
             ],
             ..Default::default()

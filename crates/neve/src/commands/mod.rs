@@ -32,6 +32,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Quickstart(a) => crate::bench::quickstart(a).await,
         Command::Bench(b) => crate::bench::run(b).await,
         Command::Serve(a) => serve::run(a).await,
+        Command::Proxy(a) => serve::proxy(a).await,
         Command::HashToken(a) => serve::hash_token(a),
         Command::Maintain(a) => serve::maintain(a).await,
     }

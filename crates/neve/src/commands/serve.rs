@@ -4,7 +4,9 @@ use std::io::Read;
 
 use neve_server::{Server, ServerConfig};
 
-use crate::cli::{HashTokenArgs, MaintainArgs, MaintenanceArgs, ServeArgs};
+use crate::cli::{
+    HashTokenArgs, MaintainArgs, MaintenanceArgs, ProxyArgs, ProxyKeyArgs, ServeArgs,
+};
 use crate::error::{CliError, Result};
 
 fn read_config(path: Option<&std::path::Path>) -> Result<ServerConfig> {
@@ -89,11 +91,88 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(b) = a.max_body_bytes {
         config.ingest.max_body_bytes = b.as_u64();
     }
+    let proxy = match a.s3_listen {
+        Some(listen) => {
+            let mut p = proxy_config(
+                a.config.as_deref(),
+                Some(config.warehouse.clone()),
+                &a.s3_key,
+            )?;
+            p.settings.listen = listen;
+            Some(neve_proxy::Proxy::bind(p).await?)
+        }
+        None => None,
+    };
     let server = Server::bind(config.clone()).await?;
     // One line on stdout, for scripts and tests that start the server on port 0.
     println!("neve serve listening on http://{}", server.local_addr());
     tracing::info!(warehouse = %config.warehouse, listen = %server.local_addr(), "serving");
-    server.run(shutdown_signal()).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let proxy_task = proxy.map(|p| {
+        println!("neve proxy listening on http://{}", p.local_addr());
+        let mut rx = stop_rx.clone();
+        tokio::spawn(p.run(async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }))
+    });
+    server
+        .run(async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        })
+        .await?;
+    if let Some(t) = proxy_task {
+        t.await
+            .map_err(|e| CliError::Usage(format!("proxy task: {e}")))??;
+    }
+    Ok(())
+}
+
+/// The proxy's settings: the shared config file (if any), then flags.
+fn proxy_config(
+    path: Option<&std::path::Path>,
+    warehouse: Option<String>,
+    key: &ProxyKeyArgs,
+) -> Result<neve_proxy::ProxyConfig> {
+    let mut config = match path {
+        Some(path) => neve_proxy::ProxyConfig::from_toml(&std::fs::read_to_string(path)?)?,
+        None => neve_proxy::ProxyConfig::new(""),
+    };
+    if let Some(w) = warehouse.filter(|w| !w.is_empty()) {
+        config.warehouse = w;
+    }
+    match (&key.access_key_id, &key.secret_access_key) {
+        (Some(id), Some(secret)) => {
+            config.single_key = Some(neve_proxy::AccessKeyConfig {
+                id: id.clone(),
+                secret: Some(secret.clone()),
+                secret_env: None,
+                buckets: None,
+            })
+        }
+        (None, None) => {}
+        _ => {
+            return Err(CliError::Usage(
+                "give both --access-key-id and --secret-access-key (or neither)".into(),
+            ))
+        }
+    }
+    Ok(config)
+}
+
+/// `neve proxy`: the S3 API over the warehouse's tables.
+pub async fn proxy(a: ProxyArgs) -> Result<()> {
+    let mut config = proxy_config(a.config.as_deref(), a.warehouse, &a.key)?;
+    if let Some(l) = a.listen {
+        config.settings.listen = l;
+    }
+    if let Some(d) = a.refresh_interval {
+        config.settings.refresh_interval = d.into();
+    }
+    let proxy = neve_proxy::Proxy::bind(config.clone()).await?;
+    println!("neve proxy listening on http://{}", proxy.local_addr());
+    tracing::info!(warehouse = %config.warehouse, listen = %proxy.local_addr(), "serving S3");
+    proxy.run(shutdown_signal()).await?;
     Ok(())
 }
 

@@ -1,0 +1,224 @@
+//! Who may read what. s3s checks the SigV4 signature (header or presigned URL, clock skew at
+//! most 15 minutes) against the secret [`Keys`] gives it; [`Access`] then refuses, before any
+//! operation runs, everything the proxy does not serve: anonymous and SigV2 requests,
+//! signatures that leave `Host` unsigned, presigned URLs valid for over 7 days, writes, buckets
+//! the key may not read, and keys that try to leave their bucket. The bucket and key it checks
+//! are the ones the operation then uses (decoded once, by s3s, before both).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::{s3_error, S3Result};
+
+use crate::buckets;
+use crate::config::ProxyConfig;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// Longest validity of a presigned URL, as in AWS.
+pub const MAX_PRESIGNED_EXPIRY_SECS: u64 = 7 * 24 * 3600;
+
+/// One access key: whose it is and what it may read.
+#[derive(Debug)]
+pub struct KeyInfo {
+    pub id: String,
+    secret: String,
+    /// The tenant's folder relative to the warehouse; empty for the whole warehouse.
+    pub prefix: String,
+    /// Bucket names (without pins) it may read; `None`: all of the tenant's.
+    buckets: Option<HashSet<String>>,
+}
+
+impl KeyInfo {
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    pub fn may_read(&self, bucket_base: &str) -> bool {
+        self.buckets
+            .as_ref()
+            .is_none_or(|b| b.contains(bucket_base))
+    }
+
+    /// A table's folder relative to the warehouse.
+    pub fn table_path(&self, table: &str) -> String {
+        if self.prefix.is_empty() {
+            table.to_string()
+        } else {
+            format!("{}/{table}", self.prefix)
+        }
+    }
+}
+
+/// The access keys, by id.
+#[derive(Debug, Default)]
+pub struct Keys {
+    by_id: HashMap<String, Arc<KeyInfo>>,
+}
+
+impl Keys {
+    pub fn new(config: &ProxyConfig) -> Result<Self> {
+        let mut by_id = HashMap::new();
+        let mut add = |k: &crate::config::AccessKeyConfig, prefix: &str| -> Result<()> {
+            let buckets = k
+                .buckets
+                .as_ref()
+                .filter(|b| !b.iter().any(|n| n == "*"))
+                .map(|b| b.iter().cloned().collect());
+            by_id.insert(
+                k.id.clone(),
+                Arc::new(KeyInfo {
+                    id: k.id.clone(),
+                    secret: k.resolve_secret()?,
+                    prefix: prefix.to_string(),
+                    buckets,
+                }),
+            );
+            Ok(())
+        };
+        if let Some(k) = &config.single_key {
+            add(k, "")?;
+        }
+        for t in &config.tenants {
+            for k in &t.access_keys {
+                add(k, t.prefix.trim_matches('/'))?;
+            }
+        }
+        Ok(Self { by_id })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<KeyInfo>> {
+        self.by_id.get(id)
+    }
+
+    /// The key a verified request was signed with.
+    pub fn caller(&self, credentials: Option<&s3s::auth::Credentials>) -> Result<Arc<KeyInfo>> {
+        credentials
+            .and_then(|c| self.by_id.get(&c.access_key))
+            .cloned()
+            .ok_or_else(|| Error::AccessDenied {
+                reason: "the request is not signed with a known key".into(),
+            })
+    }
+}
+
+/// Gives s3s the secret to check a signature with.
+pub struct KeyStore(pub Arc<Keys>);
+
+#[async_trait::async_trait]
+impl S3Auth for KeyStore {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        match self.0.by_id.get(access_key) {
+            Some(k) => Ok(SecretKey::from(k.secret.as_str())),
+            None => Err(s3_error!(
+                InvalidAccessKeyId,
+                "The access key id you provided does not exist."
+            )),
+        }
+    }
+}
+
+/// The policy checks, run on every request after its signature was checked.
+pub struct Access {
+    pub keys: Arc<Keys>,
+    pub metrics: Arc<Metrics>,
+}
+
+#[async_trait::async_trait]
+impl S3Access for Access {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let op = cx.s3_op().name().to_string();
+        let result = self.decide(cx);
+        if let Err(e) = &result {
+            self.metrics.refused(&op);
+            tracing::info!(op, uri = %cx.uri(), error = %e, "refused");
+        }
+        result.map_err(Into::into)
+    }
+}
+
+impl Access {
+    fn decide(&self, cx: &S3AccessContext<'_>) -> Result<()> {
+        let deny = |reason: &str| {
+            Err(Error::AccessDenied {
+                reason: reason.to_string(),
+            })
+        };
+        let headers = cx.headers();
+        let query = cx.uri().query().unwrap_or("");
+        let params: Vec<(String, String)> = url_pairs(query);
+        let param = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        let authorization = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if authorization.starts_with("AWS ") || param("Signature").is_some() {
+            return deny("Signature Version 2 is not accepted; sign with SigV4");
+        }
+        let Some(creds) = cx.credentials() else {
+            return deny("anonymous requests are not accepted; sign with SigV4");
+        };
+        let Some(key) = self.keys.get(&creds.access_key) else {
+            return deny("unknown access key");
+        };
+        let signed_headers = match param("X-Amz-SignedHeaders") {
+            Some(h) => h.to_string(),
+            None => authorization
+                .split(',')
+                .find_map(|p| p.trim().strip_prefix("SignedHeaders="))
+                .unwrap_or("")
+                .to_string(),
+        };
+        if !signed_headers.split(';').any(|h| h == "host") {
+            return deny("the signature must cover the Host header");
+        }
+        if let Some(expires) = param("X-Amz-Expires") {
+            match expires.parse::<u64>() {
+                Ok(s) if s <= MAX_PRESIGNED_EXPIRY_SECS => {}
+                _ => return deny("a presigned URL may be valid for at most 7 days"),
+            }
+        }
+        let method = cx.method();
+        if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
+            return deny("the proxy is read-only");
+        }
+        if headers
+            .get("x-amz-content-sha256")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("STREAMING-"))
+        {
+            return deny("streaming payloads are not accepted by a read-only proxy");
+        }
+        let path = cx.s3_path();
+        if let Some(bucket) = path.get_bucket_name() {
+            let Some(b) = buckets::parse(bucket) else {
+                return Err(Error::NoSuchBucket {
+                    bucket: bucket.to_string(),
+                });
+            };
+            if !key.may_read(&b.base) {
+                return Err(Error::AccessDenied {
+                    reason: format!("key '{}' may not read bucket '{}'", key.id, b.base),
+                });
+            }
+        }
+        if let Some(k) = path.get_object_key() {
+            buckets::check_key(k)?;
+        }
+        Ok(())
+    }
+}
+
+/// The query string's pairs, decoded.
+fn url_pairs(query: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}

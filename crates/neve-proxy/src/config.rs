@@ -1,0 +1,259 @@
+//! Settings: the same TOML file as `neve serve` (its `warehouse`, its `[[tenants]]` with their
+//! `access_keys`, and a `[proxy]` section), overridden by flags. Plain serde data.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Everything `neve proxy` is told.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Where tables live: a local folder or `s3://bucket/prefix`.
+    pub warehouse: String,
+    pub settings: ProxySettings,
+    /// Who may read what. Empty: one tenant, the whole warehouse, read by `single_key`.
+    pub tenants: Vec<TenantKeys>,
+    /// The one key pair of the no-config mode (`--access-key-id`, `--secret-access-key`).
+    pub single_key: Option<AccessKeyConfig>,
+}
+
+/// The `[proxy]` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxySettings {
+    pub listen: SocketAddr,
+    /// A listing reads the log's tail when its table's snapshot is older than this; `0s`
+    /// (the default) means every listing sees the latest commit.
+    #[serde(with = "duration_text")]
+    pub refresh_interval: Duration,
+    /// How long files removed by a merge or delete stay readable through the proxy after the
+    /// commit that removed them: at most gc's grace, after which gc may delete them.
+    #[serde(with = "duration_text")]
+    pub removed_files_readable: Duration,
+    /// Region reported by GetBucketLocation and expected in signatures' scope.
+    pub region: String,
+}
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9300".parse().expect("an address"),
+            refresh_interval: Duration::ZERO,
+            removed_files_readable: Duration::from_secs(3600),
+            region: "us-east-1".into(),
+        }
+    }
+}
+
+/// One S3 access key. The secret is needed in plain text to check SigV4 signatures (an HMAC
+/// over the request), so it can come from the environment instead of the file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessKeyConfig {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The name of an environment variable holding the secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// The tenant's buckets this key may read; absent or `["*"]`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<Vec<String>>,
+}
+
+impl AccessKeyConfig {
+    /// The secret, from the file or the environment.
+    pub fn resolve_secret(&self) -> Result<String> {
+        match (&self.secret, &self.secret_env) {
+            (Some(s), None) => Ok(s.clone()),
+            (None, Some(var)) => std::env::var(var).map_err(|_| Error::InvalidConfig {
+                reason: format!(
+                    "access key '{}': environment variable {var} is not set",
+                    self.id
+                ),
+            }),
+            _ => Err(Error::InvalidConfig {
+                reason: format!(
+                    "access key '{}': give exactly one of secret and secret_env",
+                    self.id
+                ),
+            }),
+        }
+    }
+}
+
+/// A tenant as the proxy sees it: its folder and its S3 keys.
+#[derive(Debug, Clone)]
+pub struct TenantKeys {
+    pub name: String,
+    pub prefix: String,
+    pub access_keys: Vec<AccessKeyConfig>,
+}
+
+/// The file, read leniently: the keys `neve serve` uses are its business.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SharedFile {
+    warehouse: Option<String>,
+    proxy: ProxySettings,
+    tenants: Vec<SharedTenant>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SharedTenant {
+    name: String,
+    #[serde(default)]
+    prefix: Option<String>,
+    #[serde(default)]
+    access_keys: Vec<AccessKeyConfig>,
+}
+
+impl ProxyConfig {
+    /// Read the shared TOML file. `warehouse` may be left to a flag.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let f: SharedFile = toml::from_str(text).map_err(|e| Error::InvalidConfig {
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            warehouse: f.warehouse.unwrap_or_default(),
+            settings: f.proxy,
+            tenants: f
+                .tenants
+                .into_iter()
+                .map(|t| TenantKeys {
+                    prefix: t.prefix.unwrap_or_else(|| t.name.clone()),
+                    name: t.name,
+                    access_keys: t.access_keys,
+                })
+                .collect(),
+            single_key: None,
+        })
+    }
+
+    /// Settings for one warehouse and no file.
+    pub fn new(warehouse: impl Into<String>) -> Self {
+        Self {
+            warehouse: warehouse.into(),
+            settings: ProxySettings::default(),
+            tenants: Vec::new(),
+            single_key: None,
+        }
+    }
+
+    /// Refuse settings that cannot work, with the reason.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidConfig { reason });
+        if self.warehouse.is_empty() {
+            return bad("no warehouse: give --warehouse or `warehouse` in the file".into());
+        }
+        if self.tenants.is_empty() && self.single_key.is_none() {
+            return bad("no access keys: give --access-key-id and --secret-access-key (or NEVE_PROXY_ACCESS_KEY_ID and NEVE_PROXY_SECRET_ACCESS_KEY), or tenants with access_keys in the config file; the proxy never serves anonymous requests".into());
+        }
+        if !self.tenants.is_empty() && self.single_key.is_some() {
+            return bad(
+                "--access-key-id applies only without tenants in the config file; give the keys in the tenants' access_keys".into(),
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        let keys = self
+            .tenants
+            .iter()
+            .flat_map(|t| t.access_keys.iter())
+            .chain(self.single_key.iter());
+        for k in keys {
+            if k.id.is_empty() || !k.id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return bad(format!(
+                    "access key id '{}': use letters and digits only",
+                    k.id
+                ));
+            }
+            if !seen.insert(k.id.clone()) {
+                return bad(format!("access key id '{}' is given twice", k.id));
+            }
+            if k.resolve_secret()?.len() < 8 {
+                return bad(format!(
+                    "access key '{}': the secret must be at least 8 characters",
+                    k.id
+                ));
+            }
+        }
+        if self.settings.removed_files_readable > Duration::from_secs(7 * 24 * 3600) {
+            return bad("proxy.removed_files_readable: at most 7 days".into());
+        }
+        Ok(())
+    }
+}
+
+/// `"1h"`, `"30s"` in the file, as `neve serve`'s settings.
+pub mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_shared_file_and_ignores_what_serve_uses() {
+        let c = ProxyConfig::from_toml(
+            r#"
+            warehouse = "s3://lake"
+            listen = "127.0.0.1:8080"
+            [ingest]
+            flush_interval = "200ms"
+            [proxy]
+            listen = "127.0.0.1:9301"
+            refresh_interval = "1s"
+            [[tenants]]
+            name = "acme"
+            tokens = [{ sha256 = "00", role = "read" }]
+            access_keys = [{ id = "AKIAACME", secret = "acme-secret", buckets = ["taxi"] }]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.warehouse, "s3://lake");
+        assert_eq!(c.settings.listen.port(), 9301);
+        assert_eq!(c.settings.refresh_interval, Duration::from_secs(1));
+        assert_eq!(c.tenants[0].prefix, "acme");
+        assert_eq!(
+            c.tenants[0].access_keys[0].buckets.as_deref(),
+            Some(&["taxi".to_string()][..])
+        );
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn refuses_settings_that_cannot_work() {
+        let mut c = ProxyConfig::new("/tmp/w");
+        assert!(c.validate().unwrap_err().to_string().contains("anonymous"));
+        c.single_key = Some(AccessKeyConfig {
+            id: "AK".into(),
+            secret: Some("short".into()),
+            secret_env: None,
+            buckets: None,
+        });
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("8 characters"));
+        assert!(ProxyConfig::from_toml("[proxy]\nlisten_typo = 1")
+            .unwrap_err()
+            .to_string()
+            .contains("listen_typo"));
+    }
+}

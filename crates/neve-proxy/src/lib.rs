@@ -1,0 +1,109 @@
+//! `neve proxy`: each tenant's tables as read-only S3 buckets holding exactly the tables' alive
+//! data files, so ClickHouse, DuckDB, Spark or any S3 client reads a table with a glob and no
+//! access to the real bucket. Requests are SigV4-signed with per-tenant keys; a listing shows
+//! one snapshot, and files it listed stay readable while gc's grace lasts. See docs/PROXY.md.
+
+pub mod auth;
+pub mod buckets;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod listing;
+pub mod metrics;
+mod s3;
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use neve_core::TableLocation;
+use s3s::service::S3ServiceBuilder;
+
+pub use config::{AccessKeyConfig, ProxyConfig, ProxySettings};
+pub use error::{Error, Result};
+
+/// Bucket names as neve names them (letters, digits, `_`, `-`, `.` between table path
+/// segments, a `--v`/`--t` pin): wider than AWS's rules, which forbid `_` and capitals that
+/// table names may have. Path-style requests only, so no name reaches DNS.
+struct TableBucketNames;
+
+impl s3s::validation::NameValidation for TableBucketNames {
+    fn validate_bucket_name(&self, name: &str) -> bool {
+        buckets::parse(name).is_some()
+    }
+}
+
+/// A proxy bound to its address, not yet serving.
+pub struct Proxy {
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+}
+
+impl Proxy {
+    /// Check the settings, open the warehouse and bind the listening socket.
+    pub async fn bind(config: ProxyConfig) -> Result<Self> {
+        config.validate()?;
+        let warehouse = TableLocation::parse(config.warehouse.trim_end_matches('/'))?;
+        Self::bind_on(config, warehouse).await
+    }
+
+    /// As [`Proxy::bind`], on a warehouse location built elsewhere (tests, embedding).
+    pub async fn bind_on(config: ProxyConfig, warehouse: TableLocation) -> Result<Self> {
+        config.validate()?;
+        let keys = Arc::new(auth::Keys::new(&config)?);
+        let metrics = Arc::new(metrics::Metrics::new());
+        let catalog = Arc::new(catalog::Catalog::new(
+            warehouse,
+            config.settings.refresh_interval,
+        ));
+        let service = s3::NeveS3 {
+            catalog,
+            keys: keys.clone(),
+            metrics: metrics.clone(),
+            settings: config.settings.clone(),
+        };
+        let mut builder = S3ServiceBuilder::new(service);
+        builder.set_auth(auth::KeyStore(keys.clone()));
+        builder.set_access(auth::Access {
+            keys,
+            metrics: metrics.clone(),
+        });
+        builder.set_validation(TableBucketNames);
+        let s3 = axum::error_handling::HandleError::new(
+            builder.build(),
+            |e: s3s::HttpError| async move {
+                tracing::error!(error = ?e, "S3 service error");
+                (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error",
+                )
+            },
+        );
+        let m = metrics.clone();
+        let app = axum::Router::new()
+            .route("/_neve/metrics", get(move || async move { m.encode() }))
+            .route("/_neve/healthz", get(|| async { "ok" }))
+            .fallback_service(s3);
+        let addr = config.settings.listen;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Listen { addr, source })?;
+        Ok(Self { listener, app })
+    }
+
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.listener.local_addr().expect("a bound socket")
+    }
+
+    /// Serve until `shutdown` resolves, then finish the requests in flight.
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let addr = self.local_addr();
+        tracing::info!(%addr, "neve proxy listening");
+        axum::serve(self.listener, self.app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|source| Error::Listen { addr, source })
+    }
+}

@@ -1,0 +1,478 @@
+//! The S3 operations the proxy serves, each on the bucket and key the access check passed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use neve_core::log::Snapshot;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange};
+use s3s::dto::{self, StreamingBlob, Timestamp};
+use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
+use sha2::Digest;
+
+use crate::auth::{KeyInfo, Keys};
+use crate::buckets::{self, BucketRef, Pin};
+use crate::catalog::Catalog;
+use crate::config::ProxySettings;
+use crate::error::{Error, Result};
+use crate::listing::{self, Resume, DATA};
+use crate::metrics::Metrics;
+
+/// The proxy's S3 service.
+pub struct NeveS3 {
+    pub catalog: Arc<Catalog>,
+    pub keys: Arc<Keys>,
+    pub metrics: Arc<Metrics>,
+    pub settings: ProxySettings,
+}
+
+/// A data file a key resolved to.
+struct FileRef {
+    path: Path,
+    size: u64,
+    /// ms since the epoch.
+    modified: i64,
+    etag: String,
+}
+
+fn timestamp(ms: i64) -> Option<Timestamp> {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    Some(Timestamp::from(t))
+}
+
+/// Files are immutable and their paths unique, so a digest of the path is a stable ETag
+/// that needs no request to the store.
+fn etag_of(path: &str, size: u64) -> String {
+    let d = sha2::Sha256::digest(format!("{path}\0{size}").as_bytes());
+    d[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl NeveS3 {
+    /// The bucket a request names, for the key that signed it (checked by `Access` already;
+    /// checked again here so no operation depends on the order of the two).
+    fn resolve(
+        &self,
+        creds: Option<&s3s::auth::Credentials>,
+        bucket: &str,
+    ) -> Result<(Arc<KeyInfo>, BucketRef, String)> {
+        let key = self.keys.caller(creds)?;
+        let b = buckets::parse(bucket).ok_or_else(|| Error::NoSuchBucket {
+            bucket: bucket.to_string(),
+        })?;
+        if !key.may_read(&b.base) {
+            return Err(Error::AccessDenied {
+                reason: format!("key '{}' may not read bucket '{}'", key.id, b.base),
+            });
+        }
+        let table = key.table_path(&b.table);
+        Ok((key, b, table))
+    }
+
+    async fn snapshot(&self, bucket: &str, table: &str, pin: Pin) -> Result<Arc<Snapshot>> {
+        let r = self.catalog.snapshot(table, pin).await;
+        self.metrics.log_refreshes.inc();
+        r.map_err(|e| self.not_found(e, bucket, table))
+    }
+
+    /// The file a key names in the bucket's view: an alive file of the snapshot; for the
+    /// latest view also a file removed less than `removed_files_readable` ago (a reader
+    /// may have listed it just before).
+    async fn find(&self, bucket: &str, b: &BucketRef, table: &str, key: &str) -> Result<FileRef> {
+        buckets::check_key(key)?;
+        let path = format!("{DATA}{key}");
+        let location = self.catalog.location(table);
+        let found = |snap: &Snapshot| -> Option<(u64, i64)> {
+            if let Some(f) = snap.files.get(&path) {
+                return Some((f.size, f.modification_time));
+            }
+            let grace = self.settings.removed_files_readable.as_millis() as i64;
+            match (b.pin, snap.tombstones.get(&path)) {
+                (Pin::Latest, Some(r))
+                    if chrono::Utc::now().timestamp_millis() - r.deletion_timestamp < grace =>
+                {
+                    Some((r.size.unwrap_or(u64::MAX), r.deletion_timestamp))
+                }
+                _ => None,
+            }
+        };
+        let mut hit = match b.pin {
+            Pin::Latest => {
+                let snap = self
+                    .catalog
+                    .latest(table, false)
+                    .await
+                    .map_err(|e| self.not_found(e, bucket, table))?;
+                found(&snap)
+            }
+            pin => found(&*self.snapshot(bucket, table, pin).await?),
+        };
+        if hit.is_none() && b.pin == Pin::Latest {
+            // Committed since the snapshot in memory was read?
+            hit = found(&*self.snapshot(bucket, table, Pin::Latest).await?);
+        }
+        let (mut size, modified) = hit.ok_or_else(|| Error::NoSuchKey {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+        })?;
+        let object = location.child(&path);
+        if size == u64::MAX {
+            // A tombstone that does not carry the size.
+            let head = location
+                .store
+                .get_opts(
+                    &object,
+                    GetOptions {
+                        head: true,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| missing(e, bucket, key))?;
+            size = head.meta.size;
+        }
+        Ok(FileRef {
+            etag: etag_of(&path, size),
+            path: object,
+            size,
+            modified,
+        })
+    }
+
+    fn not_found(&self, e: Error, bucket: &str, table: &str) -> Error {
+        match e {
+            Error::Table(t) if t.kind() == neve_core::ErrorKind::NotFound => {
+                self.catalog.forget(table);
+                Error::NoSuchBucket {
+                    bucket: bucket.to_string(),
+                }
+            }
+            e => e,
+        }
+    }
+}
+
+/// A file gc has deleted is not there any more.
+fn missing(e: object_store::Error, bucket: &str, key: &str) -> Error {
+    match e {
+        object_store::Error::NotFound { .. } => Error::NoSuchKey {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+        },
+        e => Error::Storage(e),
+    }
+}
+
+fn url_encode(s: &str, encode: bool) -> String {
+    if encode {
+        urlencoding::encode(s).into_owned()
+    } else {
+        s.to_string()
+    }
+}
+
+fn check_etag_conditions(
+    file: &FileRef,
+    if_match: Option<&dto::ETagCondition>,
+    if_none_match: Option<&dto::ETagCondition>,
+) -> S3Result<()> {
+    let matches = |c: &dto::ETagCondition| match c {
+        dto::ETagCondition::Any => true,
+        dto::ETagCondition::ETag(t) => t.value() == file.etag,
+    };
+    if let Some(c) = if_match {
+        if !matches(c) {
+            return Err(s3_error!(PreconditionFailed));
+        }
+    }
+    if let Some(c) = if_none_match {
+        if matches(c) {
+            return Err(s3_error!(NotModified));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl S3 for NeveS3 {
+    async fn list_buckets(
+        &self,
+        req: S3Request<dto::ListBucketsInput>,
+    ) -> S3Result<S3Response<dto::ListBucketsOutput>> {
+        self.metrics.served("ListBuckets");
+        let key = self.keys.caller(req.credentials.as_ref())?;
+        let root = if key.prefix.is_empty() {
+            self.catalog.warehouse().clone()
+        } else {
+            self.catalog.location(&key.prefix)
+        };
+        let tables = root.find_tables(1).await.map_err(Error::Table)?;
+        let buckets = tables
+            .iter()
+            .map(|t| buckets::name_of(t))
+            .filter(|name| key.may_read(name))
+            .map(|name| dto::Bucket {
+                name: Some(name),
+                bucket_region: Some(self.settings.region.clone()),
+                creation_date: None,
+            })
+            .collect();
+        Ok(S3Response::new(dto::ListBucketsOutput {
+            buckets: Some(buckets),
+            owner: Some(dto::Owner {
+                display_name: Some(key.id.clone()),
+                id: Some(key.id.clone()),
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<dto::GetBucketLocationInput>,
+    ) -> S3Result<S3Response<dto::GetBucketLocationOutput>> {
+        self.metrics.served("GetBucketLocation");
+        let (_, b, table) = self.resolve(req.credentials.as_ref(), &req.input.bucket)?;
+        self.snapshot(&req.input.bucket, &table, b.pin).await?;
+        let region = &self.settings.region;
+        Ok(S3Response::new(dto::GetBucketLocationOutput {
+            location_constraint: (region != "us-east-1")
+                .then(|| dto::BucketLocationConstraint::from(region.clone())),
+        }))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<dto::ListObjectsV2Input>,
+    ) -> S3Result<S3Response<dto::ListObjectsV2Output>> {
+        self.metrics.served("ListObjectsV2");
+        let t0 = Instant::now();
+        let input = req.input;
+        let (key, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
+        let (snap, start) = match &input.continuation_token {
+            Some(token) => {
+                let (version, at) = listing::decode_token(key.secret(), &input.bucket, token)?;
+                (
+                    self.snapshot(&input.bucket, &table, Pin::Version(version))
+                        .await?,
+                    Some(at),
+                )
+            }
+            None => (
+                self.snapshot(&input.bucket, &table, b.pin).await?,
+                input.start_after.clone().map(|after| Resume {
+                    after,
+                    prefix: false,
+                }),
+            ),
+        };
+        let max_keys = max_keys(input.max_keys)?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let page = listing::list(
+            &snap.files,
+            &prefix,
+            input.delimiter.as_deref(),
+            start.as_ref(),
+            max_keys,
+        );
+        let encode = input
+            .encoding_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == dto::EncodingType::URL);
+        let next = page
+            .next
+            .as_ref()
+            .map(|at| listing::encode_token(key.secret(), &input.bucket, snap.version, at));
+        let key_count = (page.contents.len() + page.common_prefixes.len()) as i32;
+        let out = dto::ListObjectsV2Output {
+            name: Some(input.bucket.clone()),
+            prefix: Some(url_encode(&prefix, encode)),
+            delimiter: input.delimiter.clone(),
+            max_keys: Some(max_keys as i32),
+            key_count: Some(key_count),
+            continuation_token: input.continuation_token.clone(),
+            start_after: input.start_after.as_deref().map(|s| url_encode(s, encode)),
+            is_truncated: Some(next.is_some()),
+            next_continuation_token: next,
+            contents: Some(objects(&page, encode)),
+            common_prefixes: Some(prefixes(&page, encode)),
+            encoding_type: input.encoding_type.clone(),
+            ..Default::default()
+        };
+        self.metrics
+            .list_seconds
+            .observe(t0.elapsed().as_secs_f64());
+        Ok(S3Response::new(out))
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<dto::ListObjectsInput>,
+    ) -> S3Result<S3Response<dto::ListObjectsOutput>> {
+        self.metrics.served("ListObjects");
+        let t0 = Instant::now();
+        let input = req.input;
+        let (_, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
+        let snap = self.snapshot(&input.bucket, &table, b.pin).await?;
+        let start = input
+            .marker
+            .clone()
+            .filter(|m| !m.is_empty())
+            .map(|after| Resume {
+                after,
+                prefix: false,
+            });
+        let max_keys = max_keys(input.max_keys)?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let page = listing::list(
+            &snap.files,
+            &prefix,
+            input.delimiter.as_deref(),
+            start.as_ref(),
+            max_keys,
+        );
+        let encode = input
+            .encoding_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == dto::EncodingType::URL);
+        let out = dto::ListObjectsOutput {
+            name: Some(input.bucket.clone()),
+            prefix: Some(url_encode(&prefix, encode)),
+            delimiter: input.delimiter.clone(),
+            marker: input.marker.clone(),
+            max_keys: Some(max_keys as i32),
+            is_truncated: Some(page.next.is_some()),
+            next_marker: page.next.as_ref().map(|r| url_encode(&r.after, encode)),
+            contents: Some(objects(&page, encode)),
+            common_prefixes: Some(prefixes(&page, encode)),
+            encoding_type: input.encoding_type.clone(),
+            ..Default::default()
+        };
+        self.metrics
+            .list_seconds
+            .observe(t0.elapsed().as_secs_f64());
+        Ok(S3Response::new(out))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<dto::HeadObjectInput>,
+    ) -> S3Result<S3Response<dto::HeadObjectOutput>> {
+        self.metrics.served("HeadObject");
+        let input = req.input;
+        let (_, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
+        let file = self.find(&input.bucket, &b, &table, &input.key).await?;
+        check_etag_conditions(&file, input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        Ok(S3Response::new(dto::HeadObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            content_length: Some(file.size as i64),
+            content_type: Some(parquet_type()),
+            e_tag: Some(dto::ETag::Strong(file.etag.clone())),
+            last_modified: timestamp(file.modified),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<dto::GetObjectInput>,
+    ) -> S3Result<S3Response<dto::GetObjectOutput>> {
+        self.metrics.served("GetObject");
+        let input = req.input;
+        let (_, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
+        let file = self.find(&input.bucket, &b, &table, &input.key).await?;
+        check_etag_conditions(&file, input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        let range = match input.range {
+            Some(r) => Some(r.check(file.size).map_err(|_| s3_error!(InvalidRange))?),
+            None => None,
+        };
+        let span = range.clone().unwrap_or(0..file.size);
+        let location = self.catalog.location(&table);
+        let body = if span.is_empty() {
+            futures::stream::empty().boxed()
+        } else {
+            let got = location
+                .store
+                .get_opts(
+                    &file.path,
+                    GetOptions {
+                        range: Some(GetRange::Bounded(span.clone())),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| missing(e, &input.bucket, &input.key))?;
+            self.metrics.upstream_requests.inc();
+            let metrics = self.metrics.clone();
+            got.into_stream()
+                .inspect(move |chunk| {
+                    if let Ok(c) = chunk {
+                        metrics.upstream_bytes.inc_by(c.len() as u64);
+                        metrics.bytes_served.inc_by(c.len() as u64);
+                    }
+                })
+                .boxed()
+        };
+        Ok(S3Response::new(dto::GetObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            body: Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
+            content_length: Some((span.end - span.start) as i64),
+            content_range: range.map(|r| {
+                format!(
+                    "bytes {}-{}/{}",
+                    r.start,
+                    r.end.saturating_sub(1),
+                    file.size
+                )
+            }),
+            content_type: Some(parquet_type()),
+            e_tag: Some(dto::ETag::Strong(file.etag.clone())),
+            last_modified: timestamp(file.modified),
+            ..Default::default()
+        }))
+    }
+}
+
+fn parquet_type() -> dto::ContentType {
+    "application/vnd.apache.parquet"
+        .parse()
+        .expect("a media type")
+}
+
+fn max_keys(given: Option<i32>) -> Result<usize> {
+    match given {
+        None => Ok(listing::MAX_KEYS),
+        Some(n) if n >= 0 => Ok(n as usize),
+        Some(n) => Err(Error::InvalidArgument {
+            reason: format!("max-keys {n} is negative"),
+        }),
+    }
+}
+
+fn objects(page: &listing::Page, encode: bool) -> Vec<dto::Object> {
+    page.contents
+        .iter()
+        .map(|l| dto::Object {
+            key: Some(url_encode(&l.key, encode)),
+            size: Some(l.size as i64),
+            last_modified: timestamp(l.modified),
+            e_tag: Some(dto::ETag::Strong(etag_of(
+                &format!("{DATA}{}", l.key),
+                l.size,
+            ))),
+            storage_class: Some(dto::ObjectStorageClass::from_static(
+                dto::ObjectStorageClass::STANDARD,
+            )),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn prefixes(page: &listing::Page, encode: bool) -> Vec<dto::CommonPrefix> {
+    page.common_prefixes
+        .iter()
+        .map(|p| dto::CommonPrefix {
+            prefix: Some(url_encode(p, encode)),
+        })
+        .collect()
+}
