@@ -21,9 +21,6 @@ pub struct Metrics {
     pub bytes_served: Counter,
     pub upstream_requests: Counter,
     pub upstream_bytes: Counter,
-    pub cache_hits: Counter,
-    pub cache_misses: Counter,
-    pub cache_hit_bytes: Counter,
     pub log_refreshes: Counter,
     pub list_seconds: Histogram,
 }
@@ -43,9 +40,6 @@ impl Metrics {
             bytes_served: Counter::default(),
             upstream_requests: Counter::default(),
             upstream_bytes: Counter::default(),
-            cache_hits: Counter::default(),
-            cache_misses: Counter::default(),
-            cache_hit_bytes: Counter::default(),
             log_refreshes: Counter::default(),
             list_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             registry: Registry::default(),
@@ -66,21 +60,6 @@ impl Metrics {
             "upstream_bytes",
             "Object bytes read from the warehouse's store",
             m.upstream_bytes.clone(),
-        );
-        r.register(
-            "cache_hits",
-            "Blocks read from the cache",
-            m.cache_hits.clone(),
-        );
-        r.register(
-            "cache_misses",
-            "Blocks not in the cache",
-            m.cache_misses.clone(),
-        );
-        r.register(
-            "cache_hit_bytes",
-            "Bytes read from the cache",
-            m.cache_hit_bytes.clone(),
         );
         r.register(
             "log_refreshes",
