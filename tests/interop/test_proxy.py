@@ -447,3 +447,39 @@ def test_unsigned_host_is_refused(lake):
     NoHost(Credentials(*ACME), "s3", "us-east-1").add_auth(req)
     r = raw_request("GET", req.url, headers=dict(req.headers))
     assert r.status_code == 403 and "AccessDenied" in r.text, r.text
+
+
+def _metric(url, name):
+    text = raw_request("GET", f"{url}/_neve/metrics").text
+    return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + " ") or l.startswith(name + "{"))
+
+
+@pytest.mark.parametrize("cache", [["--cache-memory", "0"], ["--cache-memory", "1MiB", "--cache-disk", "64MiB"]],
+                         ids=["no-cache", "memory-and-disk"])
+def test_a_second_scan_is_served_from_the_cache(neve_bin, lake, tmp_path, cache):
+    """The same answers with no cache and with a (small memory, disk) cache; with the cache, a
+    second full scan sends no request to the store."""
+    import chdb
+
+    args = [*cache, "--cache-dir", tmp_path / "cache"] if "--cache-disk" in cache else cache
+    p = Proxy(neve_bin, "--config", lake["config"], *args, env={"ACME_TAXI_SECRET": ACME_TAXI_ONLY[1]})
+    try:
+        q = (f"SELECT count(), sum(fare), min(trip_start_timestamp) FROM "
+             f"s3('{p.url}/taxi/**/*.parquet', '{ACME[0]}', '{ACME[1]}', 'Parquet') WHERE NOT ignore(*)")
+        first = str(chdb.query(q, "CSV"))
+        upstream = _metric(p.url, "neve_proxy_upstream_requests_total")
+        assert upstream > 0
+        assert first.startswith(f"{ROWS},"), first
+        second = str(chdb.query(q, "CSV"))
+        assert second == first
+        again = _metric(p.url, "neve_proxy_upstream_requests_total")
+        if "0" in cache:
+            assert again > upstream
+            assert _metric(p.url, "neve_proxy_cache_hits_total") == 0
+        else:
+            assert again == upstream, "a hot scan reads nothing from the store"
+            assert _metric(p.url, "neve_proxy_cache_hits_total") > 0
+            used = sum(f.stat().st_blocks * 512 for f in (tmp_path / "cache").iterdir())
+            assert 0 < used <= 64 << 20
+    finally:
+        p.stop()

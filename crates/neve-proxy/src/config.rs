@@ -33,8 +33,36 @@ pub struct ProxySettings {
     /// commit that removed them: at most gc's grace, after which gc may delete them.
     #[serde(with = "duration_text")]
     pub removed_files_readable: Duration,
-    /// Region reported by GetBucketLocation and expected in signatures' scope.
+    /// Region reported by GetBucketLocation and ListBuckets.
     pub region: String,
+    pub cache: CacheSettings,
+}
+
+/// `[proxy.cache]`: blocks of data files kept in memory and on a local disk.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheSettings {
+    /// Memory for cached blocks (`0`: no cache at all).
+    #[serde(with = "size_text")]
+    pub memory: u64,
+    /// Local disk for cached blocks (`0`: memory only); needs `dir`.
+    #[serde(with = "size_text")]
+    pub disk: u64,
+    pub dir: Option<std::path::PathBuf>,
+    /// Files are cached in aligned blocks of this size.
+    #[serde(with = "size_text")]
+    pub block_size: u64,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self {
+            memory: 256 << 20,
+            disk: 0,
+            dir: None,
+            block_size: 1 << 20,
+        }
+    }
 }
 
 impl Default for ProxySettings {
@@ -44,6 +72,7 @@ impl Default for ProxySettings {
             refresh_interval: Duration::ZERO,
             removed_files_readable: Duration::from_secs(3600),
             region: "us-east-1".into(),
+            cache: CacheSettings::default(),
         }
     }
 }
@@ -180,10 +209,47 @@ impl ProxyConfig {
                 ));
             }
         }
+        let cache = &self.settings.cache;
+        if cache.disk > 0 && cache.dir.is_none() {
+            return bad("proxy.cache.disk needs proxy.cache.dir (--cache-dir)".into());
+        }
+        if !(64 << 10..=16 << 20).contains(&cache.block_size) {
+            return bad("proxy.cache.block_size: between 64KiB and 16MiB".into());
+        }
+        if cache.disk > 0 && cache.disk < 16 * cache.block_size.max(1 << 20) {
+            return bad(
+                "proxy.cache.disk: at least 16 blocks (16 MiB for blocks up to 1 MiB)".into(),
+            );
+        }
         if self.settings.removed_files_readable > Duration::from_secs(7 * 24 * 3600) {
             return bad("proxy.removed_files_readable: at most 7 days".into());
         }
         Ok(())
+    }
+}
+
+/// Sizes as text (`256MiB`, `50GiB`) or a number of bytes.
+pub mod size_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&bytesize::ByteSize::b(*n).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Size {
+            Bytes(u64),
+            Text(String),
+        }
+        match Size::deserialize(d)? {
+            Size::Bytes(n) => Ok(n),
+            Size::Text(t) => t
+                .parse::<bytesize::ByteSize>()
+                .map(|b| b.as_u64())
+                .map_err(serde::de::Error::custom),
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod buckets;
+pub mod cache;
 pub mod catalog;
 pub mod config;
 pub mod error;
@@ -55,7 +56,11 @@ impl Proxy {
             warehouse,
             config.settings.refresh_interval,
         ));
+        let cache = cache::BlockCache::new(&config.settings.cache, metrics.clone())
+            .await?
+            .map(Arc::new);
         let service = s3::NeveS3 {
+            cache,
             catalog,
             keys: keys.clone(),
             metrics: metrics.clone(),

@@ -13,7 +13,8 @@ pub struct OpLabels {
 
 /// Every metric the proxy exports.
 pub struct Metrics {
-    pub registry: Registry,
+    /// Shared with the cache, which registers foyer's own metrics in it.
+    pub registry: std::sync::Arc<parking_lot::Mutex<Registry>>,
     /// Operations that ran (after the access check), by S3 operation.
     pub requests: Family<OpLabels, Counter>,
     /// Requests refused by the access check, by S3 operation.
@@ -22,6 +23,9 @@ pub struct Metrics {
     pub upstream_requests: Counter,
     pub upstream_bytes: Counter,
     pub log_refreshes: Counter,
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
+    pub cache_hit_bytes: Counter,
     pub list_seconds: Histogram,
 }
 
@@ -41,8 +45,11 @@ impl Metrics {
             upstream_requests: Counter::default(),
             upstream_bytes: Counter::default(),
             log_refreshes: Counter::default(),
+            cache_hits: Counter::default(),
+            cache_misses: Counter::default(),
+            cache_hit_bytes: Counter::default(),
             list_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
-            registry: Registry::default(),
+            registry: Default::default(),
         };
         r.register("requests", "S3 operations served", m.requests.clone());
         r.register("refusals", "Requests refused by policy", m.refusals.clone());
@@ -71,7 +78,25 @@ impl Metrics {
             "Time to answer a listing",
             m.list_seconds.clone(),
         );
-        Self { registry: r, ..m }
+        r.register(
+            "cache_hits",
+            "Blocks read from the cache",
+            m.cache_hits.clone(),
+        );
+        r.register(
+            "cache_misses",
+            "Blocks fetched from the store for the cache",
+            m.cache_misses.clone(),
+        );
+        r.register(
+            "cache_hit_bytes",
+            "Bytes read from the cache",
+            m.cache_hit_bytes.clone(),
+        );
+        Self {
+            registry: std::sync::Arc::new(parking_lot::Mutex::new(r)),
+            ..m
+        }
     }
 
     pub fn served(&self, op: &str) {
@@ -89,7 +114,7 @@ impl Metrics {
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+        prometheus_client::encoding::text::encode(&mut out, &self.registry.lock())
             .expect("writing to a String");
         out
     }

@@ -3,16 +3,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use neve_core::log::Snapshot;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange};
+use object_store::GetOptions;
 use s3s::dto::{self, StreamingBlob, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
 use sha2::Digest;
 
 use crate::auth::{KeyInfo, Keys};
 use crate::buckets::{self, BucketRef, Pin};
+use crate::cache::{read_direct, BlockCache, FileBlocks};
 use crate::catalog::Catalog;
 use crate::config::ProxySettings;
 use crate::error::{Error, Result};
@@ -25,6 +26,8 @@ pub struct NeveS3 {
     pub keys: Arc<Keys>,
     pub metrics: Arc<Metrics>,
     pub settings: ProxySettings,
+    /// `None` with `proxy.cache.memory = 0`.
+    pub cache: Option<Arc<BlockCache>>,
 }
 
 /// A data file a key resolved to.
@@ -387,32 +390,32 @@ impl S3 for NeveS3 {
             None => None,
         };
         let span = range.clone().unwrap_or(0..file.size);
-        let location = self.catalog.location(&table);
-        let body = if span.is_empty() {
-            futures::stream::empty().boxed()
-        } else {
-            let got = location
-                .store
-                .get_opts(
-                    &file.path,
-                    GetOptions {
-                        range: Some(GetRange::Bounded(span.clone())),
-                        ..Default::default()
-                    },
-                )
-                .await
-                .map_err(|e| missing(e, &input.bucket, &input.key))?;
-            self.metrics.upstream_requests.inc();
-            let metrics = self.metrics.clone();
-            got.into_stream()
-                .inspect(move |chunk| {
-                    if let Ok(c) = chunk {
-                        metrics.upstream_bytes.inc_by(c.len() as u64);
-                        metrics.bytes_served.inc_by(c.len() as u64);
-                    }
-                })
-                .boxed()
+        let blocks = FileBlocks {
+            store: self.catalog.location(&table).store.clone(),
+            path: file.path.clone(),
+            etag: Arc::from(file.etag.as_str()),
+            size: file.size,
         };
+        let mut body = match &self.cache {
+            Some(cache) => cache.read(blocks, span.clone()),
+            None => read_direct(&blocks, span.clone(), self.metrics.clone())
+                .await
+                .map_err(|e| missing(e, &input.bucket, &input.key))?,
+        };
+        // The first bytes before the answer: a file gc has deleted is NoSuchKey, not a cut
+        // body.
+        let first = match body.next().await {
+            Some(Ok(b)) => Some(b),
+            Some(Err(e)) => return Err(missing(e, &input.bucket, &input.key).into()),
+            None => None,
+        };
+        let metrics = self.metrics.clone();
+        let body = futures::stream::iter(first.map(Ok))
+            .chain(body)
+            .inspect_ok(move |c| {
+                metrics.bytes_served.inc_by(c.len() as u64);
+            })
+            .boxed();
         Ok(S3Response::new(dto::GetObjectOutput {
             accept_ranges: Some("bytes".into()),
             body: Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),

@@ -165,47 +165,8 @@ impl ServerConfig {
     }
 }
 
-/// Durations as humantime text (`200ms`, `1h`).
-pub(crate) mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
-    }
-}
-
-/// Sizes as text (`64MiB`, `1GB`) or a number of bytes.
-pub(crate) mod size_text {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(*n)
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(u64),
-        Text(String),
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        match Size::deserialize(d)? {
-            Size::Bytes(n) => Ok(n),
-            Size::Text(t) => t
-                .parse::<bytesize::ByteSize>()
-                .map(|b| b.as_u64())
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
+/// The same text forms as the proxy's settings in the shared file.
+pub(crate) use neve_proxy::config::{duration_text, size_text};
 
 #[cfg(test)]
 mod tests {

@@ -155,6 +155,15 @@ pub struct ProxyArgs {
     /// this (default 0s: always).
     #[arg(long)]
     pub refresh_interval: Option<humantime::Duration>,
+    /// Memory for cached blocks of data files (default 256MiB; 0: no cache).
+    #[arg(long)]
+    pub cache_memory: Option<bytesize::ByteSize>,
+    /// Local disk for cached blocks (default 0: memory only); needs --cache-dir.
+    #[arg(long)]
+    pub cache_disk: Option<bytesize::ByteSize>,
+    /// Folder of the disk cache.
+    #[arg(long)]
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -169,6 +169,16 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
     if let Some(d) = a.refresh_interval {
         config.settings.refresh_interval = d.into();
     }
+    let cache = &mut config.settings.cache;
+    if let Some(b) = a.cache_memory {
+        cache.memory = b.as_u64();
+    }
+    if let Some(b) = a.cache_disk {
+        cache.disk = b.as_u64();
+    }
+    if let Some(d) = a.cache_dir {
+        cache.dir = Some(d);
+    }
     let proxy = neve_proxy::Proxy::bind(config.clone()).await?;
     println!("neve proxy listening on http://{}", proxy.local_addr());
     tracing::info!(warehouse = %config.warehouse, listen = %proxy.local_addr(), "serving S3");

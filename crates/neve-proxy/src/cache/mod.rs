@@ -1,0 +1,272 @@
+//! The block cache (foyer's hybrid cache): aligned blocks of data files, keyed by path, ETag
+//! and block number, in memory and optionally on a local disk, both bounded. Data files are
+//! immutable, so an entry never goes stale. Concurrent misses on one block share one upstream
+//! GET (foyer runs the first caller's fetch and hands its result to every waiter).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use foyer::{
+    BlockEngineConfig, Code, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder,
+    HybridCachePolicy, RecoverMode, Source,
+};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore};
+
+use crate::config::CacheSettings;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// Blocks read ahead of the one being sent, per request.
+const READ_AHEAD: usize = 4;
+
+/// One aligned block of one version of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlockKey {
+    pub path: Arc<str>,
+    pub etag: Arc<str>,
+    pub index: u64,
+}
+
+fn put_str(w: &mut impl std::io::Write, s: &str) -> foyer::Result<()> {
+    (s.len() as u64).encode(w)?;
+    w.write_all(s.as_bytes()).map_err(foyer::Error::io_error)
+}
+
+fn get_str(r: &mut impl std::io::Read) -> foyer::Result<Arc<str>> {
+    let mut b = vec![0; u64::decode(r)? as usize];
+    r.read_exact(&mut b).map_err(foyer::Error::io_error)?;
+    String::from_utf8(b)
+        .map(Into::into)
+        .map_err(|e| foyer::Error::new(foyer::ErrorKind::Parse, "cache key").with_source(e))
+}
+
+/// How a key is written on the cache's disk.
+impl Code for BlockKey {
+    fn encode(&self, w: &mut impl std::io::Write) -> foyer::Result<()> {
+        put_str(w, &self.path)?;
+        put_str(w, &self.etag)?;
+        self.index.encode(w)
+    }
+
+    fn decode(r: &mut impl std::io::Read) -> foyer::Result<Self> {
+        Ok(Self {
+            path: get_str(r)?,
+            etag: get_str(r)?,
+            index: u64::decode(r)?,
+        })
+    }
+
+    fn estimated_size(&self) -> usize {
+        24 + self.path.len() + self.etag.len()
+    }
+}
+
+/// What a read names: a file and its size.
+#[derive(Debug, Clone)]
+pub struct FileBlocks {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: Path,
+    pub etag: Arc<str>,
+    pub size: u64,
+}
+
+/// The cache, with the block size it was built for.
+pub struct BlockCache {
+    cache: HybridCache<BlockKey, Bytes>,
+    block_size: u64,
+    metrics: Arc<Metrics>,
+}
+
+/// One GET of `range` of a file.
+async fn fetch(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    range: Range<u64>,
+    metrics: &Metrics,
+) -> Result<Bytes, object_store::Error> {
+    metrics.upstream_requests.inc();
+    let got = store
+        .get_opts(
+            path,
+            GetOptions {
+                range: Some(GetRange::Bounded(range)),
+                ..Default::default()
+            },
+        )
+        .await?
+        .bytes()
+        .await?;
+    metrics.upstream_bytes.inc_by(got.len() as u64);
+    Ok(got)
+}
+
+/// The bytes of `range` of a file straight from the store (no cache).
+pub async fn read_direct(
+    file: &FileBlocks,
+    range: Range<u64>,
+    metrics: Arc<Metrics>,
+) -> Result<BoxStream<'static, Result<Bytes, object_store::Error>>, object_store::Error> {
+    if range.is_empty() {
+        return Ok(futures::stream::empty().boxed());
+    }
+    metrics.upstream_requests.inc();
+    let got = file
+        .store
+        .get_opts(
+            &file.path,
+            GetOptions {
+                range: Some(GetRange::Bounded(range)),
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(got
+        .into_stream()
+        .inspect_ok(move |c| {
+            metrics.upstream_bytes.inc_by(c.len() as u64);
+        })
+        .boxed())
+}
+
+impl BlockCache {
+    /// Build the cache; `None` when it is switched off (`memory = 0`).
+    pub async fn new(settings: &CacheSettings, metrics: Arc<Metrics>) -> Result<Option<Self>> {
+        if settings.memory == 0 {
+            return Ok(None);
+        }
+        let bad = |e: foyer::Error| Error::InvalidConfig {
+            reason: format!("proxy.cache: {e}"),
+        };
+        let builder = HybridCacheBuilder::new()
+            .with_name("neve-proxy")
+            .with_metrics_registry(Box::new(
+                mixtrics::registry::prometheus_client_0_24::PrometheusClientMetricsRegistry::new(
+                    metrics.registry.clone(),
+                ),
+            ))
+            .with_policy(HybridCachePolicy::WriteOnInsertion)
+            .with_flush_on_close(false)
+            .memory(settings.memory as usize)
+            .with_weighter(|k: &BlockKey, v: &Bytes| v.len() + k.estimated_size() + 64)
+            .storage();
+        let cache = match (&settings.dir, settings.disk) {
+            (Some(dir), disk) if disk > 0 => {
+                std::fs::create_dir_all(dir).map_err(|e| Error::InvalidConfig {
+                    reason: format!("proxy.cache.dir {}: {e}", dir.display()),
+                })?;
+                // Disk blocks of at most 64 MiB (foyer keeps one file open per block), big
+                // enough for a cache block and its key, and at least 16 of them.
+                let engine_block = (disk / 16)
+                    .clamp(4 * settings.block_size + (64 << 10), 64 << 20)
+                    .next_multiple_of(4096) as usize;
+                let device = FsDeviceBuilder::new(dir)
+                    .with_capacity(disk as usize)
+                    .build()
+                    .map_err(bad)?;
+                builder
+                    .with_engine_config(
+                        BlockEngineConfig::new(device)
+                            .with_block_size(engine_block)
+                            .with_buffer_pool_size(engine_block),
+                    )
+                    .with_recover_mode(RecoverMode::Quiet)
+                    .build()
+                    .await
+                    .map_err(bad)?
+            }
+            _ => builder.build().await.map_err(bad)?,
+        };
+        Ok(Some(Self {
+            cache,
+            block_size: settings.block_size,
+            metrics,
+        }))
+    }
+
+    /// One block, from the cache or (once, however many ask) from the store.
+    async fn block(&self, file: &FileBlocks, index: u64) -> Result<Bytes, object_store::Error> {
+        let key = BlockKey {
+            path: Arc::from(file.path.as_ref()),
+            etag: file.etag.clone(),
+            index,
+        };
+        let start = index * self.block_size;
+        let range = start..(start + self.block_size).min(file.size);
+        let (store, path, metrics) = (file.store.clone(), file.path.clone(), self.metrics.clone());
+        let entry = self
+            .cache
+            .get_or_fetch(&key, move || async move {
+                metrics.cache_misses.inc();
+                fetch(&store, &path, range, &metrics).await
+            })
+            .await
+            .map_err(|e| match e.downcast_ref::<object_store::Error>() {
+                Some(object_store::Error::NotFound { path, .. }) => object_store::Error::NotFound {
+                    path: path.clone(),
+                    source: e.to_string().into(),
+                },
+                _ => object_store::Error::Generic {
+                    store: "neve-proxy cache",
+                    source: Box::new(e),
+                },
+            })?;
+        let bytes = entry.value().clone();
+        if matches!(entry.source(), Source::Memory | Source::Disk) {
+            self.metrics.cache_hits.inc();
+            self.metrics.cache_hit_bytes.inc_by(bytes.len() as u64);
+        }
+        Ok(bytes)
+    }
+
+    /// The bytes of `range` of a file, block by block, a few blocks ahead.
+    pub fn read(
+        self: &Arc<Self>,
+        file: FileBlocks,
+        range: Range<u64>,
+    ) -> BoxStream<'static, Result<Bytes, object_store::Error>> {
+        if range.is_empty() {
+            return futures::stream::empty().boxed();
+        }
+        let b = self.block_size;
+        let (first, last) = (range.start / b, (range.end - 1) / b);
+        let this = self.clone();
+        futures::stream::iter(first..=last)
+            .map(move |i| {
+                let (this, file, range) = (this.clone(), file.clone(), range.clone());
+                async move {
+                    let block = this.block(&file, i).await?;
+                    let start = i * b;
+                    let from = range.start.max(start) - start;
+                    let to = (range.end.min(start + block.len() as u64) - start).max(from);
+                    Ok(block.slice(from as usize..to as usize))
+                }
+            })
+            .buffered(READ_AHEAD)
+            .boxed()
+    }
+
+    /// Drop a file's blocks (gc deleted it).
+    pub fn forget(&self, file: &FileBlocks) {
+        let blocks = file.size.div_ceil(self.block_size);
+        for index in 0..blocks {
+            self.cache.remove(&BlockKey {
+                path: Arc::from(file.path.as_ref()),
+                etag: file.etag.clone(),
+                index,
+            });
+        }
+    }
+
+    pub async fn close(&self) {
+        if let Err(e) = self.cache.close().await {
+            tracing::warn!(error = %e, "closing the cache");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+use super::*;
+use object_store::memory::InMemory;
+use object_store::{ObjectStoreExt, PutPayload};
+use proptest::prelude::*;
+
+const BLOCK: u64 = 64 << 10;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn file_of(data: &[u8], name: &str) -> FileBlocks {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let path = Path::from(name);
+    store
+        .put(&path, PutPayload::from(data.to_vec()))
+        .await
+        .unwrap();
+    FileBlocks {
+        store,
+        path,
+        etag: Arc::from("e1"),
+        size: data.len() as u64,
+    }
+}
+
+fn settings(memory: u64) -> CacheSettings {
+    CacheSettings {
+        memory,
+        disk: 0,
+        dir: None,
+        block_size: BLOCK,
+    }
+}
+
+async fn collect(s: BoxStream<'static, Result<Bytes, object_store::Error>>) -> Vec<u8> {
+    s.try_fold(Vec::new(), |mut v, b| async move {
+        v.extend_from_slice(&b);
+        Ok(v)
+    })
+    .await
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Whatever the range, and whether its blocks were cached or not, the bytes are the file's.
+    #[test]
+    fn reads_through_the_cache_are_the_files_bytes(
+        len in 1usize..(5 * BLOCK as usize),
+        ranges in proptest::collection::vec((0.0f64..1.0, 0.0f64..1.0), 1..8),
+        memory in prop_oneof![Just(4u64 << 20), Just(200u64 << 10)],
+    ) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+        runtime().block_on(async {
+            let file = file_of(&data, "f.parquet").await;
+            let metrics = Arc::new(Metrics::new());
+            let cache = Arc::new(BlockCache::new(&settings(memory), metrics.clone()).await.unwrap().unwrap());
+            for (a, b) in &ranges {
+                let (a, b) = ((a * len as f64) as u64, (b * len as f64) as u64);
+                let r = a.min(b)..a.max(b) + 1;
+                let r = r.start..r.end.min(len as u64);
+                for _ in 0..2 {
+                    let got = collect(cache.read(file.clone(), r.clone())).await;
+                    prop_assert_eq!(&got[..], &data[r.start as usize..r.end as usize]);
+                    let direct = collect(read_direct(&file, r.clone(), metrics.clone()).await.unwrap()).await;
+                    prop_assert_eq!(&direct[..], &data[r.start as usize..r.end as usize]);
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[test]
+fn concurrent_cold_readers_of_one_block_make_one_upstream_get() {
+    runtime().block_on(async {
+        let data = vec![7u8; 3 * BLOCK as usize];
+        let file = file_of(&data, "f.parquet").await;
+        let metrics = Arc::new(Metrics::new());
+        let cache = Arc::new(
+            BlockCache::new(&settings(8 << 20), metrics.clone())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        let readers: Vec<_> = (0..32)
+            .map(|i| {
+                let (cache, file) = (cache.clone(), file.clone());
+                tokio::spawn(
+                    async move { collect(cache.read(file, BLOCK + i..BLOCK + 100 + i)).await },
+                )
+            })
+            .collect();
+        for (i, r) in readers.into_iter().enumerate() {
+            assert_eq!(r.await.unwrap().len(), 100, "reader {i}");
+        }
+        assert_eq!(metrics.upstream_requests.get(), 1);
+        assert_eq!(metrics.cache_misses.get(), 1);
+        // Now hot: no more GETs.
+        collect(cache.read(file.clone(), BLOCK..2 * BLOCK)).await;
+        assert_eq!(metrics.upstream_requests.get(), 1);
+        assert!(metrics.cache_hits.get() >= 1);
+    });
+}
+
+#[test]
+fn a_file_that_is_gone_is_not_found() {
+    runtime().block_on(async {
+        let file = file_of(b"x", "f.parquet").await;
+        file.store.delete(&file.path).await.unwrap();
+        let cache = Arc::new(
+            BlockCache::new(&settings(1 << 20), Arc::new(Metrics::new()))
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        let err = cache.read(file, 0..1).next().await.unwrap().unwrap_err();
+        assert!(
+            matches!(err, object_store::Error::NotFound { .. }),
+            "{err:?}"
+        );
+    });
+}
+
+#[test]
+fn the_disk_part_stays_within_its_size() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let disk = 16u64 << 20;
+    runtime().block_on(async {
+        let data: Vec<u8> = (0..48 * BLOCK as usize).map(|i| (i % 253) as u8).collect();
+        let file = file_of(&data, "big.parquet").await;
+        let metrics = Arc::new(Metrics::new());
+        let cache = Arc::new(
+            BlockCache::new(
+                &CacheSettings {
+                    memory: 1 << 20,
+                    disk,
+                    dir: Some(dir.path().to_path_buf()),
+                    block_size: BLOCK,
+                },
+                metrics.clone(),
+            )
+            .await
+            .unwrap()
+            .unwrap(),
+        );
+        // 3 MB of distinct blocks, many times over: more than the disk holds.
+        for round in 0..12u64 {
+            let f = FileBlocks {
+                etag: Arc::from(format!("e{round}").as_str()),
+                ..file.clone()
+            };
+            let got = collect(cache.read(f, 0..data.len() as u64)).await;
+            assert!(got == data, "round {round}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let used: u64 = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().blocks() * 512)
+            .sum();
+        assert!(used <= disk, "the cache's files use {used} bytes of {disk}");
+        assert!(used > 0, "something reached the disk");
+        cache.close().await;
+    });
+}
