@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge`), stops MinIO.
+# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-proxy`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -180,6 +180,17 @@ case "${1:-test}" in
     "$N" bench merge --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     "$N" bench merge --target "s3://$NEVE_TEST_BUCKET/bench/merge-$(date +%s)" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     rm -rf "$LOCAL"
+    ;;
+  bench-proxy)
+    cargo build --release -p neve
+    TOXI=$NEVE_CACHE/toxiproxy-v2.12.0
+    if [ ! -x "$TOXI/server" ]; then
+      log "building Toxiproxy v2.12.0 (the S3-like link)"
+      GOBIN=$TOXI go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
+    fi
+    "$CARGO_TARGET_DIR/release/neve" bench proxy --python "$PY" --toxiproxy "$TOXI/server" \
+      --table "s3://$NEVE_TEST_BUCKET/bench/proxy-$(date +%s)/taxi" --rows "${ROWS:-10000000}" \
+      --runs "${RUNS:-3}" --threads "${THREADS:-2,8,32}"
     ;;
   *) log "unknown mode $1"; exit 2 ;;
 esac

@@ -483,3 +483,36 @@ def test_a_second_scan_is_served_from_the_cache(neve_bin, lake, tmp_path, cache)
             assert 0 < used <= 64 << 20
     finally:
         p.stop()
+
+
+def test_neve_serve_answers_s3_with_s3_listen(neve_bin, lake, tmp_path):
+    """`neve serve --s3-listen`: the ingest server and the proxy in one process, one config."""
+    config = tmp_path / "serve.toml"
+    # serve's own keys come with its tenants: give acme a token beside its access keys.
+    text = lake["config"].read_text().replace(
+        'name = "acme"\n', 'name = "acme"\ntokens = [{ sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", role = "write" }]\n')
+    config.write_text(text)
+    proc = subprocess.Popen(
+        [neve_bin, "serve", "--config", config, "--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0",
+         "--no-maintenance"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "ACME_TAXI_SECRET": ACME_TAXI_ONLY[1]})
+    try:
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        assert any("neve serve listening" in l for l in lines), lines
+        s3_url = next(l for l in lines if "neve proxy listening" in l).split()[-1]
+        http_url = next(l for l in lines if "neve serve listening" in l).split()[-1]
+        # A row inserted through the server ("test" hashes to the token above) is listed by
+        # the proxy right after its acknowledgement.
+        body = "\n".join(json.dumps({"id": 1000 + i, "kind": "k9"}) for i in range(3)).encode()
+        conn = http.client.HTTPConnection(urllib.parse.urlsplit(http_url).hostname, urllib.parse.urlsplit(http_url).port)
+        conn.request("POST", "/v1/tables/events/insert", body=body,
+                     headers={"Authorization": "Bearer test", "Content-Type": "application/x-ndjson"})
+        r = conn.getresponse()
+        assert r.status == 200, r.read()
+        c = s3({"url": s3_url})
+        keys = [o["Key"] for o in c.list_objects_v2(Bucket="events")["Contents"]]
+        assert any(k.startswith("kind=k9/") for k in keys), keys
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -443,6 +443,9 @@ pub enum BenchCommand {
     Query(BenchQueryArgs),
     /// Load the taxi table in small inserts, merge and GC it; seed queries before and after.
     Merge(BenchMergeArgs),
+    /// chdb through `neve proxy` (cold, hot) and direct, over an S3-like Toxiproxy link to
+    /// the store; and listing the table through the proxy against listing `_data/`.
+    Proxy(BenchProxyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -593,4 +596,31 @@ pub struct BenchGenArgs {
     pub rows: usize,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchProxyArgs {
+    /// The taxi table on S3 (s3://bucket/prefix/taxi); created and loaded if absent. The
+    /// store's endpoint and keys come from AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID/SECRET.
+    #[arg(long)]
+    pub table: String,
+    #[arg(long, default_value_t = 10_000_000)]
+    pub rows: u64,
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// chdb max_threads values.
+    #[arg(long, default_value = "2,8,32")]
+    pub threads: String,
+    /// Python with chdb and boto3.
+    #[arg(long)]
+    pub python: String,
+    /// Toxiproxy's server binary (github.com/Shopify/toxiproxy/v2/cmd/server).
+    #[arg(long)]
+    pub toxiproxy: String,
+    /// Delay before each response on the link (ms).
+    #[arg(long, default_value_t = 30)]
+    pub latency_ms: u64,
+    /// Bandwidth per connection on the link (KB/s).
+    #[arg(long, default_value_t = 51_200)]
+    pub rate_kbs: u64,
 }

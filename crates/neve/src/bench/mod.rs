@@ -26,6 +26,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Query(a) => query::run(a).await,
         BenchCommand::Merge(a) => merge::run(a).await,
         BenchCommand::Serve(a) => serve::run(a).await,
+        BenchCommand::Proxy(a) => proxy(a).await,
     }
 }
 
@@ -212,4 +213,48 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
         n if !n.is_multiple_of(2) => xs[n / 2],
         n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
     }
+}
+
+/// The driver of `neve bench proxy` (it is mostly chdb and boto3 calls).
+const PROXY_SCRIPT: &str = include_str!("../../../../bench/proxy.py");
+
+/// `neve bench proxy`: run the driver with this binary as the proxy; it prints its runs on
+/// stderr, the table and a JSON summary on stdout.
+async fn proxy(a: crate::cli::BenchProxyArgs) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("proxy.py");
+    std::fs::write(&script, PROXY_SCRIPT)?;
+    let me = std::env::current_exe()?;
+    let status = tokio::process::Command::new(&a.python)
+        .arg(&script)
+        .args([
+            "--neve-bin",
+            &me.display().to_string(),
+            "--toxiproxy",
+            &a.toxiproxy,
+        ])
+        .args([
+            "--table",
+            &a.table,
+            "--rows",
+            &a.rows.to_string(),
+            "--runs",
+            &a.runs.to_string(),
+        ])
+        .args([
+            "--threads",
+            &a.threads,
+            "--latency-ms",
+            &a.latency_ms.to_string(),
+        ])
+        .args(["--rate-kbs", &a.rate_kbs.to_string()])
+        .status()
+        .await?;
+    if !status.success() {
+        return Err(CliError::PeerFailed {
+            peer: "bench/proxy.py".into(),
+            reason: format!("exited with {status}"),
+        });
+    }
+    Ok(())
 }

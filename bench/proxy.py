@@ -1,0 +1,211 @@
+"""`neve bench proxy` (issue 16): chdb over the taxi table through `neve proxy` and direct, both
+across an S3-like link to MinIO (Toxiproxy: latency before the first byte and a per-connection
+bandwidth cap), cold (a fresh proxy, empty cache) and hot; and the table's listing through the
+proxy against listing `_data/` directly on the same link.
+
+    python bench/proxy.py --neve-bin target/release/neve --toxiproxy TOXIPROXY_SERVER \
+        --table s3://bucket/prefix/taxi [--rows 10000000] [--runs 3] [--threads 2,8,32]
+
+Needs AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (MinIO) in the environment;
+chdb and boto3 in this Python. Prints one line per measurement and a JSON summary at the end.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+KEY, SECRET = "AKIABENCH", "bench-secret-123"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api(base, path, body):
+    req = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read() or b"null")
+
+
+def start_link(toxiproxy, upstream, latency_ms, rate_kbs):
+    """Toxiproxy between the reader and MinIO: `latency_ms` on the way back (so before the
+    first byte of every response) and `rate_kbs` per connection."""
+    api_port, link_port = free_port(), free_port()
+    proc = subprocess.Popen([toxiproxy, "-host", "127.0.0.1", "-port", str(api_port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{api_port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"{base}/version")
+            break
+        except OSError:
+            time.sleep(0.1)
+    api(base, "/proxies", {"name": "s3", "listen": f"127.0.0.1:{link_port}", "upstream": upstream})
+    api(base, "/proxies/s3/toxics", {"name": "latency", "type": "latency", "stream": "downstream",
+                                      "attributes": {"latency": latency_ms, "jitter": 0}})
+    api(base, "/proxies/s3/toxics", {"name": "bandwidth", "type": "bandwidth", "stream": "downstream",
+                                      "attributes": {"rate": rate_kbs}})
+    return proc, f"http://127.0.0.1:{link_port}"
+
+
+class NeveProxy:
+    def __init__(self, neve_bin, warehouse, link, cache_dir):
+        env = {**os.environ, "AWS_ENDPOINT_URL": link, "NEVE_PROXY_ACCESS_KEY_ID": KEY,
+               "NEVE_PROXY_SECRET_ACCESS_KEY": SECRET}
+        self.proc = subprocess.Popen(
+            [neve_bin, "proxy", "--warehouse", warehouse, "--listen", "127.0.0.1:0",
+             "--cache-memory", "4GiB", "--cache-disk", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        line = self.proc.stdout.readline()
+        assert "listening on" in line, line
+        self.url = line.split()[-1]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def chdb_time(sql):
+    import chdb
+
+    t = time.perf_counter()
+    out = str(chdb.query(sql, "CSV"))
+    return time.perf_counter() - t, out.strip()
+
+
+def queries(url, key, secret, threads):
+    src = f"s3('{url}', '{key}', '{secret}', 'Parquet')"
+    return {
+        "scan": f"SELECT count() FROM {src} WHERE NOT ignore(*) SETTINGS max_threads = {threads}",
+        "point": (f"SELECT count(), sum(cityHash64(*)) FROM {src} WHERE trip_start_timestamp >= '2021-08-15 00:00:00' "
+                  f"AND trip_start_timestamp < '2021-08-16 00:00:00' SETTINGS max_threads = {threads}"),
+    }
+
+
+def list_all(endpoint, key, secret, bucket, prefix):
+    import boto3
+    from botocore.config import Config
+
+    c = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                     region_name="us-east-1", config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
+    t = time.perf_counter()
+    n = 0
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        n += len(page.get("Contents", []))
+    return time.perf_counter() - t, n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--neve-bin", required=True)
+    ap.add_argument("--toxiproxy", required=True)
+    ap.add_argument("--table", required=True, help="s3://bucket/prefix/taxi (created and loaded if absent)")
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", default="2,8,32")
+    ap.add_argument("--latency-ms", type=int, default=30)
+    ap.add_argument("--rate-kbs", type=int, default=51_200, help="per-connection cap, KB/s")
+    a = ap.parse_args()
+
+    minio = os.environ["AWS_ENDPOINT_URL"]
+    mkey, msecret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
+    bucket, _, table_key = a.table.removeprefix("s3://").partition("/")
+    warehouse, _, name = a.table.rpartition("/")
+
+    def neve(*args):
+        p = subprocess.run([a.neve_bin, *map(str, args)], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"neve {args}: {p.stderr}")
+        return p.stdout
+
+    if subprocess.run([a.neve_bin, "info", a.table], capture_output=True).returncode != 0:
+        neve("create", a.table, "--partition-by", "month(trip_start_timestamp) as d",
+             "--sort-by", "payment_type,trip_start_timestamp")
+        with tempfile.TemporaryDirectory() as d:
+            step = 2_000_000
+            for i, start in enumerate(range(0, a.rows, step)):
+                path = f"{d}/taxi-{i}.parquet"
+                neve("bench", "gen", path, "--rows", min(step, a.rows - start), "--seed", i + 1)
+                neve("insert", a.table, path)
+                os.remove(path)
+    info = json.loads(neve("info", a.table, "--json"))
+    print(f"table {a.table}: {info['rows']:,} rows, {info['files']} files, {info['bytes'] / 1e9:.2f} GB", file=sys.stderr)
+
+    upstream = urllib.parse.urlsplit(minio).netloc
+    link_proc, link = start_link(a.toxiproxy, upstream, a.latency_ms, a.rate_kbs)
+    results = []
+    try:
+        with tempfile.TemporaryDirectory() as cache_dir:
+            for threads in [int(t) for t in a.threads.split(",")]:
+                for q in ("scan", "point"):
+                    cold, hot, direct, answers = [], [], [], set()
+                    for run in range(a.runs):
+                        p = NeveProxy(a.neve_bin, warehouse, link, cache_dir)
+                        try:
+                            sql = queries(f"{p.url}/{name}/**/*.parquet", KEY, SECRET, threads)[q]
+                            s, out = chdb_time(sql)
+                            cold.append(s)
+                            answers.add(out)
+                            s, out = chdb_time(sql)
+                            hot.append(s)
+                            answers.add(out)
+                        finally:
+                            p.stop()
+                        sql = queries(f"{link}/{bucket}/{table_key}/_data/**/*.parquet", mkey, msecret, threads)[q]
+                        s, out = chdb_time(sql)
+                        direct.append(s)
+                        answers.add(out)
+                        print(f"  {q} max_threads={threads} run {run + 1}: proxy cold {cold[-1]:.2f}s hot {hot[-1]:.2f}s, "
+                              f"direct {direct[-1]:.2f}s", file=sys.stderr)
+                    assert len(answers) == 1, f"different answers: {answers}"
+                    r = {"query": q, "max_threads": threads, "cold_s": statistics.median(cold),
+                         "hot_s": statistics.median(hot), "direct_s": statistics.median(direct),
+                         "cold_runs": cold, "hot_runs": hot, "direct_runs": direct, "answer": answers.pop()}
+                    r["hot_speedup"] = r["cold_s"] / r["hot_s"]
+                    r["cold_over_direct"] = r["cold_s"] / r["direct_s"]
+                    results.append(r)
+            # Listing: the whole table through the proxy (cold: a fresh proxy, then warm) and
+            # `_data/` directly, on the same link.
+            via_cold, via_warm, direct_l = [], [], []
+            for run in range(a.runs):
+                p = NeveProxy(a.neve_bin, warehouse, link, cache_dir)
+                try:
+                    s, n_proxy = list_all(p.url, KEY, SECRET, name, "")
+                    via_cold.append(s)
+                    s, _ = list_all(p.url, KEY, SECRET, name, "")
+                    via_warm.append(s)
+                finally:
+                    p.stop()
+                s, n_direct = list_all(link, mkey, msecret, bucket, f"{table_key}/_data/")
+                direct_l.append(s)
+                assert n_proxy == n_direct == info["files"], (n_proxy, n_direct, info["files"])
+                print(f"  list {n_proxy} files run {run + 1}: proxy cold {via_cold[-1] * 1e3:.1f} ms, warm "
+                      f"{via_warm[-1] * 1e3:.1f} ms, direct {direct_l[-1] * 1e3:.1f} ms", file=sys.stderr)
+            results.append({"query": "list", "files": info["files"],
+                            "cold_s": statistics.median(via_cold), "hot_s": statistics.median(via_warm),
+                            "direct_s": statistics.median(direct_l), "cold_runs": via_cold,
+                            "hot_runs": via_warm, "direct_runs": direct_l})
+    finally:
+        link_proc.terminate()
+    print(f"\nlink: {a.latency_ms} ms before each response, {a.rate_kbs / 1024:.0f} MB/s per connection; "
+          f"medians of {a.runs}")
+    print(f"{'measure':<22} {'proxy cold':>11} {'proxy hot':>10} {'direct':>9} {'hot/cold':>9} {'cold/direct':>12}")
+    for r in results:
+        label = r["query"] if r["query"] == "list" else f"{r['query']} max_threads={r['max_threads']}"
+        print(f"{label:<22} {r['cold_s']:>10.3f}s {r['hot_s']:>9.3f}s {r['direct_s']:>8.3f}s "
+              f"{r['cold_s'] / r['hot_s']:>8.2f}x {r['cold_s'] / r['direct_s']:>11.2f}x")
+    print(json.dumps({"table": a.table, "rows": info["rows"], "files": info["files"], "results": results}))
+
+
+if __name__ == "__main__":
+    main()
