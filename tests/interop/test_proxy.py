@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from test_seed_queries import QUERIES, close, keyed, norm
+from test_seed_queries import QUERIES, assert_same_answers, norm
 
 ROWS = 200_000
 ACME = ("AKIAACME", "acme-secret-123")
@@ -217,16 +217,7 @@ def test_duckdb_and_chdb_through_the_proxy_answer_as_neve_does(q, neve, lake, tm
     if q["name"] == "limit_1000":
         assert len(ours) == len(duck) == len(ch) == 1000
         return
-    for other, engine in ((duck, "duckdb"), (ch, "chdb")):
-        a, b = keyed(ours), keyed(other)
-        assert a.keys() == b.keys(), f"{engine}: different groups"
-        for k, row in a.items():
-            for col, v in row.items():
-                w = b[k][col]
-                if isinstance(v, float):
-                    assert close(v, w, col), f"{engine} {k} {col}: neve {v}, {engine} {w}"
-                else:
-                    assert v == w, f"{engine} {k} {col}"
+    assert_same_answers(ours, {"duckdb": duck, "chdb": ch})
 
 
 def test_pyarrow_s3filesystem_reads_a_file(neve_bin, lake):

@@ -91,6 +91,20 @@ def close(a, b, name):
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
+def assert_same_answers(ours, others):
+    """Each engine's rows (normalised) have neve's groups and values."""
+    for engine, other in others.items():
+        a, b = keyed(ours), keyed(other)
+        assert a.keys() == b.keys(), f"{engine}: different groups"
+        for key, row in a.items():
+            for col, v in row.items():
+                w = b[key][col]
+                if isinstance(v, float):
+                    assert close(v, w, col), f"{engine} {key} {col}: neve {v}, {engine} {w}"
+                else:
+                    assert v == w, f"{engine} {key} {col}: neve {v}, {engine} {w}"
+
+
 @pytest.mark.parametrize("q", QUERIES, ids=[q["name"] for q in QUERIES])
 def test_seed_query_same_answer_everywhere(q, neve, duck, taxi):
     ours = norm(neve_rows(neve, taxi, q["neve"]))
@@ -103,16 +117,7 @@ def test_seed_query_same_answer_everywhere(q, neve, duck, taxi):
             assert set(ours[0]) <= set(other[0]) and set(other[0]) - set(ours[0]) <= {"d"}
         return
     assert len(ours) > 0
-    for other, engine in ((duckdb, "duckdb"), (clickhouse, "clickhouse")):
-        a, b = keyed(ours), keyed(other)
-        assert a.keys() == b.keys(), f"{engine}: different groups"
-        for key, row in a.items():
-            for col, v in row.items():
-                w = b[key][col]
-                if isinstance(v, float):
-                    assert close(v, w, col), f"{engine} {key} {col}: neve {v}, {engine} {w}"
-                else:
-                    assert v == w, f"{engine} {key} {col}: neve {v}, {engine} {w}"
+    assert_same_answers(ours, {"duckdb": duckdb, "clickhouse": clickhouse})
     if q["name"] == "count_by_month":
         assert sum(r["cnt"] for r in ours) == ROWS
         assert [r["mnth"] for r in ours] == sorted((r["mnth"] for r in ours), reverse=True)

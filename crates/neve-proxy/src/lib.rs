@@ -37,6 +37,7 @@ impl s3s::validation::NameValidation for TableBucketNames {
 pub struct Proxy {
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    cache: Option<Arc<cache::BlockCache>>,
 }
 
 impl Proxy {
@@ -60,7 +61,7 @@ impl Proxy {
             .await?
             .map(Arc::new);
         let service = s3::NeveS3 {
-            cache,
+            cache: cache.clone(),
             catalog,
             keys: keys.clone(),
             metrics: metrics.clone(),
@@ -92,7 +93,11 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| Error::Listen { addr, source })?;
-        Ok(Self { listener, app })
+        Ok(Self {
+            listener,
+            app,
+            cache,
+        })
     }
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
@@ -106,9 +111,13 @@ impl Proxy {
     ) -> Result<()> {
         let addr = self.local_addr();
         tracing::info!(%addr, "neve proxy listening");
-        axum::serve(self.listener, self.app)
+        let served = axum::serve(self.listener, self.app)
             .with_graceful_shutdown(shutdown)
             .await
-            .map_err(|source| Error::Listen { addr, source })
+            .map_err(|source| Error::Listen { addr, source });
+        if let Some(cache) = &self.cache {
+            cache.close().await;
+        }
+        served
     }
 }

@@ -269,19 +269,19 @@ impl S3 for NeveS3 {
                 }),
             ),
         };
-        let max_keys = max_keys(input.max_keys)?;
-        let prefix = input.prefix.clone().unwrap_or_default();
-        let page = listing::list(
-            &snap.files,
-            &prefix,
+        let Listed {
+            page,
+            max_keys,
+            prefix,
+            encode,
+        } = list_page(
+            &snap,
+            input.prefix.as_deref(),
             input.delimiter.as_deref(),
             start.as_ref(),
-            max_keys,
-        );
-        let encode = input
-            .encoding_type
-            .as_ref()
-            .is_some_and(|e| e.as_str() == dto::EncodingType::URL);
+            input.max_keys,
+            input.encoding_type.as_ref(),
+        )?;
         let next = page
             .next
             .as_ref()
@@ -325,19 +325,19 @@ impl S3 for NeveS3 {
                 after,
                 prefix: false,
             });
-        let max_keys = max_keys(input.max_keys)?;
-        let prefix = input.prefix.clone().unwrap_or_default();
-        let page = listing::list(
-            &snap.files,
-            &prefix,
+        let Listed {
+            page,
+            max_keys,
+            prefix,
+            encode,
+        } = list_page(
+            &snap,
+            input.prefix.as_deref(),
             input.delimiter.as_deref(),
             start.as_ref(),
-            max_keys,
-        );
-        let encode = input
-            .encoding_type
-            .as_ref()
-            .is_some_and(|e| e.as_str() == dto::EncodingType::URL);
+            input.max_keys,
+            input.encoding_type.as_ref(),
+        )?;
         let out = dto::ListObjectsOutput {
             name: Some(input.bucket.clone()),
             prefix: Some(url_encode(&prefix, encode)),
@@ -434,6 +434,32 @@ impl S3 for NeveS3 {
             ..Default::default()
         }))
     }
+}
+
+/// A page of a listing and how to write it.
+struct Listed {
+    page: listing::Page,
+    max_keys: usize,
+    prefix: String,
+    encode: bool,
+}
+
+fn list_page(
+    snap: &Snapshot,
+    prefix: Option<&str>,
+    delimiter: Option<&str>,
+    start: Option<&Resume>,
+    given_max_keys: Option<i32>,
+    encoding: Option<&dto::EncodingType>,
+) -> Result<Listed> {
+    let max_keys = max_keys(given_max_keys)?;
+    let prefix = prefix.unwrap_or_default().to_string();
+    Ok(Listed {
+        page: listing::list(&snap.files, &prefix, delimiter, start, max_keys),
+        max_keys,
+        prefix,
+        encode: encoding.is_some_and(|e| e.as_str() == dto::EncodingType::URL),
+    })
 }
 
 fn parquet_type() -> dto::ContentType {

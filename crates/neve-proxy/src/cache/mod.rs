@@ -249,18 +249,6 @@ impl BlockCache {
             .boxed()
     }
 
-    /// Drop a file's blocks (gc deleted it).
-    pub fn forget(&self, file: &FileBlocks) {
-        let blocks = file.size.div_ceil(self.block_size);
-        for index in 0..blocks {
-            self.cache.remove(&BlockKey {
-                path: Arc::from(file.path.as_ref()),
-                etag: file.etag.clone(),
-                index,
-            });
-        }
-    }
-
     pub async fn close(&self) {
         if let Err(e) = self.cache.close().await {
             tracing::warn!(error = %e, "closing the cache");
