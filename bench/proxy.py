@@ -1,7 +1,8 @@
 """`neve bench proxy` (issue 16): chdb over the taxi table through `neve proxy` and direct, both
 across an S3-like link to MinIO (Toxiproxy: latency before the first byte and a per-connection
-bandwidth cap), cold (a fresh proxy, empty cache) and hot; and the table's listing through the
-proxy against listing `_data/` directly on the same link.
+bandwidth cap), cold (a fresh proxy, empty cache) and hot; the floor of a hot read (chdb on
+local copies of the same files); and a 10,000-file table's listing through the proxy against
+listing its `_data/` directly on the same link.
 
     python bench/proxy.py --neve-bin target/release/neve --toxiproxy TOXIPROXY_SERVER \
         --table s3://bucket/prefix/taxi [--rows 10000000] [--runs 3] [--threads 2,8,32]
@@ -84,7 +85,7 @@ def chdb_time(sql):
 
 
 def queries(url, key, secret, threads):
-    src = f"s3('{url}', '{key}', '{secret}', 'Parquet')"
+    src = f"s3('{url}', '{key}', '{secret}', 'Parquet')" if key else f"file('{url}', 'Parquet')"
     return {
         "scan": f"SELECT count() FROM {src} WHERE NOT ignore(*) SETTINGS max_threads = {threads}",
         "point": (f"SELECT count(), sum(cityHash64(*)) FROM {src} WHERE trip_start_timestamp >= '2021-08-15 00:00:00' "
@@ -177,6 +178,25 @@ def main():
     listing_key = listing_table.removeprefix(f"s3://{bucket}/")
     print(f"table {a.table}: {info['rows']:,} rows, {info['files']} files, {info['bytes'] / 1e9:.2f} GB", file=sys.stderr)
 
+    # The floor of a hot read: chdb on local copies of the same files, from the page cache
+    # (no network, no proxy), one warm-up run first.
+    floor = {}
+    with tempfile.TemporaryDirectory() as local:
+        import boto3
+
+        c = boto3.client("s3", endpoint_url=minio, region_name="us-east-1")
+        data_prefix = f"{table_key}/_data/"
+        for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=data_prefix):
+            for o in page.get("Contents", []):
+                dst = os.path.join(local, o["Key"][len(data_prefix):])
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                c.download_file(bucket, o["Key"], dst)
+        for threads in [int(t) for t in a.threads.split(",")]:
+            for q, sql in queries(f"{local}/**/*.parquet", None, None, threads).items():
+                chdb_time(sql)
+                floor[(q, threads)] = statistics.median(chdb_time(sql)[0] for _ in range(a.runs))
+                print(f"  {q} max_threads={threads}: local files {floor[(q, threads)]:.2f}s", file=sys.stderr)
+
     upstream = urllib.parse.urlsplit(minio).netloc
     link_proc, link = start_link(a.toxiproxy, upstream, a.latency_ms, a.rate_kbs)
     results = []
@@ -208,6 +228,7 @@ def main():
                          "hot_s": statistics.median(hot), "direct_s": statistics.median(direct),
                          "cold_runs": cold, "hot_runs": hot, "direct_runs": direct, "answer": answers.pop()}
                     r["hot_speedup"] = r["cold_s"] / r["hot_s"]
+                    r["local_files_s"] = floor[(q, threads)]
                     r["cold_over_direct"] = r["cold_s"] / r["direct_s"]
                     results.append(r)
             # Listing: a table of `list_files` files through the proxy (cold: a fresh proxy,
@@ -236,11 +257,15 @@ def main():
         link_proc.terminate()
     print(f"\nlink: {a.latency_ms} ms before each response, {a.rate_kbs / 1024:.0f} MB/s per connection; "
           f"medians of {a.runs}")
-    print(f"{'measure':<22} {'proxy cold':>11} {'proxy hot':>10} {'direct':>9} {'hot/cold':>9} {'cold/direct':>12}")
+    print(f"{'measure':<22} {'proxy cold':>11} {'proxy hot':>10} {'direct':>9} {'local files':>12} "
+          f"{'hot/cold':>9} {'cold/direct':>12} {'hot/local':>10}")
     for r in results:
         label = r["query"] if r["query"] == "list" else f"{r['query']} max_threads={r['max_threads']}"
+        local = r.get("local_files_s")
         print(f"{label:<22} {r['cold_s']:>10.3f}s {r['hot_s']:>9.3f}s {r['direct_s']:>8.3f}s "
-              f"{r['cold_s'] / r['hot_s']:>8.2f}x {r['cold_s'] / r['direct_s']:>11.2f}x")
+              + (f"{local:>11.3f}s " if local else f"{'':>12} ")
+              + f"{r['cold_s'] / r['hot_s']:>8.2f}x {r['cold_s'] / r['direct_s']:>11.2f}x "
+              + (f"{r['hot_s'] / local:>9.2f}x" if local else ""))
     print(json.dumps({"table": a.table, "rows": info["rows"], "files": info["files"], "results": results}))
 
 
