@@ -188,6 +188,7 @@ impl Table {
         if whole.is_empty() && partial.is_empty() {
             return Ok(Some(report));
         }
+        let started_ms = self.clock.now_millis();
         let rewritten = self
             .rewrite_without(&snapshot, &partial, expr, parallelism, progress)
             .await?;
@@ -218,6 +219,15 @@ impl Table {
             .committer
             .commit(&mut snapshot, "DELETE", |snap| {
                 let now = self.clock.now_millis();
+                if !outputs.is_empty() {
+                    crate::table::written_within_grace(
+                        &snap.metadata.settings,
+                        None,
+                        now - started_ms,
+                        "delete",
+                        snap.version,
+                    )?;
+                }
                 let renamed = written_with.renames_and_drops(&snap.metadata.schema);
                 let gone = whole
                     .iter()

@@ -81,6 +81,42 @@ pub struct InsertOptions {
     /// Idempotency keys of the requests whose rows this insert commits (`neve serve`); see
     /// [`crate::log::Committer::commit_requests`].
     pub requests: Vec<crate::log::RequestKey>,
+    /// The grace of a cleaner this writer knows of besides the table's `gc_grace` (the
+    /// server's maintenance policy): the shorter one bounds how old the files may be at commit.
+    pub gc_grace_ms: Option<i64>,
+}
+
+/// Past half the shortest gc grace in force (the table's `gc_grace`, or `known_ms` a cleaner
+/// the writer knows of uses), a cleaner may already have deleted the files a writer wrote
+/// `age_ms` ago as orphans: refuse rather than commit references to files that may be gone.
+/// Half, so the clocks of the writer, the store and the cleaner may disagree by the other half.
+pub(crate) fn written_within_grace(
+    settings: &TableSettings,
+    known_ms: Option<i64>,
+    age_ms: i64,
+    what: &str,
+    version: u64,
+) -> Result<()> {
+    let table_ms = settings.gc_grace_seconds.map(|g| g as i64 * 1000);
+    let Some(grace_ms) = [table_ms, known_ms].into_iter().flatten().min() else {
+        return Ok(());
+    };
+    if age_ms <= grace_ms / 2 {
+        return Ok(());
+    }
+    let whose = if Some(grace_ms) == table_ms {
+        "the table's gc_grace"
+    } else {
+        "the gc grace of this server's maintenance"
+    };
+    Err(Error::CommitConflict {
+        version,
+        reason: format!(
+            "this {what}'s files were written {:.1}s ago, over half {whose} ({:.1}s), so gc may have deleted them; nothing was committed, {what} again",
+            age_ms as f64 / 1000.0,
+            grace_ms as f64 / 1000.0
+        ),
+    })
 }
 
 /// An input read, typed and checked by [`Table::prepare`], waiting to be committed.
@@ -514,20 +550,13 @@ impl Table {
         let result = self
             .committer
             .commit_requests(&mut snapshot, "INSERT", &opts.requests, |snap| {
-                // Past half the table's gc grace, a cleaner may already have taken the files:
-                // refuse rather than commit references to files that may be gone.
-                if let Some(grace) = snap.metadata.settings.gc_grace_seconds {
-                    let age_ms = self.clock.now_millis() - started_ms;
-                    if age_ms > grace as i64 * 1000 / 2 {
-                        return Err(Error::CommitConflict {
-                            version: snap.version,
-                            reason: format!(
-                                "this insert's files were written {:.1}s ago, over half the table's gc_grace ({grace}s), so gc may have deleted them; nothing was committed, insert again",
-                                age_ms as f64 / 1000.0
-                            ),
-                        });
-                    }
-                }
+                written_within_grace(
+                    &snap.metadata.settings,
+                    opts.gc_grace_ms,
+                    self.clock.now_millis() - started_ms,
+                    "insert",
+                    snap.version,
+                )?;
                 if snap.metadata.partition_by != meta.partition_by {
                     return Err(Error::CommitConflict {
                         version: snap.version,

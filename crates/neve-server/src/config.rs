@@ -155,6 +155,13 @@ impl ServerConfig {
         if self.maintenance.interval.is_zero() {
             return bad("maintenance.interval must be above 0".into());
         }
+        if self.maintenance.enabled && self.maintenance.gc_grace < MIN_GC_GRACE {
+            return bad(format!(
+                "maintenance.gc_grace ({}) must be at least {}: this server does not commit an insert or merge whose files are older than half the grace (gc may have taken them)",
+                humantime::format_duration(self.maintenance.gc_grace),
+                humantime::format_duration(MIN_GC_GRACE)
+            ));
+        }
         if self.ingest.flush_interval.is_zero() {
             return bad("ingest.flush_interval must be above 0".into());
         }
@@ -167,6 +174,9 @@ impl ServerConfig {
 
 /// The same text forms as the proxy's settings in the shared file.
 pub(crate) use neve_proxy::config::{duration_text, size_text};
+
+/// The shortest gc grace maintenance may use: below it, a slow flush would be refused.
+pub const MIN_GC_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {
@@ -200,5 +210,15 @@ mod tests {
             ..Default::default()
         };
         assert!(open.validate().unwrap_err().to_string().contains("--token"));
+        // A gc grace so short that the server's own flushes could not commit: refused.
+        let mut quick = ServerConfig::default();
+        quick.maintenance.gc_grace = Duration::ZERO;
+        let e = quick.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("maintenance.gc_grace (0s) must be at least 10s"),
+            "{e}"
+        );
+        quick.maintenance.enabled = false;
+        quick.validate().unwrap();
     }
 }

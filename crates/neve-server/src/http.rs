@@ -35,7 +35,14 @@ pub struct AppState {
 impl AppState {
     pub fn new(config: ServerConfig, auth: Auth, metrics: Arc<Metrics>) -> Self {
         Self {
-            ingest: Ingest::new(config.ingest.clone(), metrics.clone()),
+            ingest: Ingest::new(
+                config.ingest.clone(),
+                config
+                    .maintenance
+                    .enabled
+                    .then_some(config.maintenance.gc_grace),
+                metrics.clone(),
+            ),
             config,
             auth,
             metrics,

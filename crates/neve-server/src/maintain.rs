@@ -33,6 +33,8 @@ pub struct MaintenanceConfig {
     #[serde(with = "crate::config::size_text")]
     pub max_input_bytes: u64,
     /// Files unreferenced for less than this are kept by gc (an insert may be committing them).
+    /// This server's inserts and merges older than half of it are not committed; writers
+    /// elsewhere learn it only from the table's own `gc_grace` setting.
     #[serde(with = "crate::config::duration_text")]
     pub gc_grace: Duration,
 }
@@ -102,12 +104,17 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             return policy.interval;
         }
     };
+    let grace = settings
+        .gc_grace_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(policy.gc_grace);
     let opts = MergeOptions {
         min_files: settings.merge_min_files.unwrap_or(policy.min_files).max(2),
         target_file_size: settings
             .merge_target_file_size
             .unwrap_or(policy.target_file_size),
         max_input_bytes: policy.max_input_bytes,
+        gc_grace_ms: Some(policy.gc_grace.as_millis() as i64),
         ..Default::default()
     };
     match table.merge(&opts, Arc::new(NoProgress)).await {
@@ -118,10 +125,6 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
         Ok(_) => {}
         Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: merge failed"),
     }
-    let grace = settings
-        .gc_grace_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(policy.gc_grace);
     let gc = GcOptions {
         grace_ms: grace.as_millis() as i64,
         ..Default::default()

@@ -554,3 +554,61 @@ async fn an_insert_older_than_half_the_gc_grace_is_not_committed() {
     assert_eq!(after.version, before.version);
     assert_eq!(after.rows(), 2);
 }
+
+#[tokio::test]
+async fn inserts_and_merges_older_than_half_a_cleaners_known_grace_are_not_committed() {
+    // Every clock read is 10 s later, so any write spans at least 10 s.
+    let clock = Arc::new(SlowClock {
+        now: std::sync::atomic::AtomicI64::new(T0),
+        step_ms: 10_000,
+    });
+    let t = TableBuilder::new(TableLocation::memory("t"))
+        .with_clock(clock)
+        .with_seed(7)
+        .build();
+    t.create(CreateOptions::default()).await.unwrap();
+    for i in 0..3 {
+        insert(&t, &[i], "eu").await;
+    }
+    let before = t.snapshot().await.unwrap();
+    // The table has no gc_grace: the grace the writer was told of (a server's gc) bounds it.
+    let (s, b) = batch(&[9], "eu");
+    let told = InsertOptions {
+        gc_grace_ms: Some(15_000),
+        ..Default::default()
+    };
+    let e = t
+        .insert_batches(s, vec![b], &told, Arc::new(NoProgress))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("gc grace of this server"), "{e}");
+    let merge = crate::merge::MergeOptions {
+        min_files: 2,
+        gc_grace_ms: Some(15_000),
+        ..Default::default()
+    };
+    let e = t.merge(&merge, Arc::new(NoProgress)).await.unwrap_err();
+    assert!(
+        e.to_string().contains("this merge's files were written"),
+        "{e}"
+    );
+    assert_eq!(e.kind(), crate::ErrorKind::Conflict);
+    let after = t.snapshot().await.unwrap();
+    assert_eq!(after.version, before.version, "nothing committed");
+    assert_eq!(after.files.len(), before.files.len());
+    // The refused writes cleaned up after themselves: only the committed files are stored.
+    let stored: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
+        t.location().store.list(Some(&t.location().child("_data"))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored.len(), 3);
+    // A grace long enough: the same merge commits.
+    let merge = crate::merge::MergeOptions {
+        gc_grace_ms: Some(3_600_000),
+        ..merge
+    };
+    let r = t.merge(&merge, Arc::new(NoProgress)).await.unwrap();
+    assert!(r.version.is_some());
+    assert_eq!(t.snapshot().await.unwrap().rows(), 3);
+}

@@ -84,6 +84,7 @@ impl Table {
             version = plan.version,
             "merge planned"
         );
+        let started_ms = self.clock.now_millis();
         let merged = self.write_groups(&snapshot, &plan, opts, progress).await?;
         crate::failpoint::hit("merge:after-data");
 
@@ -94,6 +95,13 @@ impl Table {
             .committer
             .commit(&mut snapshot, "MERGE", |snap| {
                 kept.clear();
+                crate::table::written_within_grace(
+                    &snap.metadata.settings,
+                    opts.gc_grace_ms,
+                    self.clock.now_millis() - started_ms,
+                    "merge",
+                    snap.version,
+                )?;
                 // Outputs' statistics are keyed by the names at write time.
                 let renamed = written_with.renames_and_drops(&snap.metadata.schema);
                 let now = self.clock.now_millis();

@@ -53,6 +53,9 @@ pub struct MergeOptions {
     pub max_files_per_group: usize,
     /// Groups merged at once.
     pub parallelism: usize,
+    /// A cleaner's grace this merger knows of besides the table's `gc_grace` (see
+    /// [`crate::InsertOptions::gc_grace_ms`]).
+    pub gc_grace_ms: Option<i64>,
 }
 
 impl Default for MergeOptions {
@@ -67,6 +70,7 @@ impl Default for MergeOptions {
             parallelism: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            gc_grace_ms: None,
         }
     }
 }

@@ -47,6 +47,8 @@ struct Pending {
 pub struct Ingest {
     config: IngestConfig,
     metrics: Arc<Metrics>,
+    /// The grace of this server's own gc: an insert older than half of it is not committed.
+    gc_grace_ms: Option<i64>,
     budget: Arc<Semaphore>,
     queues: tokio::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Pending>>>,
     flushers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -56,9 +58,15 @@ pub struct Ingest {
 const UNIT: u64 = 1024;
 
 impl Ingest {
-    pub fn new(config: IngestConfig, metrics: Arc<Metrics>) -> Self {
+    /// `gc_grace`: the grace of the gc this server runs, if it runs one.
+    pub fn new(
+        config: IngestConfig,
+        gc_grace: Option<std::time::Duration>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let units = (config.max_pending_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS as u64);
         Self {
+            gc_grace_ms: gc_grace.map(|g| g.as_millis() as i64),
             budget: Arc::new(Semaphore::new(units as usize)),
             config,
             metrics,
@@ -120,6 +128,7 @@ impl Ingest {
                     table: table.clone(),
                     config: self.config.clone(),
                     metrics: self.metrics.clone(),
+                    gc_grace_ms: self.gc_grace_ms,
                 };
                 let handle = tokio::spawn(flusher.run(r));
                 self.flushers.lock().expect("not poisoned").push(handle);
@@ -146,6 +155,7 @@ struct Flusher {
     table: Arc<Table>,
     config: IngestConfig,
     metrics: Arc<Metrics>,
+    gc_grace_ms: Option<i64>,
 }
 
 impl Flusher {
@@ -336,6 +346,7 @@ impl Flusher {
                     })
                 })
                 .collect(),
+            gc_grace_ms: self.gc_grace_ms,
             ..Default::default()
         };
         let inputs: Vec<PreparedInput> = go.iter().map(|&i| batch[i].input.clone()).collect();

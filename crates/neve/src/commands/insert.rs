@@ -62,7 +62,7 @@ pub async fn run(a: InsertArgs) -> Result<()> {
             chunk_rows: a.chunk_rows.max(1),
             ..Default::default()
         },
-        requests: Vec::new(),
+        ..Default::default()
     };
     let started = Instant::now();
     let report = with_bar("inserting", |bar| table.insert_files(&a.inputs, &opts, bar)).await?;

@@ -759,7 +759,7 @@ async fn the_server_merges_small_files_in_the_background() {
             "--merge-min-files",
             "2",
             "--gc-grace",
-            "0s",
+            "10s",
         ],
     );
     let c = client();
