@@ -126,6 +126,25 @@ impl Catalog {
         Ok(snap)
     }
 
+    /// Each table's latest snapshot in memory (tables being refreshed right now are skipped;
+    /// the next call sees them).
+    pub fn latest_in_memory(&self) -> Vec<(String, Arc<Snapshot>)> {
+        let tables: Vec<(String, Arc<TableState>)> = self
+            .tables
+            .lock()
+            .expect("tables lock")
+            .iter()
+            .map(|(t, s)| (t.clone(), s.clone()))
+            .collect();
+        tables
+            .into_iter()
+            .filter_map(|(t, s)| {
+                let latest = s.latest.try_lock().ok()?;
+                latest.as_ref().map(|(snap, _)| (t, snap.clone()))
+            })
+            .collect()
+    }
+
     /// Forget a table (it was not found).
     pub fn forget(&self, table: &str) {
         self.tables.lock().expect("tables lock").remove(table);

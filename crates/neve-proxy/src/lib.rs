@@ -38,6 +38,7 @@ pub struct Proxy {
     listener: tokio::net::TcpListener,
     app: axum::Router,
     cache: Option<Arc<cache::BlockCache>>,
+    sweeper: Option<cache::sweep::Sweeper>,
 }
 
 impl Proxy {
@@ -60,6 +61,14 @@ impl Proxy {
         let cache = cache::BlockCache::new(&config.settings.cache, metrics.clone())
             .await?
             .map(Arc::new);
+        let sweeper = cache.as_ref().map(|c| {
+            cache::sweep::Sweeper::new(
+                catalog.clone(),
+                c.clone(),
+                metrics.clone(),
+                config.settings.removed_files_readable,
+            )
+        });
         let service = s3::NeveS3 {
             cache: cache.clone(),
             catalog,
@@ -97,6 +106,7 @@ impl Proxy {
             listener,
             app,
             cache,
+            sweeper,
         })
     }
 
@@ -111,10 +121,14 @@ impl Proxy {
     ) -> Result<()> {
         let addr = self.local_addr();
         tracing::info!(%addr, "neve proxy listening");
+        let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let served = axum::serve(self.listener, self.app)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| Error::Listen { addr, source });
+        if let Some(s) = sweeping {
+            s.abort();
+        }
         if let Some(cache) = &self.cache {
             cache.close().await;
         }

@@ -26,6 +26,7 @@ pub struct Metrics {
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub cache_hit_bytes: Counter,
+    pub cache_dropped_blocks: Counter,
     pub list_seconds: Histogram,
 }
 
@@ -48,6 +49,7 @@ impl Metrics {
             cache_hits: Counter::default(),
             cache_misses: Counter::default(),
             cache_hit_bytes: Counter::default(),
+            cache_dropped_blocks: Counter::default(),
             list_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             registry: Default::default(),
         };
@@ -92,6 +94,11 @@ impl Metrics {
             "cache_hit_bytes",
             "Bytes read from the cache",
             m.cache_hit_bytes.clone(),
+        );
+        r.register(
+            "cache_dropped_blocks",
+            "Cached blocks dropped because their file was removed from its table",
+            m.cache_dropped_blocks.clone(),
         );
         Self {
             registry: std::sync::Arc::new(parking_lot::Mutex::new(r)),

@@ -46,7 +46,7 @@ fn timestamp(ms: i64) -> Option<Timestamp> {
 
 /// Files are immutable and their paths unique, so a digest of the path is a stable ETag
 /// that needs no request to the store.
-fn etag_of(path: &str, size: u64) -> String {
+pub(crate) fn etag_of(path: &str, size: u64) -> String {
     let d = sha2::Sha256::digest(format!("{path}\0{size}").as_bytes());
     d[..16].iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -249,12 +249,37 @@ impl BlockCache {
             .boxed()
     }
 
+    /// Drop every cached block of one version of a file; how many there were.
+    pub fn drop_file(&self, path: &Path, etag: &str, size: u64) -> u64 {
+        let mut key = BlockKey {
+            path: Arc::from(path.as_ref()),
+            etag: Arc::from(etag),
+            index: 0,
+        };
+        let mut dropped = 0;
+        for index in 0..size.div_ceil(self.block_size) {
+            key.index = index;
+            if self.cache.contains(&key) {
+                dropped += 1;
+            }
+            self.cache.remove(&key);
+        }
+        dropped
+    }
+
+    /// Whether a block is cached (memory, or maybe on disk).
+    pub fn contains(&self, key: &BlockKey) -> bool {
+        self.cache.contains(key)
+    }
+
     pub async fn close(&self) {
         if let Err(e) = self.cache.close().await {
             tracing::warn!(error = %e, "closing the cache");
         }
     }
 }
+
+pub mod sweep;
 
 #[cfg(test)]
 mod tests;

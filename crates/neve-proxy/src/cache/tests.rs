@@ -169,3 +169,119 @@ fn the_disk_part_stays_within_its_size() {
         cache.close().await;
     });
 }
+
+/// Once a merge has removed files for longer than `removed_files_readable`, their cached
+/// blocks are dropped; the merged file's stay, and so do removed files' within the window.
+#[test]
+fn blocks_of_files_removed_past_the_readable_window_are_dropped() {
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use neve_core::merge::MergeOptions;
+    use neve_core::write::NoProgress;
+    use neve_core::{CreateOptions, InsertOptions, TableBuilder, TableLocation};
+
+    runtime().block_on(async {
+        let warehouse = TableLocation::memory("wh");
+        let table = TableBuilder::new(warehouse.sub("t")).build();
+        table.create(CreateOptions::default()).await.unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        for i in 0..3i64 {
+            let ids: Vec<i64> = (i * 50_000..(i + 1) * 50_000).collect();
+            let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ids))])
+                .unwrap();
+            table
+                .insert_batches(
+                    schema.clone(),
+                    vec![b],
+                    &InsertOptions::default(),
+                    Arc::new(NoProgress),
+                )
+                .await
+                .unwrap();
+        }
+        let metrics = Arc::new(Metrics::new());
+        let cache = Arc::new(
+            BlockCache::new(&settings(64 << 20), metrics.clone())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        let catalog = Arc::new(crate::catalog::Catalog::new(
+            warehouse,
+            std::time::Duration::ZERO,
+        ));
+        let loc = catalog.location("t");
+        // Every block of every alive file, read through the cache.
+        let cache_all = |snap: Arc<neve_core::log::Snapshot>| {
+            let (cache, loc) = (cache.clone(), loc.clone());
+            async move {
+                let mut keys = Vec::new();
+                for f in snap.files.values() {
+                    let file = FileBlocks {
+                        store: loc.store.clone(),
+                        path: loc.child(&f.path),
+                        etag: Arc::from(crate::s3::etag_of(&f.path, f.size)),
+                        size: f.size,
+                    };
+                    collect(cache.read(file.clone(), 0..f.size)).await;
+                    for index in 0..f.size.div_ceil(BLOCK) {
+                        keys.push(BlockKey {
+                            path: Arc::from(file.path.as_ref()),
+                            etag: file.etag.clone(),
+                            index,
+                        });
+                    }
+                }
+                keys
+            }
+        };
+        let before = cache_all(catalog.latest("t", true).await.unwrap()).await;
+        assert!(
+            before.len() >= 6,
+            "files of several blocks: {}",
+            before.len()
+        );
+        let merged = table
+            .merge(
+                &MergeOptions {
+                    min_files: 2,
+                    ..Default::default()
+                },
+                Arc::new(NoProgress),
+            )
+            .await
+            .unwrap();
+        assert!(merged.version.is_some());
+        let after = cache_all(catalog.latest("t", true).await.unwrap()).await;
+        let now = chrono::Utc::now().timestamp_millis();
+
+        // Within the window: kept (a reader may have listed them just before the merge).
+        let mut within = crate::cache::sweep::Sweeper::new(
+            catalog.clone(),
+            cache.clone(),
+            metrics.clone(),
+            std::time::Duration::from_secs(3600),
+        );
+        assert_eq!(within.sweep(now), 0);
+        assert!(before.iter().all(|k| cache.contains(k)));
+
+        let mut past = crate::cache::sweep::Sweeper::new(
+            catalog.clone(),
+            cache.clone(),
+            metrics.clone(),
+            std::time::Duration::from_secs(1),
+        );
+        assert_eq!(past.sweep(now + 2_000), 3, "the three merged-away files");
+        assert!(
+            before.iter().all(|k| !cache.contains(k)),
+            "removed files' blocks dropped"
+        );
+        assert!(
+            after.iter().all(|k| cache.contains(k)),
+            "the merged file's blocks kept"
+        );
+        assert_eq!(metrics.cache_dropped_blocks.get(), before.len() as u64);
+        // Once only.
+        assert_eq!(past.sweep(now + 3_000), 0);
+    });
+}
