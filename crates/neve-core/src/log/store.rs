@@ -392,17 +392,26 @@ impl LogStore {
 
     /// Bring `snapshot` up to the latest version; returns the commits applied.
     pub async fn update(&self, snapshot: &mut Snapshot) -> Result<Vec<LoggedCommit>> {
-        let listing = self.list(Some(snapshot.version)).await?;
-        let newer: Vec<u64> = listing
-            .commits
-            .range(snapshot.version + 1..)
-            .copied()
-            .collect();
-        let commits = self.read_commits(newer).await?;
-        for c in &commits {
+        let commits = self.commits_after(snapshot.version).await?;
+        self.apply_all(snapshot, &commits)?;
+        Ok(commits)
+    }
+
+    /// The commits after `version`, in order (one listing of the log's tail, then reads):
+    /// what [`LogStore::update`] applies, for a caller that copies its snapshot only when
+    /// there is something to apply.
+    pub async fn commits_after(&self, version: u64) -> Result<Vec<LoggedCommit>> {
+        let listing = self.list(Some(version)).await?;
+        let newer: Vec<u64> = listing.commits.range(version + 1..).copied().collect();
+        self.read_commits(newer).await
+    }
+
+    /// Apply `commits` (from [`LogStore::commits_after`] the snapshot's version) in order.
+    pub fn apply_all(&self, snapshot: &mut Snapshot, commits: &[LoggedCommit]) -> Result<()> {
+        for c in commits {
             self.apply(snapshot, c)?;
         }
-        Ok(commits)
+        Ok(())
     }
 
     /// Apply a commit read from this log to `snapshot` (a copy: the caller keeps `c`).
