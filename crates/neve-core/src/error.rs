@@ -170,6 +170,13 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// Writing a query's result to its destination failed (a closed pipe, a full disk).
+    #[error("writing the result failed: {source}")]
+    ResultWrite {
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The SQL text does not parse.
     #[error("SQL syntax error: {message}")]
     SqlSyntax { message: String },
@@ -185,6 +192,10 @@ pub enum Error {
     /// Reading data files failed during a query.
     #[error("storage error during query: {message}")]
     QueryStorage { message: String },
+
+    /// The query needed more memory than its limit, where it could not spill to disk.
+    #[error("query out of memory: {message}")]
+    QueryOutOfMemory { message: String },
 
     /// The query failed while running.
     #[error("query failed: {message}")]
@@ -242,7 +253,8 @@ impl Error {
             | InvalidSortKey { .. }
             | InvalidSetting { .. }
             | SqlSyntax { .. }
-            | InvalidQuery { .. } => ErrorKind::BadInput,
+            | InvalidQuery { .. }
+            | QueryOutOfMemory { .. } => ErrorKind::BadInput,
             TableNotFound { .. }
             | VersionNotFound { .. }
             | TimestampNotFound { .. }
@@ -254,7 +266,9 @@ impl Error {
             | ConcurrentSchemaChange { .. }
             | RequestCommitted { .. }
             | CommitRetriesExhausted { .. } => ErrorKind::Conflict,
-            Storage { .. } | Io { .. } | QueryStorage { .. } => ErrorKind::Unavailable,
+            Storage { .. } | Io { .. } | ResultWrite { .. } | QueryStorage { .. } => {
+                ErrorKind::Unavailable
+            }
             CorruptLog { .. }
             | UnsupportedFormatVersion { .. }
             | Parquet { .. }

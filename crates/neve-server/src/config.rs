@@ -17,6 +17,8 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub ingest: IngestConfig,
     pub maintenance: crate::maintain::MaintenanceConfig,
+    /// SQL (`POST /v1/sql`): limits.
+    pub query: QueryConfig,
     /// Who may do what. Empty: one tenant, the whole warehouse, with `admin_token` (or, with
     /// no token at all, open, and only on a loopback address).
     pub tenants: Vec<TenantConfig>,
@@ -34,9 +36,37 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             ingest: IngestConfig::default(),
             maintenance: Default::default(),
+            query: Default::default(),
             tenants: Vec::new(),
             admin_token: None,
             proxy: Default::default(),
+        }
+    }
+}
+
+/// Limits of SQL queries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Queries running at once; more are refused with 429.
+    pub max_concurrent: usize,
+    /// Memory each query's sorts, joins and aggregates may hold; beyond it they spill to a
+    /// temporary folder where they can, and the query fails (400) where they cannot.
+    /// Streaming a result holds about one batch, whatever its size.
+    #[serde(with = "size_text")]
+    pub memory_per_query: u64,
+    /// The longest a query may run, to its last byte; a request's `?timeout=` can only
+    /// shorten it.
+    #[serde(with = "duration_text")]
+    pub timeout: Duration,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 16,
+            memory_per_query: 1 << 30,
+            timeout: Duration::from_secs(300),
         }
     }
 }
@@ -161,6 +191,12 @@ impl ServerConfig {
                 humantime::format_duration(self.maintenance.gc_grace),
                 humantime::format_duration(MIN_GC_GRACE)
             ));
+        }
+        if self.query.max_concurrent == 0 || self.query.memory_per_query == 0 {
+            return bad("query.max_concurrent and query.memory_per_query must be above 0".into());
+        }
+        if self.query.timeout.is_zero() {
+            return bad("query.timeout must be above 0".into());
         }
         if self.ingest.flush_interval.is_zero() {
             return bad("ingest.flush_interval must be above 0".into());

@@ -38,6 +38,15 @@ pub enum Error {
     #[error("the server is shutting down")]
     ShuttingDown,
 
+    #[error("{limit} queries are running, the most this server runs at once; retry in 1 s")]
+    TooManyQueries { limit: usize },
+
+    #[error("the query ran over its time limit of {}", humantime::format_duration(*after))]
+    QueryTimeout { after: std::time::Duration },
+
+    #[error("cannot answer as '{accept}': ask for one of {known}")]
+    NotAcceptable { accept: String, known: String },
+
     /// The flush (group commit) that held the request failed; none of its rows are visible.
     #[error("commit failed: {reason}")]
     CommitFailed { kind: ErrorKind, reason: String },
@@ -65,7 +74,11 @@ impl Error {
             Error::InvalidTableName { .. } | Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Error::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::Overloaded { .. } | Error::TooManyQueries { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            Error::QueryTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Error::NotAcceptable { .. } => StatusCode::NOT_ACCEPTABLE,
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Error::CommitFailed { kind, .. } => kind_status(*kind),
             Error::Table(e) => kind_status(e.kind()),
@@ -87,7 +100,7 @@ impl Error {
     }
 
     /// A short machine-readable name of the error.
-    fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             Error::InvalidConfig { .. } => "invalid_config",
             Error::Listen { .. } => "listen",
@@ -100,6 +113,9 @@ impl Error {
             Error::UnsupportedMediaType { .. } => "unsupported_media_type",
             Error::Overloaded { .. } => "overloaded",
             Error::ShuttingDown => "shutting_down",
+            Error::TooManyQueries { .. } => "too_many_queries",
+            Error::QueryTimeout { .. } => "query_timeout",
+            Error::NotAcceptable { .. } => "not_acceptable",
             Error::CommitFailed { .. } => "commit_failed",
             Error::Table(e) => match e {
                 neve_core::Error::InvalidInput { .. } | neve_core::Error::InvalidValue { .. } => {
@@ -107,6 +123,10 @@ impl Error {
                 }
                 neve_core::Error::SchemaConflict { .. }
                 | neve_core::Error::NewColumnRejected { .. } => "schema_conflict",
+                neve_core::Error::SqlSyntax { .. } => "sql_syntax",
+                neve_core::Error::InvalidQuery { .. } => "invalid_query",
+                neve_core::Error::UnknownTable { .. } => "table_not_found",
+                neve_core::Error::QueryOutOfMemory { .. } => "query_out_of_memory",
                 _ => match e.kind() {
                     ErrorKind::BadInput => "bad_input",
                     ErrorKind::NotFound => "not_found",
@@ -151,6 +171,10 @@ impl IntoResponse for Error {
             Error::Overloaded { retry_after_s } => {
                 r.headers_mut()
                     .insert("retry-after", HeaderValue::from(*retry_after_s));
+            }
+            Error::TooManyQueries { .. } => {
+                r.headers_mut()
+                    .insert("retry-after", HeaderValue::from_static("1"));
             }
             Error::Unauthorized => {
                 r.headers_mut()

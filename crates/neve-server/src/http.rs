@@ -28,6 +28,7 @@ pub struct AppState {
     pub auth: Auth,
     pub ingest: Ingest,
     pub metrics: Arc<Metrics>,
+    pub queries: crate::query::Queries,
     tables: tokio::sync::Mutex<HashMap<String, Arc<Table>>>,
     pub ready: AtomicBool,
 }
@@ -43,6 +44,7 @@ impl AppState {
                     .then_some(config.maintenance.gc_grace),
                 metrics.clone(),
             ),
+            queries: crate::query::Queries::new(config.query.clone()),
             config,
             auth,
             metrics,
@@ -75,7 +77,7 @@ impl AppState {
         Ok(format!("{}/{name}", self.tenant_root(caller)))
     }
 
-    fn tenant_root(&self, caller: &Caller) -> String {
+    pub(crate) fn tenant_root(&self, caller: &Caller) -> String {
         let base = self.config.warehouse.trim_end_matches('/');
         match &caller.tenant.prefix {
             Some(p) => format!("{base}/{p}"),
@@ -83,8 +85,13 @@ impl AppState {
         }
     }
 
+    /// Drop the handle of a table that turned out not to exist.
+    pub(crate) async fn forget_table(&self, address: &str) {
+        self.tables.lock().await.remove(address);
+    }
+
     /// One handle per table, shared by requests (it caches the table's state).
-    async fn table(&self, address: &str) -> Result<Arc<Table>> {
+    pub(crate) async fn table(&self, address: &str) -> Result<Arc<Table>> {
         let mut tables = self.tables.lock().await;
         if let Some(t) = tables.get(address) {
             return Ok(t.clone());
@@ -104,6 +111,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/tables", get(list_tables))
         .route("/v1/tables/{name}", put(create_table).get(table_info))
         .route("/v1/tables/{name}/insert", post(insert))
+        .route("/v1/sql", post(crate::query::http::sql))
         .route("/api/v2/write", post(write_v2))
         .route("/write", post(write_v1))
         .route("/query", get(influx_query).post(influx_query))
@@ -155,7 +163,13 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             axum::http::header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.render(),
+        {
+            state
+                .metrics
+                .query_read_bytes
+                .inc_by(state.queries.read_bytes_since_last());
+            state.metrics.render()
+        },
     )
         .into_response()
 }

@@ -6,10 +6,11 @@
 pub mod auth;
 pub mod config;
 pub mod error;
-mod http;
+pub(crate) mod http;
 pub mod ingest;
 pub mod maintain;
 pub mod metrics;
+pub mod query;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

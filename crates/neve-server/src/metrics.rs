@@ -8,6 +8,11 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     pub route: String,
     pub status: u16,
@@ -34,6 +39,14 @@ pub struct Metrics {
     pub ack_seconds: Histogram,
     pub merges: Counter,
     pub gcs: Counter,
+    pub queries_ok: Counter,
+    pub queries_failed: Family<CodeLabels, Counter>,
+    pub queries_refused: Counter,
+    pub queries_cancelled: Counter,
+    pub query_seconds: Histogram,
+    pub query_rows: Counter,
+    pub query_bytes: Counter,
+    pub query_read_bytes: Counter,
 }
 
 impl Default for Metrics {
@@ -64,6 +77,14 @@ impl Metrics {
             ack_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             merges: Counter::default(),
             gcs: Counter::default(),
+            queries_ok: Counter::default(),
+            queries_failed: Family::default(),
+            queries_refused: Counter::default(),
+            queries_cancelled: Counter::default(),
+            query_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
+            query_rows: Counter::default(),
+            query_bytes: Counter::default(),
+            query_read_bytes: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -140,7 +161,56 @@ impl Metrics {
             m.merges.clone(),
         );
         registry.register("gc_runs", "Background gc runs", m.gcs.clone());
+        registry.register(
+            "queries_ok",
+            "SQL queries answered to the end",
+            m.queries_ok.clone(),
+        );
+        registry.register(
+            "queries_failed",
+            "SQL queries that failed, by error code",
+            m.queries_failed.clone(),
+        );
+        registry.register(
+            "queries_refused",
+            "SQL queries refused with 429 (query.max_concurrent)",
+            m.queries_refused.clone(),
+        );
+        registry.register(
+            "queries_cancelled",
+            "SQL queries stopped because the client hung up",
+            m.queries_cancelled.clone(),
+        );
+        registry.register(
+            "query_seconds",
+            "Time of a SQL query to its last byte",
+            m.query_seconds.clone(),
+        );
+        registry.register(
+            "query_rows",
+            "Rows sent by SQL queries",
+            m.query_rows.clone(),
+        );
+        registry.register(
+            "query_result_bytes",
+            "Result bytes sent by SQL queries",
+            m.query_bytes.clone(),
+        );
+        registry.register(
+            "query_read_bytes",
+            "Bytes SQL queries read from storage",
+            m.query_read_bytes.clone(),
+        );
         Self { registry, ..m }
+    }
+
+    /// Count a query that failed (or was refused) with `e`.
+    pub fn query_outcome(&self, e: &crate::error::Error) {
+        self.queries_failed
+            .get_or_create(&CodeLabels {
+                code: e.code().to_string(),
+            })
+            .inc();
     }
 
     pub fn render(&self) -> String {

@@ -116,6 +116,15 @@ pub struct ServeArgs {
     /// Leave merging and gc to dedicated workers (`neve maintain`).
     #[arg(long)]
     pub no_maintenance: bool,
+    /// SQL queries running at once; more get 429 (default 16).
+    #[arg(long)]
+    pub max_concurrent_queries: Option<usize>,
+    /// Memory each SQL query's sorts, joins and aggregates may hold (e.g. 1GiB).
+    #[arg(long)]
+    pub query_memory: Option<bytesize::ByteSize>,
+    /// The longest a SQL query may run (e.g. 5m).
+    #[arg(long)]
+    pub query_timeout: Option<humantime::Duration>,
     /// Also serve the tables as S3 buckets on this address (`neve proxy` in the same process,
     /// with the keys of the config's tenants or of --access-key-id).
     #[arg(long)]

@@ -19,9 +19,19 @@ use object_store::{
 pub struct ReadCounter {
     bytes: AtomicU64,
     requests: AtomicU64,
+    /// Also counts everything counted here (a server's total over its queries).
+    parent: Option<Arc<ReadCounter>>,
 }
 
 impl ReadCounter {
+    /// A counter whose reads also count in `parent`.
+    pub fn child_of(parent: Arc<ReadCounter>) -> Self {
+        Self {
+            parent: Some(parent),
+            ..Default::default()
+        }
+    }
+
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
@@ -31,6 +41,9 @@ impl ReadCounter {
     fn add(&self, bytes: u64, requests: u64) {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.requests.fetch_add(requests, Ordering::Relaxed);
+        if let Some(p) = &self.parent {
+            p.add(bytes, requests);
+        }
     }
 }
 

@@ -10,12 +10,14 @@ mod counting;
 mod dialect;
 mod ids;
 mod metadata;
+pub mod output;
 mod provider;
 mod scan;
 pub(crate) mod stats;
 
 use std::sync::Arc;
 
+use datafusion::common::TableReference;
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
 /// A running query's batches (what [`QueryEngine::stream`] returns).
@@ -26,6 +28,7 @@ use futures::TryStreamExt;
 pub(crate) use constant::coerce_predicate;
 pub use counting::{CountingStore, ReadCounter};
 pub(crate) use ids::FieldIdAdapterFactory;
+pub use output::{ResultFormat, ResultWriter};
 pub use provider::SnapshotTable;
 pub(crate) use scan::ordered_rows;
 
@@ -38,6 +41,7 @@ pub struct QueryEngine {
     ctx: SessionContext,
     counter: Arc<ReadCounter>,
     tables: Vec<(String, u64)>,
+    read_only: bool,
 }
 
 impl Default for QueryEngine {
@@ -46,8 +50,35 @@ impl Default for QueryEngine {
     }
 }
 
+/// What one engine (one query of a server) may use and do.
+#[derive(Debug, Clone, Default)]
+pub struct QueryLimits {
+    /// Memory the query's sorts, joins and aggregates may hold; beyond it they spill to a
+    /// temporary folder where DataFusion can, and the query fails where it cannot.
+    /// `None`: no limit.
+    pub memory_bytes: Option<u64>,
+    /// Queries only: DDL (`CREATE EXTERNAL TABLE` ...), DML and statements (`SET` ...) are
+    /// refused, so a caller reaches nothing but the tables registered for it.
+    pub read_only: bool,
+    /// Reads also count here (a server's total).
+    pub reads: Option<Arc<ReadCounter>>,
+}
+
+/// The tables a statement names, before any is registered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Referenced {
+    /// `(schema, table)`; the schema when the name was qualified (`ns.cpu`).
+    pub tables: Vec<(Option<String>, String)>,
+    /// It reads `information_schema` (`SHOW TABLES`, `SHOW COLUMNS`...): every table is needed.
+    pub information_schema: bool,
+}
+
 impl QueryEngine {
     pub fn new() -> Self {
+        Self::with_limits(QueryLimits::default())
+    }
+
+    pub fn with_limits(limits: QueryLimits) -> Self {
         let config = SessionConfig::new()
             .with_information_schema(true)
             .set_bool("datafusion.sql_parser.collect_spans", true);
@@ -62,13 +93,58 @@ impl QueryEngine {
         // DataFusion's default footer prefetch is 512 KiB: for files of a few MB that is most
         // of the file for a one-column query. neve's footers and page indexes are a few KB.
         config.options_mut().execution.parquet.metadata_size_hint = Some(provider::FOOTER_HINT);
-        let ctx = SessionContext::new_with_config(config);
+        let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+        if let Some(bytes) = limits.memory_bytes {
+            runtime = runtime.with_memory_pool(Arc::new(
+                datafusion::execution::memory_pool::FairSpillPool::new(bytes as usize),
+            ));
+        }
+        let runtime = runtime
+            .build_arc()
+            .expect("a runtime with the default disk manager");
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
         ctx.add_optimizer_rule(Arc::new(metadata::CountFromLog));
+        let counter = match &limits.reads {
+            Some(parent) => ReadCounter::child_of(parent.clone()),
+            None => ReadCounter::default(),
+        };
         Self {
             ctx,
-            counter: Arc::new(ReadCounter::default()),
+            counter: Arc::new(counter),
             tables: Vec::new(),
+            read_only: limits.read_only,
         }
+    }
+
+    /// The tables `sql` names (its syntax checked), so a caller can register just those.
+    pub fn references(&self, sql: &str) -> Result<Referenced> {
+        let state = self.ctx.state();
+        let statement = self.parse(sql)?;
+        let mut out = Referenced::default();
+        for r in state
+            .resolve_table_references(&statement)
+            .map_err(query_error)?
+        {
+            if r.schema() == Some("information_schema") {
+                out.information_schema = true;
+                continue;
+            }
+            let t = (r.schema().map(str::to_string), r.table().to_string());
+            if !out.tables.contains(&t) {
+                out.tables.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    fn parse(&self, sql: &str) -> Result<datafusion::sql::parser::Statement> {
+        let state = self.ctx.state();
+        let dialect = state.config_options().sql_parser.dialect;
+        let mut statement = state.sql_to_statement(sql, &dialect).map_err(query_error)?;
+        if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
+            dialect::rewrite(s);
+        }
+        Ok(statement)
     }
 
     /// The DataFusion context, for callers that want its full API.
@@ -143,11 +219,56 @@ impl QueryEngine {
     }
 
     fn add_table(&mut self, name: &str, provider: SnapshotTable, version: u64) -> Result<()> {
+        self.add_table_as(TableReference::from(name), provider, version)
+    }
+
+    fn add_table_as(
+        &mut self,
+        name: TableReference,
+        provider: SnapshotTable,
+        version: u64,
+    ) -> Result<()> {
+        if let Some(schema) = name.schema() {
+            let catalog = self
+                .ctx
+                .catalog(&self.ctx.state().config_options().catalog.default_catalog)
+                .expect("the default catalog");
+            if catalog.schema(schema).is_none() {
+                catalog
+                    .register_schema(
+                        schema,
+                        Arc::new(datafusion::catalog::MemorySchemaProvider::new()),
+                    )
+                    .map_err(query_error)?;
+            }
+        }
+        self.tables.push((name.to_string(), version));
         self.ctx
             .register_table(name, Arc::new(provider))
             .map_err(query_error)?;
-        self.tables.push((name.to_string(), version));
         Ok(())
+    }
+
+    /// Register a loaded snapshot as `table`, in `schema` when given (created if new), so
+    /// `schema.table` names it; names are taken as they are, not parsed.
+    pub fn register_snapshot_in(
+        &mut self,
+        schema: Option<&str>,
+        table: &str,
+        location: TableLocation,
+        snapshot: crate::log::Snapshot,
+    ) -> Result<()> {
+        let store_url = self.add_store(&location)?;
+        let version = snapshot.version;
+        let name = match schema {
+            Some(s) => TableReference::partial(s, table),
+            None => TableReference::bare(table),
+        };
+        self.add_table_as(
+            name,
+            SnapshotTable::new(location, snapshot, store_url),
+            version,
+        )
     }
 
     /// Register an already loaded snapshot.
@@ -199,15 +320,19 @@ impl QueryEngine {
     /// unless the log's totals answer all the query asks of them.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
         let state = self.ctx.state();
-        let dialect = state.config_options().sql_parser.dialect;
-        let mut statement = state.sql_to_statement(sql, &dialect).map_err(query_error)?;
-        if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
-            dialect::rewrite(s);
-        }
+        let statement = self.parse(sql)?;
         let plan = state
             .statement_to_plan(statement)
             .await
             .map_err(query_error)?;
+        if self.read_only {
+            datafusion::execution::context::SQLOptions::new()
+                .with_allow_ddl(false)
+                .with_allow_dml(false)
+                .with_allow_statements(false)
+                .verify_plan(&plan)
+                .map_err(query_error)?;
+        }
         // Judged on the analyzed plan (types coerced), as the optimizer will see it.
         let analyzed = state
             .analyzer()
@@ -319,8 +444,8 @@ pub fn query_error(e: DataFusionError) -> Error {
                 message: format!("{message}{position}{hint}"),
             }
         }
-        DataFusionError::ResourcesExhausted(m) => Error::QueryFailed {
-            message: format!("out of memory: {m}"),
+        DataFusionError::ResourcesExhausted(m) => Error::QueryOutOfMemory {
+            message: m.to_string(),
         },
         _ => Error::QueryFailed {
             message: root_message(&e),

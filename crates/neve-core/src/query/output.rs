@@ -9,6 +9,10 @@ use arrow::datatypes::SchemaRef;
 
 use crate::error::Result;
 
+fn write_err(source: std::io::Error) -> crate::Error {
+    crate::Error::ResultWrite { source }
+}
+
 /// A result format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResultFormat {
@@ -77,9 +81,11 @@ impl<W: Write + Send> ResultWriter<W> {
     /// Start a result of `schema` (Arrow and Parquet write their header now).
     pub fn new(format: ResultFormat, schema: SchemaRef, out: W) -> Result<Self> {
         Ok(match format {
-            ResultFormat::Csv => {
-                Self::Csv(arrow::csv::WriterBuilder::new().with_header(true).build(out))
-            }
+            ResultFormat::Csv => Self::Csv(
+                arrow::csv::WriterBuilder::new()
+                    .with_header(true)
+                    .build(out),
+            ),
             // Nulls are written as `null`, not left out, so every row has every column.
             ResultFormat::Json => Self::Json(
                 arrow::json::WriterBuilder::new()
@@ -119,7 +125,7 @@ impl<W: Write + Send> ResultWriter<W> {
             Self::Json(mut w) => {
                 w.finish()?;
                 let mut out = w.into_inner();
-                out.write_all(b"\n")?;
+                out.write_all(b"\n").map_err(write_err)?;
                 out
             }
             Self::Ndjson(mut w) => {
@@ -132,7 +138,7 @@ impl<W: Write + Send> ResultWriter<W> {
                 w.into_inner()?
             }
         };
-        out.flush()?;
+        out.flush().map_err(write_err)?;
         Ok(out)
     }
 }

@@ -88,6 +88,15 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(b) = a.max_pending_bytes {
         config.ingest.max_pending_bytes = b.as_u64();
     }
+    if let Some(n) = a.max_concurrent_queries {
+        config.query.max_concurrent = n;
+    }
+    if let Some(b) = a.query_memory {
+        config.query.memory_per_query = b.as_u64();
+    }
+    if let Some(d) = a.query_timeout {
+        config.query.timeout = d.into();
+    }
     if let Some(b) = a.max_body_bytes {
         config.ingest.max_body_bytes = b.as_u64();
     }

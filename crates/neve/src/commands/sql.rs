@@ -6,7 +6,7 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use futures::StreamExt;
-use neve_core::query::query_error;
+use neve_core::query::{query_error, ResultFormat, ResultWriter};
 use neve_core::{AsOf, QueryEngine};
 
 use crate::cli::{SqlArgs, SqlFormat};
@@ -98,60 +98,33 @@ pub async fn register(
 
 /// Where result batches go, by format.
 enum Sink {
+    /// A readable table: the whole result is buffered.
     Table(Vec<RecordBatch>, SchemaRef, Box<dyn Write + Send>),
-    Csv(arrow::csv::Writer<Box<dyn Write + Send>>),
-    Json(arrow::json::ArrayWriter<Box<dyn Write + Send>>),
-    Ndjson(arrow::json::LineDelimitedWriter<Box<dyn Write + Send>>),
-    Parquet(parquet::arrow::ArrowWriter<Box<dyn Write + Send>>),
-    Arrow(arrow::ipc::writer::StreamWriter<Box<dyn Write + Send>>),
+    Stream(ResultWriter<Box<dyn Write + Send>>),
 }
 
 impl Sink {
     fn new(format: SqlFormat, schema: SchemaRef, out: Box<dyn Write + Send>) -> Result<Self> {
-        let arrow_err = |e: arrow::error::ArrowError| CliError::Core(e.into());
-        Ok(match format {
-            SqlFormat::Table => Sink::Table(Vec::new(), schema, out),
-            SqlFormat::Csv => Sink::Csv(
-                arrow::csv::WriterBuilder::new()
-                    .with_header(true)
-                    .build(out),
-            ),
-            // Nulls are written as `null`, not left out, so every row has every column.
-            SqlFormat::Json => Sink::Json(
-                arrow::json::WriterBuilder::new()
-                    .with_explicit_nulls(true)
-                    .build::<_, arrow::json::writer::JsonArray>(out),
-            ),
-            SqlFormat::Ndjson => Sink::Ndjson(
-                arrow::json::WriterBuilder::new()
-                    .with_explicit_nulls(true)
-                    .build::<_, arrow::json::writer::LineDelimited>(out),
-            ),
-            SqlFormat::Parquet => Sink::Parquet(
-                parquet::arrow::ArrowWriter::try_new(out, schema, None)
-                    .map_err(|e| CliError::Core(e.into()))?,
-            ),
-            SqlFormat::Arrow => Sink::Arrow(
-                arrow::ipc::writer::StreamWriter::try_new(out, &schema).map_err(arrow_err)?,
-            ),
-        })
+        let format = match format {
+            SqlFormat::Table => return Ok(Sink::Table(Vec::new(), schema, out)),
+            SqlFormat::Csv => ResultFormat::Csv,
+            SqlFormat::Json => ResultFormat::Json,
+            SqlFormat::Ndjson => ResultFormat::Ndjson,
+            SqlFormat::Parquet => ResultFormat::Parquet,
+            SqlFormat::Arrow => ResultFormat::Arrow,
+        };
+        Ok(Sink::Stream(ResultWriter::new(format, schema, out)?))
     }
 
     fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        let core = |e: arrow::error::ArrowError| CliError::Core(e.into());
         match self {
             Sink::Table(all, _, _) => all.push(batch),
-            Sink::Csv(w) => w.write(&batch).map_err(core)?,
-            Sink::Json(w) => w.write(&batch).map_err(core)?,
-            Sink::Ndjson(w) => w.write(&batch).map_err(core)?,
-            Sink::Parquet(w) => w.write(&batch).map_err(|e| CliError::Core(e.into()))?,
-            Sink::Arrow(w) => w.write(&batch).map_err(core)?,
+            Sink::Stream(w) => w.write(&batch)?,
         }
         Ok(())
     }
 
     fn finish(self) -> Result<()> {
-        let core = |e: arrow::error::ArrowError| CliError::Core(e.into());
         match self {
             Sink::Table(all, schema, mut out) => {
                 let rows: usize = all.iter().map(|b| b.num_rows()).sum();
@@ -160,28 +133,13 @@ impl Sink {
                 } else {
                     arrow::util::pretty::pretty_format_batches(&all)
                 }
-                .map_err(core)?;
+                .map_err(|e| CliError::Core(e.into()))?;
                 writeln!(out, "{text}")?;
                 writeln!(out, "({rows} row{})", if rows == 1 { "" } else { "s" })?;
                 out.flush()?;
             }
-            Sink::Csv(w) => w.into_inner().flush()?,
-            Sink::Json(mut w) => {
-                w.finish().map_err(core)?;
-                let mut out = w.into_inner();
-                out.write_all(b"\n")?;
-                out.flush()?;
-            }
-            Sink::Ndjson(mut w) => {
-                w.finish().map_err(core)?;
-                w.into_inner().flush()?;
-            }
-            Sink::Parquet(w) => {
-                w.close().map_err(|e| CliError::Core(e.into()))?;
-            }
-            Sink::Arrow(mut w) => {
-                w.finish().map_err(core)?;
-                w.into_inner().map_err(core)?.flush()?;
+            Sink::Stream(w) => {
+                w.finish()?;
             }
         }
         Ok(())

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use crate::common::{info, neve_bin, neve_ok, s3_table};
 
+mod sql;
+
 /// A running `neve serve`.
 struct ServerProc {
     child: Child,
