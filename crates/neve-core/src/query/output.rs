@@ -70,7 +70,7 @@ impl ResultFormat {
 
 /// Writes batches in one format to `W`.
 pub enum ResultWriter<W: Write + Send> {
-    Csv(arrow::csv::Writer<W>),
+    Csv(Box<arrow::csv::Writer<W>>),
     Json(arrow::json::ArrayWriter<W>),
     Ndjson(arrow::json::LineDelimitedWriter<W>),
     Parquet(Box<parquet::arrow::ArrowWriter<W>>),
@@ -81,11 +81,11 @@ impl<W: Write + Send> ResultWriter<W> {
     /// Start a result of `schema` (Arrow and Parquet write their header now).
     pub fn new(format: ResultFormat, schema: SchemaRef, out: W) -> Result<Self> {
         Ok(match format {
-            ResultFormat::Csv => Self::Csv(
+            ResultFormat::Csv => Self::Csv(Box::new(
                 arrow::csv::WriterBuilder::new()
                     .with_header(true)
                     .build(out),
-            ),
+            )),
             // Nulls are written as `null`, not left out, so every row has every column.
             ResultFormat::Json => Self::Json(
                 arrow::json::WriterBuilder::new()

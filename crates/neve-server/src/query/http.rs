@@ -224,9 +224,7 @@ impl ResultStream {
                     }
                 },
             };
-            let Some(writer) = self.writer.as_mut() else {
-                return None;
-            };
+            let writer = self.writer.as_mut()?;
             match batch {
                 Some(Ok(b)) => {
                     self.rows += b.num_rows() as u64;

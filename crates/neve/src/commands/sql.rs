@@ -100,7 +100,7 @@ pub async fn register(
 enum Sink {
     /// A readable table: the whole result is buffered.
     Table(Vec<RecordBatch>, SchemaRef, Box<dyn Write + Send>),
-    Stream(ResultWriter<Box<dyn Write + Send>>),
+    Stream(Box<ResultWriter<Box<dyn Write + Send>>>),
 }
 
 impl Sink {
@@ -113,7 +113,9 @@ impl Sink {
             SqlFormat::Parquet => ResultFormat::Parquet,
             SqlFormat::Arrow => ResultFormat::Arrow,
         };
-        Ok(Sink::Stream(ResultWriter::new(format, schema, out)?))
+        Ok(Sink::Stream(Box::new(ResultWriter::new(
+            format, schema, out,
+        )?)))
     }
 
     fn write(&mut self, batch: RecordBatch) -> Result<()> {
