@@ -15,6 +15,8 @@ pub struct ServerConfig {
     /// Where tables live: a local folder or `s3://bucket/prefix`.
     pub warehouse: String,
     pub listen: SocketAddr,
+    /// Arrow Flight SQL on this address too (`--flight-listen`); off when unset.
+    pub flight_listen: Option<SocketAddr>,
     pub ingest: IngestConfig,
     pub maintenance: crate::maintain::MaintenanceConfig,
     /// SQL (`POST /v1/sql`): limits.
@@ -34,6 +36,7 @@ impl Default for ServerConfig {
         Self {
             warehouse: "./neve-data".into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            flight_listen: None,
             ingest: IngestConfig::default(),
             maintenance: Default::default(),
             query: Default::default(),

@@ -30,6 +30,7 @@ pub fn valid_name(name: &str) -> bool {
 /// A server bound to its address, not yet serving.
 pub struct Server {
     listener: tokio::net::TcpListener,
+    flight: Option<tokio::net::TcpListener>,
     state: Arc<http::AppState>,
 }
 
@@ -44,13 +45,32 @@ impl Server {
                 addr: config.listen,
                 source,
             })?;
+        let flight = match config.flight_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| Error::Listen { addr, source })?,
+            ),
+            None => None,
+        };
         let metrics = Arc::new(metrics::Metrics::new());
         let state = Arc::new(http::AppState::new(config, auth, metrics));
-        Ok(Self { listener, state })
+        Ok(Self {
+            listener,
+            flight,
+            state,
+        })
     }
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.listener.local_addr().expect("a bound socket")
+    }
+
+    /// Where Flight SQL listens, if it does.
+    pub fn flight_addr(&self) -> Option<std::net::SocketAddr> {
+        self.flight
+            .as_ref()
+            .map(|l| l.local_addr().expect("a bound socket"))
     }
 
     /// Serve until `shutdown` resolves; then stop accepting, answer every queued request
@@ -70,6 +90,7 @@ impl Server {
         }
         state.ready.store(true, Ordering::SeqCst);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let flight_stop = stop_rx.clone();
         let maintenance = state.config.maintenance.enabled.then(|| {
             tokio::spawn(maintain::run(
                 state.config.table_roots(),
@@ -77,6 +98,26 @@ impl Server {
                 state.metrics.clone(),
                 stop_rx,
             ))
+        });
+        let flight = self.flight.map(|listener| {
+            let service = arrow_flight::flight_service_server::FlightServiceServer::new(
+                query::flight::FlightSqlServer::new(state.clone()),
+            );
+            let mut rx = flight_stop;
+            tokio::spawn(async move {
+                let served = tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(
+                        tonic::transport::server::TcpIncoming::from(listener),
+                        async move {
+                            let _ = rx.wait_for(|s| *s).await;
+                        },
+                    )
+                    .await;
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "flight sql server failed");
+                }
+            })
         });
         let app = http::router(state.clone());
         let st = state.clone();
@@ -94,6 +135,9 @@ impl Server {
         state.ingest.drain().await;
         // A merge cut short commits nothing; its partial output is gc's to collect.
         let _ = stop_tx.send(true);
+        if let Some(f) = flight {
+            let _ = f.await;
+        }
         if let Some(m) = maintenance {
             m.abort();
         }

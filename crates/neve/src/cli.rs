@@ -116,6 +116,9 @@ pub struct ServeArgs {
     /// Leave merging and gc to dedicated workers (`neve maintain`).
     #[arg(long)]
     pub no_maintenance: bool,
+    /// Also answer Arrow Flight SQL (ADBC, JDBC) on this address, e.g. 127.0.0.1:8815.
+    #[arg(long)]
+    pub flight_listen: Option<std::net::SocketAddr>,
     /// SQL queries running at once; more get 429 (default 16).
     #[arg(long)]
     pub max_concurrent_queries: Option<usize>,

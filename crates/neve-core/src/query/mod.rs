@@ -17,7 +17,9 @@ pub(crate) mod stats;
 
 use std::sync::Arc;
 
-use datafusion::common::TableReference;
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{ScalarValue, TableReference};
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
 /// A running query's batches (what [`QueryEngine::stream`] returns).
@@ -249,6 +251,30 @@ impl QueryEngine {
         Ok(())
     }
 
+    /// The columns of a registered table, with the table's own types (not the view types
+    /// scans read strings as).
+    pub async fn table_schema(&self, schema: Option<&str>, table: &str) -> Result<SchemaRef> {
+        let name = match schema {
+            Some(s) => TableReference::partial(s, table),
+            None => TableReference::bare(table),
+        };
+        let provider = self.ctx.table_provider(name).await.map_err(query_error)?;
+        let fields: Vec<Field> = provider
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                let t = if provider::is_view(f.data_type()) {
+                    provider::plain(f.data_type())
+                } else {
+                    f.data_type().clone()
+                };
+                f.as_ref().clone().with_data_type(t)
+            })
+            .collect();
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
     /// Register a loaded snapshot as `table`, in `schema` when given (created if new), so
     /// `schema.table` names it; names are taken as they are, not parsed.
     pub fn register_snapshot_in(
@@ -351,6 +377,58 @@ impl QueryEngine {
             .await
             .map_err(query_error)?;
         plain_strings(df).map_err(query_error)
+    }
+
+    /// The schema of `sql`'s result (planned, not run), and of its `$1`, `$2`... parameters
+    /// (types DataFusion could infer; `Null` where it could not), for prepared statements.
+    pub async fn describe(&self, sql: &str) -> Result<(SchemaRef, SchemaRef)> {
+        let df = self.sql(sql).await?;
+        let result: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let mut params: Vec<(usize, String, DataType)> = df
+            .logical_plan()
+            .get_parameter_types()
+            .map_err(query_error)?
+            .into_iter()
+            .map(|(name, t)| {
+                let n = name.trim_start_matches('$').parse().unwrap_or(usize::MAX);
+                (n, name, t.unwrap_or(DataType::Null))
+            })
+            .collect();
+        params.sort();
+        let params = Schema::new(
+            params
+                .into_iter()
+                .map(|(_, name, t)| Field::new(name, t, true))
+                .collect::<Vec<_>>(),
+        );
+        Ok((result, Arc::new(params)))
+    }
+
+    /// Plan and start a query whose `$1`, `$2`... take the values of the first row of
+    /// `params`' columns, in order.
+    pub async fn stream_with_params(
+        &self,
+        sql: &str,
+        params: &RecordBatch,
+    ) -> Result<SendableRecordBatchStream> {
+        if params.num_rows() == 0 {
+            return Err(Error::InvalidQuery {
+                message: "the parameters have no row".into(),
+            });
+        }
+        let values = params
+            .columns()
+            .iter()
+            .map(|c| ScalarValue::try_from_array(c, 0))
+            .collect::<datafusion::error::Result<Vec<_>>>()
+            .map_err(query_error)?;
+        self.sql(sql)
+            .await?
+            .with_param_values(values)
+            .map_err(query_error)?
+            .execute_stream()
+            .await
+            .map_err(query_error)
     }
 
     /// Plan and start a query; batches arrive as they are computed.

@@ -8,22 +8,20 @@
 //! client that hangs up cancels the query.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
-use neve_core::query::{query_error, ResultFormat, ResultWriter, SendableRecordBatchStream};
+use neve_core::query::{ResultFormat, ResultWriter};
 use neve_core::AsOf;
 use serde::Deserialize;
-use tokio::sync::OwnedSemaphorePermit;
 
 use crate::auth::Role;
 use crate::error::{Error, Result};
 use crate::http::AppState;
 use crate::metrics::Metrics;
+use crate::query::{At, Running};
 
 #[derive(Debug, Default, Deserialize)]
 pub struct SqlParams {
@@ -95,64 +93,27 @@ pub async fn sql(
     caller.require(Role::Read, "query tables")?;
     let format = negotiate(&headers)?;
     let sql = sql_text(&headers, &body)?;
-    let as_of = p.as_of.as_deref().map(str::parse::<AsOf>).transpose()?;
-    let limit = state.queries.config.timeout;
-    let timeout = match &p.timeout {
-        Some(t) => humantime::parse_duration(t)
-            .map_err(|e| Error::BadRequest {
+    let at = match p.as_of.as_deref() {
+        Some(a) => At::AsOf(a.parse::<AsOf>()?),
+        None => At::Latest,
+    };
+    let timeout = p
+        .timeout
+        .as_deref()
+        .map(|t| {
+            humantime::parse_duration(t).map_err(|e| Error::BadRequest {
                 reason: format!("timeout '{t}': {e}"),
-            })?
-            .min(limit),
-        None => limit,
-    };
-    let permit = state.queries.admit().inspect_err(|_| {
-        state.metrics.queries_refused.inc();
-    })?;
-    let started = Instant::now();
-    let deadline = tokio::time::Instant::now() + timeout;
-    let metrics = state.metrics.clone();
-    let out = tokio::time::timeout_at(deadline, async {
-        let engine = state.query_engine(&caller, &sql, as_of).await?;
-        let versions: Vec<String> = engine
-            .tables()
-            .iter()
-            .map(|(t, v)| format!("{t}={v}"))
-            .collect();
-        let mut batches = engine.stream(&sql).await?;
-        let first = match batches.next().await {
-            Some(b) => Some(b.map_err(query_error)?),
-            None => None,
-        };
-        Ok::<_, Error>((batches, first, versions))
-    })
-    .await;
-    let (batches, first, versions) = match out {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            metrics.query_outcome(&e);
-            return Err(e);
-        }
-        Err(_) => {
-            let e = Error::QueryTimeout { after: timeout };
-            metrics.query_outcome(&e);
-            return Err(e);
-        }
-    };
-    tracing::debug!(tables = ?versions, ms = started.elapsed().as_millis() as u64, "query started");
+            })
+        })
+        .transpose()?;
+    let started = state.start_query(&caller, &sql, at, None, timeout).await?;
     let buf = SharedBuf::default();
-    let writer = ResultWriter::new(format, batches.schema(), buf.clone())?;
+    let writer = ResultWriter::new(format, started.running.schema(), buf.clone())?;
     let stream = ResultStream {
-        batches,
-        first,
+        running: started.running,
         writer: Some(writer),
         buf,
-        deadline,
-        timeout,
-        started,
-        metrics,
-        rows: 0,
-        finished: false,
-        _permit: permit,
+        metrics: state.metrics.clone(),
     };
     let body = Body::from_stream(futures::stream::unfold(stream, |mut s| async move {
         s.next_chunk().await.map(|c| (c, s))
@@ -162,6 +123,7 @@ pub async fn sql(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.media_type()),
     );
+    let versions: Vec<String> = started.versions.iter().map(|v| v.to_string()).collect();
     if let Ok(v) = HeaderValue::from_str(&versions.join(", ")) {
         r.headers_mut().insert("neve-snapshot", v);
     }
@@ -190,93 +152,52 @@ impl std::io::Write for SharedBuf {
 
 /// A result on its way out: batches in, encoded chunks out.
 struct ResultStream {
-    batches: SendableRecordBatchStream,
-    first: Option<arrow::array::RecordBatch>,
+    running: Running,
     writer: Option<ResultWriter<SharedBuf>>,
     buf: SharedBuf,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
-    started: Instant,
     metrics: Arc<Metrics>,
-    rows: u64,
-    finished: bool,
-    /// The query's slot, given back when the response ends or is dropped.
-    _permit: OwnedSemaphorePermit,
 }
 
 type Chunk = std::result::Result<Bytes, std::io::Error>;
 
 impl ResultStream {
-    /// The next bytes to send; `None` at the end.
+    /// The next bytes to send; `None` at the end. An error cuts the response short.
     async fn next_chunk(&mut self) -> Option<Chunk> {
-        if self.finished {
-            return None;
-        }
         loop {
-            let batch = match self.first.take() {
-                Some(b) => Some(Ok(b)),
-                None => match tokio::time::timeout_at(self.deadline, self.batches.next()).await {
-                    Ok(b) => b,
-                    Err(_) => {
-                        return Some(Err(self.fail(Error::QueryTimeout {
-                            after: self.timeout,
-                        })));
-                    }
-                },
-            };
             let writer = self.writer.as_mut()?;
-            match batch {
+            match self.running.next().await {
                 Some(Ok(b)) => {
-                    self.rows += b.num_rows() as u64;
                     if let Err(e) = writer.write(&b) {
-                        return Some(Err(self.fail(e.into())));
+                        return Some(Err(self.cut(e.into())));
                     }
                 }
-                Some(Err(e)) => return Some(Err(self.fail(query_error(e).into()))),
+                Some(Err(e)) => {
+                    self.writer = None;
+                    return Some(Err(std::io::Error::other(e.to_string())));
+                }
                 None => {
                     let writer = self.writer.take().expect("checked above");
                     if let Err(e) = writer.finish() {
-                        return Some(Err(self.fail(e.into())));
+                        return Some(Err(self.cut(e.into())));
                     }
-                    self.finished = true;
-                    self.metrics.queries_ok.inc();
-                    self.metrics
-                        .query_seconds
-                        .observe(self.started.elapsed().as_secs_f64());
-                    self.metrics.query_rows.inc_by(self.rows);
-                    let rest = self.buf.take();
-                    self.metrics.query_bytes.inc_by(rest.len() as u64);
-                    return Some(Ok(Bytes::from(rest)));
+                    return Some(Ok(self.send(self.buf.take())));
                 }
             }
             // Parquet holds rows until a row group is full: nothing to send yet.
             let chunk = self.buf.take();
             if !chunk.is_empty() {
-                self.metrics.query_bytes.inc_by(chunk.len() as u64);
-                return Some(Ok(Bytes::from(chunk)));
+                return Some(Ok(self.send(chunk)));
             }
         }
     }
 
-    /// End the response early; the client sees a cut body.
-    fn fail(&mut self, e: Error) -> std::io::Error {
-        self.finished = true;
-        self.writer = None;
-        tracing::warn!(error = %e, rows = self.rows, "query failed while streaming");
-        self.metrics.query_outcome(&e);
-        std::io::Error::other(e.to_string())
+    fn send(&self, chunk: Vec<u8>) -> Bytes {
+        self.metrics.query_bytes.inc_by(chunk.len() as u64);
+        Bytes::from(chunk)
     }
-}
 
-impl Drop for ResultStream {
-    fn drop(&mut self) {
-        if !self.finished {
-            // The client went away: dropping the batches stops the query.
-            self.metrics.queries_cancelled.inc();
-            tracing::info!(
-                rows = self.rows,
-                "query cancelled: the client closed the connection"
-            );
-        }
+    fn cut(&mut self, e: Error) -> std::io::Error {
+        self.writer = None;
+        std::io::Error::other(self.running.fail(e).to_string())
     }
 }

@@ -3,13 +3,23 @@
 //! for the whole query. Latest snapshots come from the server's table handles, which read only
 //! the log's tail when the table has moved; `as_of` reads the version asked for.
 
+pub mod flight;
 pub mod http;
+mod running;
+
+pub use running::Running;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use futures::StreamExt;
+use neve_core::query::query_error;
 
 use neve_core::query::{QueryLimits, ReadCounter};
 use neve_core::{AsOf, QueryEngine, TableLocation};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::Caller;
@@ -75,16 +85,47 @@ fn relative_path(schema: Option<&str>, table: &str) -> Option<String> {
     }
 }
 
+/// Which version of each table a query reads.
+#[derive(Debug, Clone, Default)]
+pub enum At {
+    /// The latest (each table's, when the query starts).
+    #[default]
+    Latest,
+    /// Every table as of a version or a time (`?as_of=`).
+    AsOf(AsOf),
+    /// The versions a plan was made at (a Flight ticket), so the data matches the schema
+    /// the client was given: latest for a table not listed.
+    Pinned(Vec<Pinned>),
+}
+
+/// A table's version a query was planned at: `schema.table=version`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pinned {
+    #[serde(rename = "s", skip_serializing_if = "Option::is_none", default)]
+    pub schema: Option<String>,
+    #[serde(rename = "t")]
+    pub table: String,
+    #[serde(rename = "v")]
+    pub version: u64,
+}
+
+/// A query started: its first batch computed (so errors until then have their own status).
+pub struct Started {
+    pub running: Running,
+    /// The version of each table read, as `name=version`.
+    pub versions: Vec<Pinned>,
+}
+
 impl AppState {
-    /// An engine with the tables `sql` needs registered for `caller`, at `as_of` or latest.
-    /// Names that are not tables of the caller are left unregistered: planning then says
-    /// which one is unknown (404).
+    /// An engine with the tables `sql` needs registered for `caller`, at `at`. Names that
+    /// are not tables of the caller are left unregistered: planning then says which one is
+    /// unknown (404). Returns the versions registered.
     pub async fn query_engine(
         &self,
         caller: &Caller,
         sql: &str,
-        as_of: Option<AsOf>,
-    ) -> Result<QueryEngine> {
+        at: &At,
+    ) -> Result<(QueryEngine, Vec<Pinned>)> {
         let mut engine = self.queries.engine();
         let refs = engine.references(sql)?;
         let root = self.tenant_root(caller);
@@ -105,15 +146,29 @@ impl AppState {
                 }
             }
         }
+        let mut versions = Vec::new();
         for (schema, table) in wanted {
             let Some(rel) = relative_path(schema.as_deref(), &table) else {
                 continue;
             };
             let address = format!("{root}/{rel}");
             let handle = self.table(&address).await?;
-            let snapshot = match as_of {
-                None => handle.snapshot().await,
-                Some(a) => handle.snapshot_as_of(a).await,
+            let pin = match at {
+                At::Pinned(pins) => pins
+                    .iter()
+                    .find(|p| p.schema == schema && p.table == table)
+                    .map(|p| p.version),
+                _ => None,
+            };
+            let snapshot = match (at, pin) {
+                (At::AsOf(a), _) => handle.snapshot_as_of(*a).await,
+                // The latest is read from the log's tail; an older pin from the log.
+                (_, Some(v)) => match handle.snapshot().await {
+                    Ok(s) if s.version == v => Ok(s),
+                    Ok(_) => handle.snapshot_as_of(AsOf::Version(v)).await,
+                    Err(e) => Err(e),
+                },
+                _ => handle.snapshot().await,
             };
             let snapshot = match snapshot {
                 Ok(s) => s,
@@ -123,10 +178,80 @@ impl AppState {
                 }
                 Err(e) => return Err(e.into()),
             };
+            versions.push(Pinned {
+                schema: schema.clone(),
+                table: table.clone(),
+                version: snapshot.version,
+            });
             let location: TableLocation = handle.location().clone();
             engine.register_snapshot_in(schema.as_deref(), &table, location, snapshot)?;
         }
-        Ok(engine)
+        Ok((engine, versions))
+    }
+
+    /// Admit, plan and start `sql` for `caller` (with `params` for `$1`... if given), and
+    /// compute its first batch, all within `timeout` (at most the server's).
+    pub async fn start_query(
+        &self,
+        caller: &Caller,
+        sql: &str,
+        at: At,
+        params: Option<RecordBatch>,
+        timeout: Option<Duration>,
+    ) -> Result<Started> {
+        let timeout = timeout
+            .unwrap_or(self.queries.config.timeout)
+            .min(self.queries.config.timeout);
+        let permit = self.queries.admit().inspect_err(|_| {
+            self.metrics.queries_refused.inc();
+        })?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let out = tokio::time::timeout_at(deadline, async {
+            let (engine, versions) = self.query_engine(caller, sql, &at).await?;
+            let mut batches = match &params {
+                Some(p) => engine.stream_with_params(sql, p).await?,
+                None => engine.stream(sql).await?,
+            };
+            let first = match batches.next().await {
+                Some(b) => Some(b.map_err(query_error)?),
+                None => None,
+            };
+            Ok::<_, Error>((batches, first, versions))
+        })
+        .await;
+        let (batches, first, versions) = match out {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                self.metrics.query_outcome(&e);
+                return Err(e);
+            }
+            Err(_) => {
+                let e = Error::QueryTimeout { after: timeout };
+                self.metrics.query_outcome(&e);
+                return Err(e);
+            }
+        };
+        tracing::debug!(tables = ?versions, "query started");
+        Ok(Started {
+            running: Running::new(
+                batches,
+                first,
+                deadline,
+                timeout,
+                self.metrics.clone(),
+                permit,
+            ),
+            versions,
+        })
+    }
+}
+
+impl std::fmt::Display for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.schema {
+            Some(s) => write!(f, "{s}.{}={}", self.table, self.version),
+            None => write!(f, "{}={}", self.table, self.version),
+        }
     }
 }
 

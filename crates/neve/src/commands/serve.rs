@@ -88,6 +88,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(b) = a.max_pending_bytes {
         config.ingest.max_pending_bytes = b.as_u64();
     }
+    if let Some(l) = a.flight_listen {
+        config.flight_listen = Some(l);
+    }
     if let Some(n) = a.max_concurrent_queries {
         config.query.max_concurrent = n;
     }
@@ -115,6 +118,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let server = Server::bind(config.clone()).await?;
     // One line on stdout, for scripts and tests that start the server on port 0.
     println!("neve serve listening on http://{}", server.local_addr());
+    if let Some(f) = server.flight_addr() {
+        println!("neve flight sql listening on grpc://{f}");
+    }
     tracing::info!(warehouse = %config.warehouse, listen = %server.local_addr(), "serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let proxy_task = proxy.map(|p| {
