@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-python bench-log bench-query bench-merge bench-proxy
+.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-python bench-log bench-query bench-merge bench-proxy bench-stream
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -50,6 +50,9 @@ bench-query:
 ## chdb through `neve proxy` and direct over a Toxiproxy link to MinIO (ROWS, RUNS, THREADS).
 bench-proxy:
 	scripts/test.sh bench-proxy
+
+bench-stream:
+	scripts/test.sh bench-stream
 
 bench-merge:
 	scripts/test.sh bench-merge

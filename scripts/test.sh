@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-proxy`), stops MinIO.
+# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-proxy|bench-stream`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -191,6 +191,11 @@ case "${1:-test}" in
     "$CARGO_TARGET_DIR/release/neve" bench proxy --python "$PY" --toxiproxy "$TOXI/server" \
       --table "s3://$NEVE_TEST_BUCKET/bench/proxy-$(date +%s)/taxi" --rows "${ROWS:-10000000}" \
       --runs "${RUNS:-3}" --threads "${THREADS:-2,8,32}"
+    ;;
+  bench-stream)
+    cargo build --release -p neve
+    "$CARGO_TARGET_DIR/release/neve" bench stream --python "$PY" --dir "$NEVE_CACHE/bench-stream" \
+      --rows "${ROWS:-500000000}" --taxi-rows "${TAXI_ROWS:-10000000}" --runs "${RUNS:-3}"
     ;;
   *) log "unknown mode $1"; exit 2 ;;
 esac

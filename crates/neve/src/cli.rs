@@ -458,6 +458,55 @@ pub enum BenchCommand {
     /// chdb through `neve proxy` (cold, hot) and direct, over an S3-like Toxiproxy link to
     /// the store; and listing the table through the proxy against listing `_data/`.
     Proxy(BenchProxyArgs),
+    /// Results of `neve serve` streamed as Arrow over HTTP, over Flight SQL (ADBC) and as
+    /// NDJSON, against one loopback TCP connection; latency of small queries against `neve sql`.
+    Stream(BenchStreamArgs),
+    /// One side of `neve bench stream` (used by its driver).
+    #[command(hide = true)]
+    StreamClient(BenchStreamClientArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchStreamArgs {
+    /// Rows of one 64-bit integer streamed (Arrow over HTTP and Flight).
+    #[arg(long, default_value_t = 500_000_000)]
+    pub rows: u64,
+    /// Rows streamed as NDJSON (slower per row: fewer).
+    #[arg(long, default_value_t = 50_000_000)]
+    pub ndjson_rows: u64,
+    /// Rows of the taxi table streamed with `SELECT *` and queried for latency.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub taxi_rows: u64,
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Where the taxi table is kept between runs (a local folder).
+    #[arg(long, default_value = "./neve-bench/stream")]
+    pub dir: String,
+    /// Python with pyarrow and adbc-driver-flightsql.
+    #[arg(long, default_value = "python3")]
+    pub python: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchStreamClientArgs {
+    /// `neve serve`'s URL: POST `--sql` and read the result.
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, default_value = "")]
+    pub token: String,
+    #[arg(long, default_value = "")]
+    pub sql: String,
+    /// arrow or ndjson.
+    #[arg(long, default_value = "arrow")]
+    pub format: String,
+    /// Listen here, print the address, read one connection to its end.
+    #[arg(long)]
+    pub sink: Option<String>,
+    /// Connect here and write `--bytes`.
+    #[arg(long)]
+    pub source: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    pub bytes: u64,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ mod merge;
 mod nested;
 mod query;
 mod serve;
+mod stream;
 pub mod taxi;
 
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Merge(a) => merge::run(a).await,
         BenchCommand::Serve(a) => serve::run(a).await,
         BenchCommand::Proxy(a) => proxy(a).await,
+        BenchCommand::Stream(a) => stream::run(a).await,
+        BenchCommand::StreamClient(a) => stream::client(a).await,
     }
 }
 

@@ -1,0 +1,152 @@
+//! `neve bench stream` (issue 17): results of `neve serve` streamed to clients, against the
+//! ceiling of one loopback TCP connection. The driver is `bench/stream.py` (embedded); the
+//! Rust sides are `neve bench stream-client`: an HTTP client that decodes the Arrow stream
+//! (or counts NDJSON lines) as it arrives, and the two ends of the ceiling.
+
+use std::io::{Read, Write};
+use std::time::Instant;
+
+use crate::cli::{BenchStreamArgs, BenchStreamClientArgs};
+use crate::error::{CliError, Result};
+
+const SCRIPT: &str = include_str!("../../../../bench/stream.py");
+
+/// The driver: serves, streams, prints the table.
+pub async fn run(a: BenchStreamArgs) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("stream.py");
+    std::fs::write(&script, SCRIPT)?;
+    let me = std::env::current_exe()?;
+    let status = tokio::process::Command::new(&a.python)
+        .arg(&script)
+        .args(["--neve-bin", &me.display().to_string()])
+        .args(["--rows", &a.rows.to_string()])
+        .args(["--ndjson-rows", &a.ndjson_rows.to_string()])
+        .args(["--taxi-rows", &a.taxi_rows.to_string()])
+        .args(["--runs", &a.runs.to_string()])
+        .args(["--dir", &a.dir])
+        .status()
+        .await?;
+    if !status.success() {
+        return Err(CliError::PeerFailed {
+            peer: "bench/stream.py".into(),
+            reason: format!("exited with {status}"),
+        });
+    }
+    Ok(())
+}
+
+/// This process's peak resident memory (MB).
+fn peak_rss_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// One side of a measurement; prints one JSON line.
+pub async fn client(a: BenchStreamClientArgs) -> Result<()> {
+    let started = Instant::now();
+    let (rows, bytes, first_byte) = if let Some(addr) = &a.sink {
+        // The ceiling's reader: accept one connection, read it to the end.
+        let listener = std::net::TcpListener::bind(addr)?;
+        println!("{}", listener.local_addr()?);
+        std::io::stdout().flush()?;
+        let (mut conn, _) = listener.accept()?;
+        let started = Instant::now();
+        let mut buf = vec![0u8; 1 << 20];
+        let (mut n, mut first) = (0u64, None);
+        loop {
+            let got = conn.read(&mut buf)?;
+            if got == 0 {
+                break;
+            }
+            first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+            n += got as u64;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        return print_line(0, n, first.unwrap_or(secs), secs);
+    } else if let Some(addr) = &a.source {
+        // The ceiling's writer: the same bytes, in 1 MiB writes.
+        let mut conn = std::net::TcpStream::connect(addr)?;
+        let buf = vec![7u8; 1 << 20];
+        let mut left = a.bytes;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            conn.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        return Ok(());
+    } else {
+        let url = a
+            .url
+            .as_deref()
+            .ok_or_else(|| CliError::Usage("--url, --sink or --source".into()))?;
+        let accept = match a.format.as_str() {
+            "arrow" => "application/vnd.apache.arrow.stream",
+            "ndjson" => "application/x-ndjson",
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--format {other}: arrow or ndjson"
+                )))
+            }
+        };
+        let mut r = reqwest::Client::new()
+            .post(format!("{url}/v1/sql"))
+            .bearer_auth(&a.token)
+            .header("accept", accept)
+            .body(a.sql.clone())
+            .send()
+            .await
+            .map_err(|e| CliError::Usage(format!("request: {e}")))?;
+        if !r.status().is_success() {
+            let status = r.status();
+            let text = r.text().await.unwrap_or_default();
+            return Err(CliError::Usage(format!("{status}: {text}")));
+        }
+        let mut decoder = arrow::ipc::reader::StreamDecoder::new();
+        let (mut rows, mut bytes, mut first) = (0u64, 0u64, None);
+        while let Some(chunk) = r
+            .chunk()
+            .await
+            .map_err(|e| CliError::Usage(format!("body: {e}")))?
+        {
+            first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+            bytes += chunk.len() as u64;
+            if a.format == "arrow" {
+                let mut buf = arrow::buffer::Buffer::from(chunk);
+                while !buf.is_empty() {
+                    if let Some(b) = decoder
+                        .decode(&mut buf)
+                        .map_err(|e| CliError::Core(e.into()))?
+                    {
+                        rows += b.num_rows() as u64;
+                    }
+                }
+            } else {
+                rows += chunk.iter().filter(|&&c| c == b'\n').count() as u64;
+            }
+        }
+        (rows, bytes, first.unwrap_or(0.0))
+    };
+    print_line(rows, bytes, first_byte, started.elapsed().as_secs_f64())
+}
+
+fn print_line(rows: u64, bytes: u64, first_byte_s: f64, secs: f64) -> Result<()> {
+    println!(
+        "{}",
+        serde_json::json!({
+            "rows": rows,
+            "bytes": bytes,
+            "seconds": secs,
+            "first_byte_s": first_byte_s,
+            "peak_rss_mb": peak_rss_mb(),
+        })
+    );
+    Ok(())
+}
