@@ -64,6 +64,9 @@ pub struct QueryLimits {
     pub read_only: bool,
     /// Reads also count here (a server's total).
     pub reads: Option<Arc<ReadCounter>>,
+    /// Rows per batch (DataFusion's 8,192 when `None`): a server streaming results sends
+    /// fewer, larger messages with more.
+    pub batch_rows: Option<usize>,
 }
 
 /// The tables a statement names, before any is registered.
@@ -91,6 +94,9 @@ impl QueryEngine {
             .map(|n| n.get())
             .unwrap_or(2);
         let mut config = config.with_target_partitions(scan_partitions(cores));
+        if let Some(rows) = limits.batch_rows {
+            config = config.with_batch_size(rows);
+        }
         config.options_mut().execution.parquet.enable_page_index = true;
         // DataFusion's default footer prefetch is 512 KiB: for files of a few MB that is most
         // of the file for a one-column query. neve's footers and page indexes are a few KB.

@@ -176,12 +176,17 @@ fn info(
     Ok(Response::new(info))
 }
 
-fn one_batch(schema: arrow::datatypes::SchemaRef, batch: RecordBatch) -> DoGetStream {
+/// A metadata answer: one batch a builder made.
+fn built(
+    schema: arrow::datatypes::SchemaRef,
+    batch: Result<RecordBatch, FlightError>,
+) -> Result<Response<DoGetStream>, Status> {
+    let batch = batch.map_err(Status::from)?;
     let stream = FlightDataEncoderBuilder::new()
         .with_schema(schema)
         .build(futures::stream::once(async move { Ok(batch) }))
         .map_err(Status::from);
-    Box::pin(stream)
+    Ok(Response::new(Box::pin(stream)))
 }
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
@@ -457,11 +462,7 @@ impl FlightSqlService for FlightSqlServer {
         self.caller(&request)?;
         let mut b = query.into_builder();
         b.append(CATALOG);
-        let schema = b.schema();
-        Ok(Response::new(one_batch(
-            schema,
-            b.build().map_err(Status::from)?,
-        )))
+        built(b.schema(), b.build())
     }
 
     async fn get_flight_info_schemas(
@@ -493,11 +494,7 @@ impl FlightSqlService for FlightSqlServer {
         for s in schemas {
             b.append(CATALOG, s);
         }
-        let schema = b.schema();
-        Ok(Response::new(one_batch(
-            schema,
-            b.build().map_err(Status::from)?,
-        )))
+        built(b.schema(), b.build())
     }
 
     async fn get_flight_info_tables(
@@ -526,11 +523,7 @@ impl FlightSqlService for FlightSqlServer {
             b.append(CATALOG, schema, table, "TABLE", arrow_schema)
                 .map_err(Status::from)?;
         }
-        let schema = b.schema();
-        Ok(Response::new(one_batch(
-            schema,
-            b.build().map_err(Status::from)?,
-        )))
+        built(b.schema(), b.build())
     }
 
     async fn get_flight_info_table_types(
@@ -555,11 +548,7 @@ impl FlightSqlService for FlightSqlServer {
         self.caller(&request)?;
         let mut b = query.into_builder();
         b.append("TABLE");
-        let schema = b.schema();
-        Ok(Response::new(one_batch(
-            schema,
-            b.build().map_err(Status::from)?,
-        )))
+        built(b.schema(), b.build())
     }
 
     async fn get_flight_info_sql_info(
@@ -583,11 +572,7 @@ impl FlightSqlService for FlightSqlServer {
     ) -> Result<Response<DoGetStream>, Status> {
         self.caller(&request)?;
         let b = query.into_builder(&SQL_INFO);
-        let schema = b.schema();
-        Ok(Response::new(one_batch(
-            schema,
-            b.build().map_err(Status::from)?,
-        )))
+        built(b.schema(), b.build())
     }
 
     async fn get_flight_info_xdbc_type_info(
@@ -611,11 +596,7 @@ impl FlightSqlService for FlightSqlServer {
     ) -> Result<Response<DoGetStream>, Status> {
         self.caller(&request)?;
         let b = query.into_builder(&XDBC_INFO);
-        let schema = b.schema();
-        Ok(Response::new(one_batch(
-            schema,
-            b.build().map_err(Status::from)?,
-        )))
+        built(b.schema(), b.build())
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}

@@ -114,6 +114,7 @@ pub async fn sql(
         writer: Some(writer),
         buf,
         metrics: state.metrics.clone(),
+        sent: 0,
     };
     let body = Body::from_stream(futures::stream::unfold(stream, |mut s| async move {
         s.next_chunk().await.map(|c| (c, s))
@@ -135,6 +136,10 @@ pub async fn sql(
 struct SharedBuf(Arc<Mutex<Vec<u8>>>);
 
 impl SharedBuf {
+    fn len(&self) -> usize {
+        self.0.lock().expect("not poisoned").len()
+    }
+
     fn take(&self) -> Vec<u8> {
         std::mem::take(&mut *self.0.lock().expect("not poisoned"))
     }
@@ -156,7 +161,12 @@ struct ResultStream {
     writer: Option<ResultWriter<SharedBuf>>,
     buf: SharedBuf,
     metrics: Arc<Metrics>,
+    /// Bytes sent so far.
+    sent: u64,
 }
+
+/// Bytes gathered before a chunk is sent (after the first).
+const CHUNK: usize = 4 << 20;
 
 type Chunk = std::result::Result<Bytes, std::io::Error>;
 
@@ -183,15 +193,19 @@ impl ResultStream {
                     return Some(Ok(self.send(self.buf.take())));
                 }
             }
-            // Parquet holds rows until a row group is full: nothing to send yet.
-            let chunk = self.buf.take();
-            if !chunk.is_empty() {
-                return Some(Ok(self.send(chunk)));
+            // The first bytes leave at once; after them, chunks of at least CHUNK (Parquet
+            // holds rows until a row group is full: often nothing to send yet).
+            if self.sent == 0 || self.buf.len() >= CHUNK {
+                let chunk = self.buf.take();
+                if !chunk.is_empty() {
+                    return Some(Ok(self.send(chunk)));
+                }
             }
         }
     }
 
-    fn send(&self, chunk: Vec<u8>) -> Bytes {
+    fn send(&mut self, chunk: Vec<u8>) -> Bytes {
+        self.sent += chunk.len() as u64;
         self.metrics.query_bytes.inc_by(chunk.len() as u64);
         Bytes::from(chunk)
     }

@@ -27,6 +27,9 @@ use crate::config::QueryConfig;
 use crate::error::{Error, Result};
 use crate::http::AppState;
 
+/// Rows per result batch: 128 Ki rows of 8 bytes is 1 MiB per message.
+const RESULT_BATCH_ROWS: usize = 131_072;
+
 /// The server's query side: limits, and what every query shares.
 pub struct Queries {
     pub config: QueryConfig,
@@ -68,6 +71,7 @@ impl Queries {
             memory_bytes: Some(self.config.memory_per_query),
             read_only: true,
             reads: Some(self.reads.clone()),
+            batch_rows: Some(RESULT_BATCH_ROWS),
         })
     }
 }
