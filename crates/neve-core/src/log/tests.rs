@@ -518,16 +518,21 @@ impl crate::clock::Clock for SlowClock {
     }
 }
 
-#[tokio::test]
-async fn an_insert_older_than_half_the_gc_grace_is_not_committed() {
+/// A table whose clock reads 10 s later at every read, so any write spans at least 10 s.
+fn slow_clock_table() -> Table {
     let clock = Arc::new(SlowClock {
         now: std::sync::atomic::AtomicI64::new(T0),
         step_ms: 10_000,
     });
-    let t = TableBuilder::new(TableLocation::memory("t"))
+    TableBuilder::new(TableLocation::memory("t"))
         .with_clock(clock)
         .with_seed(7)
-        .build();
+        .build()
+}
+
+#[tokio::test]
+async fn an_insert_older_than_half_the_gc_grace_is_not_committed() {
+    let t = slow_clock_table();
     let mut settings = TableSettings::default();
     settings.set("gc_grace", "1h").unwrap();
     t.create(CreateOptions {
@@ -557,15 +562,7 @@ async fn an_insert_older_than_half_the_gc_grace_is_not_committed() {
 
 #[tokio::test]
 async fn inserts_and_merges_older_than_half_a_cleaners_known_grace_are_not_committed() {
-    // Every clock read is 10 s later, so any write spans at least 10 s.
-    let clock = Arc::new(SlowClock {
-        now: std::sync::atomic::AtomicI64::new(T0),
-        step_ms: 10_000,
-    });
-    let t = TableBuilder::new(TableLocation::memory("t"))
-        .with_clock(clock)
-        .with_seed(7)
-        .build();
+    let t = slow_clock_table();
     t.create(CreateOptions::default()).await.unwrap();
     for i in 0..3 {
         insert(&t, &[i], "eu").await;

@@ -67,6 +67,17 @@ impl FlightSqlServer {
         Ok(caller)
     }
 
+    /// The FlightInfo of a metadata command, for a caller who may read.
+    fn metadata_info(
+        &self,
+        schema: &Schema,
+        ticket: Vec<u8>,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        info(schema, ticket, request.into_inner())
+    }
+
     /// Plan `sql` at the latest versions: its result schema, parameter schema and the pins.
     async fn plan(
         &self,
@@ -445,13 +456,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.into_builder().schema();
-        info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.metadata_info(&schema, query.as_any().encode_to_vec(), request)
     }
 
     async fn do_get_catalogs(
@@ -470,13 +476,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
-        info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.metadata_info(&schema, query.as_any().encode_to_vec(), request)
     }
 
     async fn do_get_schemas(
@@ -502,13 +503,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
-        info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.metadata_info(&schema, query.as_any().encode_to_vec(), request)
     }
 
     async fn do_get_tables(
@@ -531,13 +527,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.into_builder().schema();
-        info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.metadata_info(&schema, query.as_any().encode_to_vec(), request)
     }
 
     async fn do_get_table_types(
@@ -556,13 +547,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder(&SQL_INFO).schema();
-        info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.metadata_info(&schema, query.as_any().encode_to_vec(), request)
     }
 
     async fn do_get_sql_info(
@@ -580,13 +566,8 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.into_builder(&XDBC_INFO).schema();
-        info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )
+        self.metadata_info(&schema, query.as_any().encode_to_vec(), request)
     }
 
     async fn do_get_xdbc_type_info(

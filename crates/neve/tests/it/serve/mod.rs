@@ -73,6 +73,23 @@ impl Drop for ServerProc {
     }
 }
 
+/// A server with token `t` whose maintenance merges any two small files every second.
+fn merging_server(w: &str) -> ServerProc {
+    ServerProc::start(
+        w,
+        &[
+            "--token",
+            "t",
+            "--maintenance-interval",
+            "1s",
+            "--merge-min-files",
+            "2",
+            "--gc-grace",
+            "10s",
+        ],
+    )
+}
+
 /// A server config file in `dir`: `text` with each `{token:NAME}` replaced by NAME's hash.
 fn config_file(dir: &tempfile::TempDir, text: &str) -> String {
     let mut text = text.to_string();
@@ -755,19 +772,7 @@ async fn memory_held_by_queued_requests_is_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_server_merges_small_files_in_the_background() {
     let (w, table) = warehouse();
-    let s = ServerProc::start(
-        &w,
-        &[
-            "--token",
-            "t",
-            "--maintenance-interval",
-            "1s",
-            "--merge-min-files",
-            "2",
-            "--gc-grace",
-            "10s",
-        ],
-    );
+    let s = merging_server(&w);
     let c = client();
     create(&c, &s.url, "t", "events").await;
     // Sequential requests: one flush each, so each partition gets a file per request.

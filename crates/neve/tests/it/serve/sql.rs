@@ -456,19 +456,7 @@ async fn a_client_that_hangs_up_stops_its_query() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queries_see_one_snapshot_while_inserts_and_merges_commit() {
     let (w, _) = warehouse();
-    let s = ServerProc::start(
-        &w,
-        &[
-            "--token",
-            "t",
-            "--maintenance-interval",
-            "1s",
-            "--merge-min-files",
-            "2",
-            "--gc-grace",
-            "10s",
-        ],
-    );
+    let s = merging_server(&w);
     let c = client();
     create(&c, &s.url, "t", "events").await;
     // The first insert gives the table its columns.
