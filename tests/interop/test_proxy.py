@@ -311,6 +311,28 @@ def test_every_write_is_refused_and_changes_nothing(neve_bin, lake):
     assert [o["Key"] for o in c.list_objects_v2(Bucket="taxi")["Contents"]] == before
 
 
+def test_a_refused_write_closes_its_connection(lake):
+    """boto3 sends PutObject with `Expect: 100-continue` and, once refused, never sends the body
+    but reuses the connection. The proxy must close it: kept open, the next request's first
+    byte was read as the unsent body (a DeleteObject arrived as `ELETE` and failed its
+    signature)."""
+    import socket
+
+    u = urllib.parse.urlsplit(lake["url"])
+    with socket.create_connection((u.hostname, u.port), timeout=20) as sock:
+        sock.sendall(
+            f"PUT /taxi/d=2021-08/evil.parquet HTTP/1.1\r\nHost: {u.netloc}\r\n"
+            "Content-Length: 1\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    # A `100 Continue` interim answer may come first; the final answer is the last head.
+    head = received.split(b"\r\n\r\n")[-2].decode().lower()
+    assert head.startswith("http/1.1 403"), received
+    assert "connection: close" in head, received
+
+
 def test_anonymous_and_sigv2_requests_are_refused(lake):
     r = raw_request("GET", f"{lake['url']}/taxi?list-type=2")
     assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text

@@ -33,6 +33,32 @@ impl s3s::validation::NameValidation for TableBucketNames {
     }
 }
 
+/// Closes the connection after an error answer to a request that announced a body.
+///
+/// A refused write is answered before its body is read. A client that sent
+/// `Expect: 100-continue` (boto3 does for every PutObject) then never sends the body, and
+/// may reuse the connection; had the server kept it, it would take the next request's first
+/// bytes as the unread body and parse the rest as a mangled request (seen as a `DELETE`
+/// arriving as `ELETE`, failing its signature). Closing is what S3 itself does.
+async fn close_after_unread_body(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::header;
+    let has_body = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.as_bytes() != b"0")
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    let mut response = next.run(request).await;
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    response
+}
+
 /// A proxy bound to its address, not yet serving.
 pub struct Proxy {
     listener: tokio::net::TcpListener,
@@ -97,7 +123,8 @@ impl Proxy {
         let app = axum::Router::new()
             .route("/_neve/metrics", get(move || async move { m.encode() }))
             .route("/_neve/healthz", get(|| async { "ok" }))
-            .fallback_service(s3);
+            .fallback_service(s3)
+            .layer(axum::middleware::from_fn(close_after_unread_body));
         let addr = config.settings.listen;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
