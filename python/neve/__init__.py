@@ -50,6 +50,7 @@ __all__ = [
     "Client",
     "AuthError",
     "ServerBusyError",
+    "QueryTimeoutError",
 ]
 
 AsOf = Union[int, str, None]
@@ -309,4 +310,4 @@ def sql_stream(
     return _neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of))
 
 
-from neve._client import AuthError, Client, ServerBusyError, connect  # noqa: E402
+from neve._client import AuthError, Client, QueryTimeoutError, ServerBusyError, connect  # noqa: E402

@@ -1,7 +1,8 @@
-"""`neve.connect`: insert into tables through a running `neve serve` (docs/SERVER.md).
+"""`neve.connect`: insert into and query tables through a running `neve serve` (docs/SERVER.md).
 
-The server does the work (group commit, idempotency, tenants); this is an HTTP client of its
-documented API, on the standard library. Rows travel as an Arrow IPC stream.
+The server does the work (group commit, idempotency, tenants, query limits); this is an HTTP
+client of its documented API, on the standard library. Rows travel as Arrow IPC streams both
+ways: results are read batch by batch as they arrive, never buffered whole by the client.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 import pyarrow as pa
 
@@ -23,6 +24,7 @@ from neve._neve import (
     NeveError,
     NotFoundError,
     SchemaError,
+    SqlError,
     StorageError,
 )
 
@@ -32,7 +34,12 @@ class AuthError(NeveError):
 
 
 class ServerBusyError(NeveError):
-    """The server refused for now (429 overloaded, 503 shutting down) and retries ran out."""
+    """The server refused for now (429 overloaded or too many queries, 503 shutting down) and
+    retries ran out."""
+
+
+class QueryTimeoutError(NeveError, TimeoutError):
+    """The query ran longer than its timeout (the server's `query.timeout` or the call's)."""
 
 
 _BY_CODE = {
@@ -43,6 +50,10 @@ _BY_CODE = {
     "not_found": NotFoundError,
     "conflict": ConflictError,
     "overloaded": ServerBusyError,
+    "too_many_queries": ServerBusyError,
+    "query_timeout": QueryTimeoutError,
+    "sql_syntax": SqlError,
+    "invalid_query": SqlError,
     "shutting_down": ServerBusyError,
     "storage_unavailable": StorageError,
     "internal": InternalError,
@@ -75,15 +86,19 @@ class Client:
         return f"neve.Client({self.url!r})"
 
     def _call(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None) -> Any:
+        with self._open(method, path, body, headers) as r:
+            data = r.read()
+            return json.loads(data) if data else None
+
+    def _open(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None):
+        """The response of a successful call, its body not read yet."""
         h = dict(headers or {})
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
         for attempt in range(self.retries + 1):
             req = urllib.request.Request(self.url + path, data=body, method=method, headers=h)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                    data = r.read()
-                    return json.loads(data) if data else None
+                return urllib.request.urlopen(req, timeout=self.timeout)
             except urllib.error.HTTPError as e:
                 data = e.read()
                 # Overloaded or restarting: come back when told to. With the request's
@@ -142,6 +157,62 @@ class Client:
         }
         path = f"/v1/tables/{urllib.parse.quote(name, safe='/')}/insert"
         return self._call("POST", path, sink.getvalue().to_pybytes(), headers)
+
+
+    def sql(self, query: str, as_of: Any = None, timeout: Union[str, float, None] = None) -> pa.Table:
+        """Run `query` on the server; the tables are the token's (`SHOW TABLES` lists them).
+
+        Every table is read at one snapshot for the whole query: the latest, or `as_of` (a
+        version number or a time, as `Table.sql` takes it). `timeout` ("30s", or seconds)
+        shortens the server's limit for this query. Raises `SqlError` for a bad query,
+        `NotFoundError` for an unknown table, `QueryTimeoutError`, `ServerBusyError` when
+        the server runs too many queries and retries ran out."""
+        return self.sql_stream(query, as_of, timeout).read_all()
+
+    def sql_stream(self, query: str, as_of: Any = None, timeout: Union[str, float, None] = None) -> pa.RecordBatchReader:
+        """Like `sql`, as a RecordBatchReader that reads batches off the connection as they
+        arrive: the client holds one batch at a time. Reading to the end, or dropping the
+        reader (`del reader`, leaving a `for` loop over it), closes the connection, which
+        cancels the query on the server. (pyarrow's `close()` does not reach the connection.)"""
+        from neve import _as_of
+
+        params = {}
+        if as_of is not None:
+            params["as_of"] = _as_of(as_of)
+        if timeout is not None:
+            params["timeout"] = f"{timeout}s" if isinstance(timeout, (int, float)) else timeout
+        path = "/v1/sql" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        headers = {"Content-Type": "text/plain; charset=utf-8", "Accept": "application/vnd.apache.arrow.stream"}
+        response = self._open("POST", path, query.encode(), headers)
+        try:
+            reader = pa.ipc.open_stream(response)
+        except Exception as e:
+            response.close()
+            raise _cut_short(e) from None
+
+        def batches():
+            try:
+                while True:
+                    try:
+                        batch = reader.read_next_batch()
+                    except StopIteration:
+                        return
+                    except Exception as e:
+                        raise _cut_short(e) from None
+                    yield batch
+            finally:
+                response.close()
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def _cut_short(e: Exception) -> NeveError:
+    """The server ends a result early, without an error body, when the query fails after its
+    first bytes left (a timeout, the memory limit, a failed read)."""
+    return InternalError(
+        f"the server ended the result early ({e}); the query failed while running, "
+        "e.g. past its timeout or memory limit: the server's log says why"
+    )
 
 
 def connect(url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5) -> Client:

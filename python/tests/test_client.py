@@ -1,7 +1,9 @@
-"""`neve.connect` against the built `neve serve`: create, insert, retry, refuse."""
+"""`neve.connect` against the built `neve serve`: create, insert, retry, refuse, query."""
 import subprocess
+import time
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401
 import pytest
 
 import neve
@@ -11,7 +13,7 @@ import neve
 def server(neve_bin, tmp_path):
     p = subprocess.Popen(
         [neve_bin, "serve", "--warehouse", str(tmp_path / "w"), "--listen", "127.0.0.1:0", "--token", "s3cret",
-         "--flush-interval", "50ms", "--no-maintenance"],
+         "--flush-interval", "50ms", "--no-maintenance", "--max-concurrent-queries", "1"],
         stdout=subprocess.PIPE, text=True,
     )
     line = p.stdout.readline().strip()
@@ -54,3 +56,107 @@ def test_refusals_raise_named_errors(server):
     with pytest.raises(neve.AuthError):
         neve.connect(url, token="wrong").tables()
     assert c.info("t")["rows"] == 0
+
+
+def test_sql_through_the_server(server):
+    url, warehouse = server
+    c = neve.connect(url, token="s3cret")
+    c.create_table("events", partition_by="identity(region)", sort_by=["id"])
+    first = c.insert("events", pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"]}))
+    c.insert("events", pa.table({"id": [4, 5], "region": ["us", "ap"]}))
+    query = "SELECT region, count(*) AS n, sum(id) AS s FROM events GROUP BY region ORDER BY region"
+    got = c.sql(query)
+    assert isinstance(got, pa.Table)
+    # The same answer as reading the table in-process.
+    assert got == neve.Table(warehouse / "events").sql(query)
+    assert got.to_pylist() == [
+        {"region": "ap", "n": 1, "s": 5},
+        {"region": "eu", "n": 2, "s": 4},
+        {"region": "us", "n": 2, "s": 6},
+    ]
+    # As of the first insert's version: its rows only.
+    old = c.sql("SELECT count(*) AS n FROM events", as_of=first["version"])
+    assert old.column("n").to_pylist() == [3]
+    shown = c.sql("SHOW TABLES").to_pylist()
+    assert [t["table_name"] for t in shown if t["table_schema"] != "information_schema"] == ["events"]
+    # Through pandas, with the types the table has.
+    df = c.sql("SELECT id FROM events ORDER BY id").to_pandas()
+    assert df["id"].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_sql_refusals_raise_named_errors(server):
+    url, _ = server
+    c = neve.connect(url, token="s3cret")
+    with pytest.raises(neve.SqlError) as e:
+        c.sql("SELEC 1")
+    assert "sql_syntax" in str(e.value)
+    with pytest.raises(neve.InvalidInputError):  # SqlError is an InvalidInputError
+        c.sql("SELECT no_such_column FROM range(3)")
+    with pytest.raises(neve.NotFoundError):
+        c.sql("SELECT * FROM missing")
+    with pytest.raises(neve.QueryTimeoutError) as e:
+        c.sql("SELECT count(*) FROM range(100000000000)", timeout="300ms")
+    assert isinstance(e.value, TimeoutError)
+    with pytest.raises(neve.AuthError):
+        neve.connect(url, token="wrong").sql("SELECT 1")
+    assert c.sql("SELECT 1 AS one").column("one").to_pylist() == [1]
+
+
+def test_sql_stream_reads_as_it_arrives_and_closing_cancels(server):
+    url, _ = server
+    c = neve.connect(url, token="s3cret", retries=0)
+    # 8 GB of results if read to the end; the client takes three batches.
+    reader = c.sql_stream("SELECT value AS a, value * 2 AS b FROM range(500000000)")
+    assert reader.schema.names == ["a", "b"]
+    got = [reader.read_next_batch() for _ in range(3)]
+    for b in got:
+        assert b.num_rows > 0
+        assert pa.compute.all(pa.compute.equal(b.column("b"), pa.compute.multiply(b.column("a"), 2))).as_py()
+    # The server runs one query at a time: while this one streams, another is refused.
+    with pytest.raises(neve.ServerBusyError):
+        c.sql("SELECT 1")
+    del reader
+    # Dropping the reader hung up, which stopped the query and freed its slot.
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert c.sql("SELECT 1 AS one").column("one").to_pylist() == [1]
+            break
+        except neve.ServerBusyError:
+            assert time.monotonic() < deadline, "the closed stream still holds the server's query slot"
+            time.sleep(0.1)
+
+
+def test_a_stalled_query_client_holds_neither_a_slot_past_the_timeout_nor_the_server_past_its_grace(
+    neve_bin, tmp_path
+):
+    p = subprocess.Popen(
+        [neve_bin, "serve", "--warehouse", str(tmp_path / "w"), "--listen", "127.0.0.1:0", "--token", "s3cret",
+         "--no-maintenance", "--shutdown-grace", "2s", "--max-concurrent-queries", "1", "--query-timeout", "2s"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        url = p.stdout.readline().strip().rsplit(" ", 1)[1]
+        c = neve.connect(url, token="s3cret")
+        # Read one batch of a huge result, then stop reading without closing.
+        reader = c.sql_stream("SELECT value FROM range(100000000000)")
+        reader.read_next_batch()
+        # Nothing reads the rest: the server is blocked on a full socket. Its slot comes back
+        # at the query's timeout all the same.
+        other = neve.connect(url, token="s3cret", retries=0)
+        with pytest.raises(neve.ServerBusyError):
+            other.sql("SELECT 1")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert other.sql("SELECT 2 AS two").column("two").to_pylist() == [2]
+                break
+            except neve.ServerBusyError:
+                assert time.monotonic() < deadline, "a stalled client kept its slot past the timeout"
+                time.sleep(0.2)
+        started = time.monotonic()
+        p.terminate()
+        assert p.wait(30) == 0
+        assert time.monotonic() - started < 15
+    finally:
+        p.kill()

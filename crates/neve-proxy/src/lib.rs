@@ -52,9 +52,10 @@ async fn close_after_unread_body(
         || request.headers().contains_key(header::TRANSFER_ENCODING);
     let mut response = next.run(request).await;
     if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
     }
     response
 }

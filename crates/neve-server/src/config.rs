@@ -21,6 +21,11 @@ pub struct ServerConfig {
     pub maintenance: crate::maintain::MaintenanceConfig,
     /// SQL (`POST /v1/sql`): limits.
     pub query: QueryConfig,
+    /// After SIGTERM, how long requests in flight may take to finish (inserts are answered
+    /// within a flush; a query streaming to a slow client may not be) before their
+    /// connections are closed. Kubernetes' default termination grace is 30 s too.
+    #[serde(with = "duration_text")]
+    pub shutdown_grace: Duration,
     /// Who may do what. Empty: one tenant, the whole warehouse, with `admin_token` (or, with
     /// no token at all, open, and only on a loopback address).
     pub tenants: Vec<TenantConfig>,
@@ -40,6 +45,7 @@ impl Default for ServerConfig {
             ingest: IngestConfig::default(),
             maintenance: Default::default(),
             query: Default::default(),
+            shutdown_grace: Duration::from_secs(30),
             tenants: Vec::new(),
             admin_token: None,
             proxy: Default::default(),

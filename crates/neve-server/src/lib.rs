@@ -12,6 +12,7 @@ pub mod maintain;
 pub mod metrics;
 pub mod query;
 
+use std::future::IntoFuture;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -90,7 +91,10 @@ impl Server {
         }
         state.ready.store(true, Ordering::SeqCst);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let flight_stop = stop_rx.clone();
+        // When shutdown began: new requests stop then, and in-flight ones have until
+        // `shutdown_grace` after it.
+        let (stopping_tx, stopping) = tokio::sync::watch::channel(None::<tokio::time::Instant>);
+        let flight_stop = stopping.clone();
         let maintenance = state.config.maintenance.enabled.then(|| {
             tokio::spawn(maintain::run(
                 state.config.table_roots(),
@@ -110,7 +114,7 @@ impl Server {
                     .serve_with_incoming_shutdown(
                         tonic::transport::server::TcpIncoming::from(listener),
                         async move {
-                            let _ = rx.wait_for(|s| *s).await;
+                            let _ = rx.wait_for(|s| s.is_some()).await;
                         },
                     )
                     .await;
@@ -121,22 +125,44 @@ impl Server {
         });
         let app = http::router(state.clone());
         let st = state.clone();
-        axum::serve(self.listener, app)
+        let serving = axum::serve(self.listener, app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 st.ready.store(false, Ordering::SeqCst);
+                let _ = stopping_tx.send(Some(tokio::time::Instant::now()));
                 tracing::info!("shutting down: no new connections; answering queued requests");
             })
-            .await
-            .map_err(|source| Error::Listen {
+            .into_future();
+        let grace = state.config.shutdown_grace;
+        // Requests in flight get `shutdown_grace` to finish; a query streaming to a client
+        // that stopped reading would otherwise keep the process alive for ever.
+        tokio::select! {
+            served = serving => served.map_err(|source| Error::Listen {
                 addr: state.config.listen,
                 source,
-            })?;
+            })?,
+            _ = async {
+                let mut rx = stopping.clone();
+                let _ = rx.wait_for(|s| s.is_some()).await;
+                tokio::time::sleep(grace).await;
+            } => {
+                tracing::warn!(?grace, "connections still open after the shutdown grace: closed");
+            }
+        }
         state.ingest.drain().await;
         // A merge cut short commits nothing; its partial output is gc's to collect.
         let _ = stop_tx.send(true);
         if let Some(f) = flight {
-            let _ = f.await;
+            // Flight stopped accepting with HTTP; its streams share the same grace.
+            let started = (*stopping.borrow()).unwrap_or_else(tokio::time::Instant::now);
+            let abort = f.abort_handle();
+            if tokio::time::timeout_at(started + grace, f).await.is_err() {
+                tracing::warn!(
+                    ?grace,
+                    "flight streams still open after the shutdown grace: closed"
+                );
+                abort.abort();
+            }
         }
         if let Some(m) = maintenance {
             m.abort();

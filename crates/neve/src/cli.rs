@@ -128,6 +128,10 @@ pub struct ServeArgs {
     /// The longest a SQL query may run (e.g. 5m).
     #[arg(long)]
     pub query_timeout: Option<humantime::Duration>,
+    /// After SIGTERM, how long requests in flight may take before their connections are
+    /// closed (default 30s); queued inserts are flushed and answered within it.
+    #[arg(long)]
+    pub shutdown_grace: Option<humantime::Duration>,
     /// Also serve the tables as S3 buckets on this address (`neve proxy` in the same process,
     /// with the keys of the config's tenants or of --access-key-id).
     #[arg(long)]

@@ -23,8 +23,10 @@ pub struct Running {
     metrics: Arc<Metrics>,
     rows: u64,
     finished: bool,
-    /// The query's slot, given back when this is dropped.
-    _permit: OwnedSemaphorePermit,
+    /// Holds the query's slot until the deadline, and gives it back then even if the client
+    /// stopped reading (nothing polls `next` while the socket is full). Aborted, giving the
+    /// slot back at once, when this is dropped.
+    watchdog: tokio::task::AbortHandle,
 }
 
 impl Running {
@@ -45,7 +47,11 @@ impl Running {
             metrics,
             rows: 0,
             finished: false,
-            _permit: permit,
+            watchdog: tokio::spawn(async move {
+                tokio::time::sleep_until(deadline).await;
+                drop(permit);
+            })
+            .abort_handle(),
         }
     }
 
@@ -96,6 +102,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        self.watchdog.abort();
         if !self.finished {
             self.metrics.queries_cancelled.inc();
             tracing::info!(

@@ -116,6 +116,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(d) = a.query_timeout {
         config.query.timeout = d.into();
     }
+    if let Some(d) = a.shutdown_grace {
+        config.shutdown_grace = d.into();
+    }
     if let Some(b) = a.max_body_bytes {
         config.ingest.max_body_bytes = b.as_u64();
     }
