@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-proxy|bench-stream`), stops MinIO.
+# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-merge-semantics|bench-proxy|bench-stream`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -179,6 +179,13 @@ case "${1:-test}" in
     LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
     "$N" bench merge --target "$LOCAL" --rows "$ROWS" --runs "$RUNS" --python "$PY"
     "$N" bench merge --target "s3://$NEVE_TEST_BUCKET/bench/merge-$(date +%s)" --rows "$ROWS" --runs "$RUNS" --python "$PY"
+    rm -rf "$LOCAL"
+    ;;
+  bench-merge-semantics)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    "$N" bench merge-semantics --target "$LOCAL" --rows "${ROWS:-10000000}" --keys "${KEYS:-1000000}" --runs "${RUNS:-3}" --python "$PY"
     rm -rf "$LOCAL"
     ;;
   bench-proxy)

@@ -174,13 +174,16 @@ class Table:
             raw=raw,
         )
 
-    def sql(self, query: str, as_of: AsOf = None) -> pa.Table:
-        """Run `query`, where this table is named by its folder name (`self.name`)."""
-        return _neve._sql(query, [(self.name, self._t)], _as_of(as_of))
+    def sql(self, query: str, as_of: AsOf = None, raw: bool = False) -> pa.Table:
+        """Run `query`, where this table is named by its folder name (`self.name`).
 
-    def sql_stream(self, query: str, as_of: AsOf = None) -> pa.RecordBatchReader:
+        A table with merge semantics reads one row per key; `raw=True` reads the stored
+        rows, unmerged."""
+        return _neve._sql(query, [(self.name, self._t)], _as_of(as_of), raw)
+
+    def sql_stream(self, query: str, as_of: AsOf = None, raw: bool = False) -> pa.RecordBatchReader:
         """Like `sql`, as a RecordBatchReader: batches are computed as they are read."""
-        return _neve._sql_stream(query, [(self.name, self._t)], _as_of(as_of))
+        return _neve._sql_stream(query, [(self.name, self._t)], _as_of(as_of), raw)
 
     def merge(
         self,
@@ -231,16 +234,26 @@ class Table:
         """The alive data files of a version: path, url, partition values, rows, size."""
         return json.loads(self._t._files(_as_of(as_of)))["files"]
 
-    def to_pyarrow_dataset(self, as_of: AsOf = None, filesystem=None):
+    def to_pyarrow_dataset(self, as_of: AsOf = None, filesystem=None, raw: bool = False):
         """A `pyarrow.dataset.Dataset` of one version's files, for DuckDB, polars and pyarrow
         to scan lazily. Each file carries the bounds the log knows of its columns, so a
         filter skips files without opening them; row groups are pruned from the footers.
 
         `filesystem` (a `pyarrow.fs.FileSystem`) replaces the one built from the table's
         address and storage options. Tables whose older files hold renamed columns raise
-        `InvalidInputError`: pyarrow matches columns by name (use `sql`)."""
+        `InvalidInputError`: pyarrow matches columns by name (use `sql`).
+
+        The files of a table with merge semantics hold several rows per key until merged: such
+        a table raises `InvalidInputError` unless `raw=True` says the stored rows are wanted
+        (`sql` reads it merged)."""
         from neve import _dataset
 
+        merge = self.info(as_of).get("merge")
+        if merge and not raw:
+            raise InvalidInputError(
+                f"table {self.name} merges rows by key ({merge}): its files hold several rows per key "
+                "until merged; query it with sql(), or pass raw=True for the stored rows"
+            )
         return _dataset.build(self, _as_of(as_of), filesystem)
 
 
@@ -260,6 +273,7 @@ def create_table(
     schema: Optional[str] = None,
     settings: Optional[Mapping[str, Any]] = None,
     storage_options: Optional[Mapping[str, str]] = None,
+    merge: Optional[str] = None,
 ) -> Table:
     """Create a table (as `neve create`) and return it.
 
@@ -267,6 +281,10 @@ def create_table(
     `sort_by`: the columns rows are sorted by inside each file.
     `schema`: declared columns, e.g. `"id string not null, ts timestamp(UTC)"`; otherwise the
     first insert sets it. `settings`: table settings, e.g. `{"merge_min_files": 4}`.
+    `merge`: what several rows of one key mean, read exactly by every query, e.g.
+    `"replace(key = [user_id], version = updated_at, deleted = is_deleted)"`,
+    `"aggregate(key = [site, day], sum = [views], count = rows)"`, `"dedupe(key = [id])"`;
+    the key must lead `sort_by` (docs/FORMAT.md, Merge semantics).
     Raises `ConflictError` when a table is there already.
     """
     inner = _neve._create(
@@ -276,6 +294,7 @@ def create_table(
         schema,
         _text_map(settings),
         _options(storage_options),
+        merge,
     )
     return Table._wrap(inner, storage_options)
 
@@ -294,10 +313,12 @@ def sql(
     tables: Mapping[str, Union[str, os.PathLike, Table]],
     as_of: AsOf = None,
     storage_options: Optional[Mapping[str, str]] = None,
+    raw: bool = False,
 ) -> pa.Table:
     """Run `query` over several tables, each named by its key in `tables` (an address or a
-    `Table`), all at their latest version or at `as_of` (a version or a timestamp)."""
-    return _neve._sql(query, _resolve(tables, storage_options), _as_of(as_of))
+    `Table`), all at their latest version or at `as_of` (a version or a timestamp); `raw`
+    reads tables with merge semantics unmerged."""
+    return _neve._sql(query, _resolve(tables, storage_options), _as_of(as_of), raw)
 
 
 def sql_stream(
@@ -305,9 +326,10 @@ def sql_stream(
     tables: Mapping[str, Union[str, os.PathLike, Table]],
     as_of: AsOf = None,
     storage_options: Optional[Mapping[str, str]] = None,
+    raw: bool = False,
 ) -> pa.RecordBatchReader:
     """Like `sql`, as a RecordBatchReader with bounded memory."""
-    return _neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of))
+    return _neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of), raw)
 
 
 from neve._client import AuthError, Client, QueryTimeoutError, ServerBusyError, connect  # noqa: E402

@@ -126,11 +126,15 @@ class Client:
         schema: Optional[str] = None,
         settings: Optional[Mapping[str, Any]] = None,
         strict_schema: bool = False,
+        merge: Optional[str] = None,
     ) -> dict:
-        """Create a table (an admin token's right); `ConflictError` when it exists."""
+        """Create a table (an admin token's right); `ConflictError` when it exists. `merge`
+        as in `neve.create_table`."""
         spec = {"partition_by": partition_by or "", "sort_by": list(sort_by or []), "strict_schema": strict_schema}
         if schema:
             spec["schema"] = schema
+        if merge:
+            spec["merge"] = merge
         if settings:
             from neve import _text_map
 

@@ -315,7 +315,8 @@ impl PyTable {
 
 /// Create a table and open it.
 #[pyfunction]
-#[pyo3(signature = (address, partition_by = None, sort_by = None, schema = None, settings = None, storage_options = None))]
+#[pyo3(signature = (address, partition_by = None, sort_by = None, schema = None, settings = None, storage_options = None, merge = None))]
+#[allow(clippy::too_many_arguments)]
 fn _create(
     py: Python<'_>,
     address: &str,
@@ -324,6 +325,7 @@ fn _create(
     schema: Option<&str>,
     settings: Option<BTreeMap<String, String>>,
     storage_options: Option<StorageOptions>,
+    merge: Option<&str>,
 ) -> PyResult<PyTable> {
     let table =
         Arc::new(Table::at_with(address, &storage_options.unwrap_or_default()).map_err(py_err)?);
@@ -340,6 +342,7 @@ fn _create(
             Some(s) => neve_core::schema::parse_schema(s).map_err(py_err)?,
             None => Default::default(),
         },
+        merge: merge.map(str::parse).transpose().map_err(py_err)?,
     };
     let t = table.clone();
     run(py, async move { t.create(opts).await })?;
@@ -354,8 +357,10 @@ async fn plan(
     query: String,
     tables: Vec<(String, Arc<Table>)>,
     as_of: Option<AsOf>,
+    raw: bool,
 ) -> neve_core::Result<SendableRecordBatchStream> {
     let mut engine = QueryEngine::new();
+    engine.set_raw(raw);
     for (name, table) in &tables {
         engine.register_table(name, table, as_of).await?;
     }
@@ -371,17 +376,18 @@ fn tables_of(tables: Vec<(String, Py<PyTable>)>) -> Vec<(String, Arc<Table>)> {
 
 /// Run `query` over `tables` to the end: a pyarrow.Table.
 #[pyfunction]
-#[pyo3(signature = (query, tables, as_of = None))]
+#[pyo3(signature = (query, tables, as_of = None, raw = false))]
 fn _sql(
     py: Python<'_>,
     query: String,
     tables: Vec<(String, Py<PyTable>)>,
     as_of: Option<&str>,
+    raw: bool,
 ) -> PyResult<PyArrowType<PaTable>> {
     let at = self::as_of(as_of)?;
     let tables = tables_of(tables);
     let (schema, batches) = run(py, async move {
-        let mut s = plan(query, tables, at).await?;
+        let mut s = plan(query, tables, at, raw).await?;
         let schema = s.schema();
         let mut batches = Vec::new();
         while let Some(b) = s.next().await {
@@ -418,16 +424,17 @@ impl RecordBatchReader for Batches {
 
 /// Start `query` over `tables`: a pyarrow.RecordBatchReader, bounded memory.
 #[pyfunction]
-#[pyo3(signature = (query, tables, as_of = None))]
+#[pyo3(signature = (query, tables, as_of = None, raw = false))]
 fn _sql_stream(
     py: Python<'_>,
     query: String,
     tables: Vec<(String, Py<PyTable>)>,
     as_of: Option<&str>,
+    raw: bool,
 ) -> PyResult<PyArrowType<Box<dyn RecordBatchReader + Send>>> {
     let at = self::as_of(as_of)?;
     let tables = tables_of(tables);
-    let stream = run(py, async move { plan(query, tables, at).await })?;
+    let stream = run(py, async move { plan(query, tables, at, raw).await })?;
     let schema = stream.schema();
     Ok(PyArrowType(Box::new(Batches { schema, stream })))
 }

@@ -27,6 +27,7 @@ pub fn info(location: &str, s: &Snapshot) -> Value {
         "partition_details": parts.iter().map(|(p, (files, rows))| json!({"partition": p, "files": files, "rows": rows})).collect::<Vec<_>>(),
         "partition_by": format_spec(&s.metadata.partition_by),
         "sort_by": s.metadata.sort_by,
+        "merge": s.metadata.merge.as_ref().map(|m| m.to_string()),
         "schema": s.metadata.schema.columns.iter().map(|c| json!({"id": c.id, "name": c.name, "type": c.column_type.to_string(), "nullable": c.nullable})).collect::<Vec<_>>(),
         "schema_ddl": s.metadata.schema.to_string(),
         "settings": s.metadata.settings,

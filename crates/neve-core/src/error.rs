@@ -106,6 +106,18 @@ pub enum Error {
     #[error("invalid sort key '{column}': {reason}")]
     InvalidSortKey { column: String, reason: String },
 
+    /// A merge spec (`--merge`) that cannot be parsed or does not fit the table.
+    #[error("invalid merge spec '{spec}': {reason}")]
+    InvalidMergeSpec { spec: String, reason: String },
+
+    /// The sum of a key's rows overflows the column's type (an `aggregate` table).
+    #[error("the merged sum of column '{column}' overflows {data_type} ({values})")]
+    MergedSumOverflow {
+        column: String,
+        data_type: String,
+        values: String,
+    },
+
     /// A setting value that is out of range or malformed.
     #[error("invalid setting '{name}': {reason}")]
     InvalidSetting { name: String, reason: String },
@@ -251,6 +263,8 @@ impl Error {
             | MissingPartitionColumn { .. }
             | InvalidPartitionSpec { .. }
             | InvalidSortKey { .. }
+            | InvalidMergeSpec { .. }
+            | MergedSumOverflow { .. }
             | InvalidSetting { .. }
             | SqlSyntax { .. }
             | InvalidQuery { .. }

@@ -144,6 +144,26 @@ impl Table {
         for attempt in 1..=DELETE_ATTEMPTS {
             let snapshot = self.snapshot().await?;
             let expr = parse_predicate(&snapshot, predicate)?;
+            if let Some(spec) = &snapshot.metadata.merge {
+                // Dropping some stored rows of a key would bring an older row of it back:
+                // only whole keys can go.
+                if let Some(c) = expr
+                    .column_refs()
+                    .into_iter()
+                    .find(|c| !spec.key().contains(&c.name))
+                {
+                    return Err(Error::InvalidQuery {
+                        message: format!(
+                            "the table merges rows by key ({spec}), so a delete may only name key columns, not '{}'; {}",
+                            c.name,
+                            match spec.deleted() {
+                                Some(d) => format!("to delete keys by another column, insert their rows with {d} = true"),
+                                None => "select the keys to delete first".to_string(),
+                            }
+                        ),
+                    });
+                }
+            }
             match self
                 .delete_once(snapshot, &expr, parallelism, progress.clone())
                 .await?
@@ -317,10 +337,13 @@ impl Table {
                     new_id: new_id.clone(),
                     now_ms: now,
                     progress: progress.clone(),
+                    seq: f.seq,
+                    merged: f.merged,
                 },
                 inputs: vec![f.clone()],
                 sort_by: Vec::new(),
                 keep: Some(keep.clone()),
+                reduce: None,
             })
             .collect();
         let outputs = run_rewrites(&self.location, jobs, parallelism).await?;

@@ -71,6 +71,8 @@ pub struct CreateOptions {
     pub settings: TableSettings,
     /// Optional schema up front; otherwise the first insert sets it.
     pub schema: TableSchema,
+    /// Merge semantics (see [`crate::merge::MergeSpec`]).
+    pub merge: Option<crate::merge::MergeSpec>,
 }
 
 /// How to insert.
@@ -288,8 +290,16 @@ impl Table {
                 });
             }
         }
+        if let Some(m) = &opts.merge {
+            m.validate(&opts.schema, &opts.sort_by)?;
+        }
         if !opts.schema.is_empty() {
-            validate_layout(&opts.schema, &opts.partition_by, &opts.sort_by)?;
+            validate_layout(
+                &opts.schema,
+                &opts.partition_by,
+                &opts.sort_by,
+                opts.merge.as_ref(),
+            )?;
         }
         if let crate::storage::StoreKind::Local { dir } = &self.location.kind {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io {
@@ -305,6 +315,7 @@ impl Table {
             partition_by: opts.partition_by,
             sort_by: opts.sort_by,
             settings: opts.settings,
+            merge: opts.merge,
         };
         let info = crate::log::CommitInfo {
             timestamp: now,
@@ -315,7 +326,7 @@ impl Table {
             summary: Default::default(),
             requests: Vec::new(),
         };
-        let format_version = crate::log::format_version_for(&metadata.schema);
+        let format_version = crate::log::format_version_of(&metadata);
         let actions = vec![
             Action::CommitInfo(info),
             Action::Protocol(Protocol { format_version }),
@@ -478,7 +489,12 @@ impl Table {
             }
             merged = check_input(&meta, &merged, &inp.name, &inp.schema, strict)?;
         }
-        validate_layout(&merged, &meta.partition_by, &meta.sort_by)?;
+        validate_layout(
+            &merged,
+            &meta.partition_by,
+            &meta.sort_by,
+            meta.merge.as_ref(),
+        )?;
         let write_meta = Metadata {
             schema: merged.clone(),
             ..meta.clone()
@@ -605,7 +621,9 @@ impl Table {
                         ..snap.metadata.clone()
                     }));
                 }
-                actions.extend(adds.iter().cloned().map(Action::Add));
+                // Merge semantics order rows of one key by the commit that added them.
+                let seq = snap.metadata.merge.as_ref().map(|_| [snap.version + 1; 2]);
+                actions.extend(adds.iter().cloned().map(|a| Action::Add(crate::log::AddFile { seq, ..a })));
                 Ok(actions)
             })
             .await;
@@ -646,7 +664,12 @@ impl Table {
             &input.schema,
             meta.settings.strict_schema,
         )?;
-        validate_layout(&evolved, &meta.partition_by, &meta.sort_by)?;
+        validate_layout(
+            &evolved,
+            &meta.partition_by,
+            &meta.sort_by,
+            meta.merge.as_ref(),
+        )?;
         let target = evolved.to_arrow();
         let mut batches = Vec::new();
         let mut rows = 0u64;
@@ -741,7 +764,11 @@ impl Table {
                 let in_layout = |c: &str| {
                     meta.partition_by.iter().any(|p| p.source == c) || meta.sort_by.iter().any(|s| s == c)
                 };
+                let in_merge = |c: &str| meta.merge.as_ref().is_some_and(|m| m.columns().contains(&c));
                 match op {
+                    AlterOp::DropColumn(c) | AlterOp::RenameColumn { from: c, .. } if in_merge(c) => {
+                        return Err(refuse(c, format!("the table's merge spec names it: {}", meta.merge.as_ref().expect("checked"))))
+                    }
                     AlterOp::DropColumn(c) if in_layout(c) => {
                         return Err(refuse(c, "the table is partitioned or sorted by it".into()))
                     }
@@ -764,6 +791,36 @@ impl Table {
                             ));
                         }
                     }
+                    AlterOp::SetSetting { key, value } if key == "merge" => {
+                        let spec: Option<crate::merge::MergeSpec> = match value.trim() {
+                            "" | "none" => None,
+                            v => Some(v.parse()?),
+                        };
+                        if let Some(m) = &spec {
+                            m.validate(&meta.schema, &meta.sort_by)?;
+                        }
+                        if spec != meta.merge && !snap.files.is_empty() {
+                            return Err(Error::InvalidMergeSpec {
+                                spec: value.clone(),
+                                reason: format!(
+                                    "the table holds {} rows in {} files, merged as {}: another merge spec would change what reads of them answer; set it on an empty table (or create a new table and insert the rows there)",
+                                    snap.rows(),
+                                    snap.files.len(),
+                                    meta.merge.as_ref().map_or("nothing (every row stands alone)".to_string(), |m| m.to_string())
+                                ),
+                            });
+                        }
+                        meta.merge = spec;
+                        let mut actions = Vec::new();
+                        let needed = crate::log::format_version_of(&meta);
+                        if needed > snap.protocol.format_version {
+                            actions.push(Action::Protocol(Protocol {
+                                format_version: needed,
+                            }));
+                        }
+                        actions.push(Action::Metadata(meta));
+                        return Ok(actions);
+                    }
                     AlterOp::SetSetting { key, value } => {
                         meta.settings.set(key, value)?;
                         return Ok(vec![Action::Metadata(meta)]);
@@ -783,7 +840,7 @@ impl Table {
                         }
                     }
                 }
-                validate_layout(&schema, &meta.partition_by, &meta.sort_by)?;
+                validate_layout(&schema, &meta.partition_by, &meta.sort_by, meta.merge.as_ref())?;
                 let mut actions = Vec::new();
                 // Renames and drops need readers that match columns by id.
                 let by_id = matches!(op, AlterOp::RenameColumn { .. } | AlterOp::DropColumn(_));
@@ -829,7 +886,11 @@ fn validate_layout(
     schema: &TableSchema,
     partition_by: &[PartitionField],
     sort_by: &[String],
+    merge: Option<&crate::merge::MergeSpec>,
 ) -> Result<()> {
+    if let Some(m) = merge {
+        m.validate(schema, sort_by)?;
+    }
     for f in partition_by {
         let c = schema
             .column(&f.source)

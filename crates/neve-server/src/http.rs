@@ -189,6 +189,9 @@ struct CreateBody {
     /// Table settings by name, as `neve create --set` takes them (e.g. `merge_min_files`).
     #[serde(default)]
     settings: std::collections::BTreeMap<String, String>,
+    /// Merge semantics, as `neve create --merge` takes them.
+    #[serde(default)]
+    merge: Option<String>,
 }
 
 async fn create_table(
@@ -208,6 +211,7 @@ async fn create_table(
     let mut opts = CreateOptions {
         partition_by: neve_core::partition::parse_spec(&spec.partition_by)?,
         sort_by: spec.sort_by,
+        merge: spec.merge.as_deref().map(str::parse).transpose()?,
         ..Default::default()
     };
     if let Some(s) = &spec.schema {

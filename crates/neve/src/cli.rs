@@ -196,6 +196,11 @@ pub struct LayoutArgs {
     /// Sort keys inside each file, comma-separated.
     #[arg(long, default_value = "", value_delimiter = ',')]
     pub sort_by: Vec<String>,
+    /// Merge semantics: what several rows of one key mean, e.g. "replace(key = [user_id],
+    /// version = updated_at, deleted = is_deleted)", "aggregate(key = [site, day], sum =
+    /// [views], count = rows)" or "dedupe(key = [event_id])". The key must lead --sort-by.
+    #[arg(long)]
+    pub merge: Option<String>,
     /// Table settings as key=value (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<String>,
@@ -293,6 +298,10 @@ pub struct FilesArgs {
     pub as_of: Option<String>,
     #[arg(long, value_enum, default_value_t = FilesFormat::Plain)]
     pub format: FilesFormat,
+    /// duckdb and clickhouse formats of a table with merge semantics: the stored rows, not the
+    /// query that merges them by key.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -330,6 +339,9 @@ pub struct SqlArgs {
     /// Print rows, time, and bytes read from storage to stderr.
     #[arg(long)]
     pub stats: bool,
+    /// Read the stored rows of tables with merge semantics, unmerged (several per key).
+    #[arg(long)]
+    pub raw: bool,
 }
 
 #[derive(Debug, Args)]
@@ -459,6 +471,9 @@ pub enum BenchCommand {
     Query(BenchQueryArgs),
     /// Load the taxi table in small inserts, merge and GC it; seed queries before and after.
     Merge(BenchMergeArgs),
+    /// A `replace` table of many updates and deletes: exact reads against raw reads before
+    /// and after merges, merge throughput against a plain merge, chdb's ReplacingMergeTree FINAL.
+    MergeSemantics(BenchSemanticsArgs),
     /// chdb through `neve proxy` (cold, hot) and direct, over an S3-like Toxiproxy link to
     /// the store; and listing the table through the proxy against listing `_data/`.
     Proxy(BenchProxyArgs),
@@ -511,6 +526,36 @@ pub struct BenchStreamClientArgs {
     pub source: Option<String>,
     #[arg(long, default_value_t = 0)]
     pub bytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSemanticsArgs {
+    /// A local directory (chdb reads the files from it); the tables `users-replace` and
+    /// `users-plain` are (re)created under it.
+    #[arg(long, default_value = "./neve-bench")]
+    pub target: String,
+    #[arg(long, default_value_t = 10_000_000)]
+    pub rows: usize,
+    /// Keys the rows are drawn from (uniformly: most rows update an earlier key).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    #[arg(long, default_value_t = 100)]
+    pub inserts: usize,
+    /// Share of rows that delete their key.
+    #[arg(long, default_value_t = 0.01)]
+    pub deletes: f64,
+    /// Files per group of the partial merge.
+    #[arg(long, default_value_t = 10)]
+    pub partial_group: usize,
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Python with chdb; empty to skip the peer.
+    #[arg(long, default_value = "")]
+    pub python: String,
+    #[arg(long)]
+    pub keep: bool,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]

@@ -69,6 +69,9 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
         s.metadata.sort_by.join(", ")
     };
     let _ = writeln!(o, "sort by       {sort}");
+    if let Some(m) = &s.metadata.merge {
+        let _ = writeln!(o, "merge         {m}");
+    }
     let st = &s.metadata.settings;
     let _ = writeln!(
         o,

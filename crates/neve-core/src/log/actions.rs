@@ -12,7 +12,9 @@ use crate::schema::TableSchema;
 /// nested types, `time`, `fixed(n)`, `not null` columns, and renamed or dropped columns
 /// (readers must match file columns by field id); a table is written as version 1 until its
 /// schema needs any of that, so older readers keep reading it.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3 tables declare merge semantics (`merge` in the metadata): a reader that does not
+/// apply them would count several rows per key.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The format version a table with `schema` needs.
 pub fn format_version_for(schema: &TableSchema) -> u32 {
@@ -20,6 +22,15 @@ pub fn format_version_for(schema: &TableSchema) -> u32 {
         2
     } else {
         1
+    }
+}
+
+/// The format version a table with `metadata` needs.
+pub fn format_version_of(metadata: &Metadata) -> u32 {
+    if metadata.merge.is_some() {
+        3
+    } else {
+        format_version_for(&metadata.schema)
     }
 }
 
@@ -219,6 +230,9 @@ pub struct Metadata {
     pub sort_by: Vec<String>,
     #[serde(default)]
     pub settings: TableSettings,
+    /// Merge semantics: what several rows of one key mean (format version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<crate::merge::MergeSpec>,
 }
 
 /// Per-table settings, stored in the log so every writer uses the same ones.
@@ -358,6 +372,15 @@ pub struct AddFile {
     /// Per-column statistics.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stats: BTreeMap<String, ColumnStats>,
+    /// Tables with merge semantics: the versions whose inserts the file's rows come from,
+    /// first and last (an insert's file: its commit's version twice). Files of a partition
+    /// never overlap in it, so it orders their rows for ties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<[u64; 2]>,
+    /// Tables with merge semantics: at most one row per key, the merge applied (a merge's
+    /// output). Deleted keys may still be there as tombstones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merged: bool,
 }
 
 /// Statistics of one column in one file. `min`/`max` are JSON numbers for numeric columns,

@@ -8,9 +8,9 @@ mod snapshot;
 mod store;
 
 pub use actions::{
-    format_version_for, Action, AddFile, CheckpointHeader, ColumnStats, CommitInfo, CommitSummary,
-    LoggedRequest, Metadata, PartitionTotals, Protocol, RemoveFile, RequestKey, TableSettings,
-    FORMAT_VERSION,
+    format_version_for, format_version_of, Action, AddFile, CheckpointHeader, ColumnStats,
+    CommitInfo, CommitSummary, LoggedRequest, Metadata, PartitionTotals, Protocol, RemoveFile,
+    RequestKey, TableSettings, FORMAT_VERSION,
 };
 pub use commit::{CommitOutcome, Committer};
 pub use head::SnapshotHead;

@@ -112,6 +112,8 @@ fn sample_add() -> AddFile {
         rows: 3,
         modification_time: T0,
         stats,
+        seq: None,
+        merged: false,
     }
 }
 
@@ -370,6 +372,8 @@ fn statistics_follow_renames_and_drops_of_their_column() {
             ("gone".to_string(), stat(4)),
             ("kept".to_string(), stat(5)),
         ]),
+        seq: None,
+        merged: false,
     };
     let changes = HashMap::from([
         // Every path under a renamed struct moves (`TableSchema::renames_and_drops`).

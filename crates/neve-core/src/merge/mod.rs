@@ -7,7 +7,10 @@
 //! delete, a dropped partition) is left out and its output deleted, so two mergers racing
 //! never duplicate a row. Inserts only add files, so they never conflict with a merge.
 
+mod engines;
 mod plan;
+mod reduce;
+mod spec;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,8 +18,12 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+pub use engines::{merged_relation, Engine};
 pub(crate) use plan::known_partitions;
+pub(crate) use plan::seq_of;
 pub use plan::{plan, MergeGroup, MergeOptions, MergeOrder, MergePlan};
+pub(crate) use reduce::Reducer;
+pub use spec::MergeSpec;
 
 use crate::error::{Error, Result};
 use crate::log::{Action, AddFile, RemoveFile, Snapshot};
@@ -177,22 +184,55 @@ impl Table {
         let jobs = plan
             .groups
             .iter()
-            .map(|g| RewriteJob {
-                config: SinkConfig {
-                    location: self.location.clone(),
-                    schema: schema.clone(),
-                    props: props.clone(),
-                    ids: ids.clone(),
-                    folder: g.partition.clone(),
-                    partition_values: g.inputs[0].partition_values.clone(),
-                    target_size: opts.target_file_size,
-                    new_id: new_id.clone(),
-                    now_ms: now,
-                    progress: progress.clone(),
-                },
-                inputs: g.inputs.clone(),
-                sort_by: meta.sort_by.clone(),
-                keep: None,
+            .map(|g| {
+                let mut inputs = g.inputs.clone();
+                let semantic = meta.merge.as_ref();
+                if semantic.is_some() {
+                    inputs.sort_by_key(seq_of);
+                }
+                let seq = semantic.map(|_| {
+                    [
+                        inputs.iter().map(|f| seq_of(f).0).min().unwrap_or(0),
+                        inputs.iter().map(|f| seq_of(f).1).max().unwrap_or(0),
+                    ]
+                });
+                RewriteJob {
+                    config: SinkConfig {
+                        location: self.location.clone(),
+                        schema: schema.clone(),
+                        props: props.clone(),
+                        ids: ids.clone(),
+                        folder: g.partition.clone(),
+                        partition_values: g.inputs[0].partition_values.clone(),
+                        target_size: opts.target_file_size,
+                        new_id: new_id.clone(),
+                        now_ms: now,
+                        progress: progress.clone(),
+                        seq,
+                        merged: semantic.is_some(),
+                    },
+                    inputs,
+                    // With merge semantics, rows of a key stay in file (commit) order: merged by
+                    // the key alone, which the output, one row per key, is sorted by in full.
+                    sort_by: match semantic {
+                        Some(s) => s.key().to_vec(),
+                        None => meta.sort_by.clone(),
+                    },
+                    keep: None,
+                    // A deleted key's row goes only when nothing older can hold the key and
+                    // nothing later can lose to it: with a version column, a later insert of a
+                    // lower version must still find the delete, so the row stays (one per key).
+                    reduce: semantic.map(|s| {
+                        let versioned = matches!(
+                            s,
+                            crate::merge::MergeSpec::Replace {
+                                version: Some(_),
+                                ..
+                            }
+                        );
+                        (s.clone(), g.oldest && !versioned)
+                    }),
+                }
             })
             .collect();
         let outputs = run_rewrites(&self.location, jobs, opts.parallelism).await?;
@@ -214,5 +254,7 @@ pub(crate) fn remove(f: &AddFile, now_ms: i64) -> Action {
     })
 }
 
+#[cfg(test)]
+mod semantic_tests;
 #[cfg(test)]
 mod tests;

@@ -85,6 +85,15 @@ pub struct MergeGroup {
     pub files: usize,
     pub bytes: u64,
     pub rows: u64,
+    /// It holds the partition's oldest rows: with merge semantics, deleted keys can go.
+    #[serde(skip)]
+    pub oldest: bool,
+}
+
+/// Where a file's rows stand in commit order (see [`AddFile::seq`]); files from before a
+/// table had merge semantics have none and come first.
+pub(crate) fn seq_of(f: &AddFile) -> (u64, u64) {
+    f.seq.map(|[lo, hi]| (lo, hi)).unwrap_or((0, 0))
 }
 
 /// What a merge will do, planned against one snapshot.
@@ -156,47 +165,64 @@ pub fn plan(snapshot: &Snapshot, opts: &MergeOptions) -> Result<MergePlan> {
     let mut groups = Vec::new();
     let mut budget = opts.max_input_bytes;
     let mut deferred = 0;
-    for (partition, files) in partitions {
-        let mut small: Vec<&AddFile> = files
-            .into_iter()
-            .filter(|f| f.size < opts.target_file_size)
-            .collect();
-        if small.len() < min_files {
+    let semantic = snapshot.metadata.merge.is_some();
+    for (partition, mut files) in partitions {
+        let is_small = |f: &AddFile| f.size < opts.target_file_size;
+        let small = files.iter().filter(|f| is_small(f)).count();
+        if small < min_files {
             continue;
         }
-        let bytes: u64 = small.iter().map(|f| f.size).sum();
+        let bytes: u64 = files.iter().filter(|f| is_small(f)).map(|f| f.size).sum();
         if bytes > budget && !groups.is_empty() {
             deferred += 1;
             continue;
         }
         budget = budget.saturating_sub(bytes);
-        // Smallest first (oldest first among equals), packed up to the target.
-        small.sort_by_key(|f| (f.size, f.modification_time));
-        let mut current: Vec<&AddFile> = Vec::new();
-        let mut size = 0u64;
-        let mut flush = |current: &mut Vec<&AddFile>| {
-            if current.len() >= 2 {
-                groups.push(MergeGroup {
-                    partition: partition.clone(),
-                    files: current.len(),
-                    bytes: current.iter().map(|f| f.size).sum(),
-                    rows: current.iter().map(|f| f.rows).sum(),
-                    inputs: current.iter().map(|f| (*f).clone()).collect(),
-                });
-            }
-            current.clear();
+        let oldest = files.iter().map(|f| seq_of(f)).min();
+        // Runs of small files packed up to the target. Plain tables: smallest first (oldest
+        // first among equals), all one run. Tables with merge semantics: in commit order, a
+        // large file ending a run, so a group never skips a file whose rows sit between its
+        // own (ties go to the later commit).
+        let runs: Vec<Vec<&AddFile>> = if semantic {
+            files.sort_by_key(|f| seq_of(f));
+            files
+                .split(|f| !is_small(f))
+                .map(|r| r.to_vec())
+                .filter(|r| r.len() >= 2)
+                .collect()
+        } else {
+            let mut small: Vec<&AddFile> = files.into_iter().filter(|f| is_small(f)).collect();
+            small.sort_by_key(|f| (f.size, f.modification_time));
+            vec![small]
         };
-        for f in small {
-            if !current.is_empty()
-                && (size + f.size > opts.target_file_size || current.len() >= max_group)
-            {
-                flush(&mut current);
-                size = 0;
+        for run in runs {
+            let mut current: Vec<&AddFile> = Vec::new();
+            let mut size = 0u64;
+            let mut flush = |current: &mut Vec<&AddFile>| {
+                if current.len() >= 2 {
+                    groups.push(MergeGroup {
+                        partition: partition.clone(),
+                        files: current.len(),
+                        bytes: current.iter().map(|f| f.size).sum(),
+                        rows: current.iter().map(|f| f.rows).sum(),
+                        oldest: current.iter().any(|f| Some(seq_of(f)) == oldest),
+                        inputs: current.iter().map(|f| (*f).clone()).collect(),
+                    });
+                }
+                current.clear();
+            };
+            for f in run {
+                if !current.is_empty()
+                    && (size + f.size > opts.target_file_size || current.len() >= max_group)
+                {
+                    flush(&mut current);
+                    size = 0;
+                }
+                size += f.size;
+                current.push(f);
             }
-            size += f.size;
-            current.push(f);
+            flush(&mut current);
         }
-        flush(&mut current);
     }
     Ok(MergePlan {
         version: snapshot.version,

@@ -9,6 +9,7 @@ mod constant;
 mod counting;
 mod dialect;
 mod ids;
+mod merged;
 mod metadata;
 pub mod output;
 mod provider;
@@ -44,6 +45,7 @@ pub struct QueryEngine {
     counter: Arc<ReadCounter>,
     tables: Vec<(String, u64)>,
     read_only: bool,
+    raw: bool,
 }
 
 impl Default for QueryEngine {
@@ -121,6 +123,7 @@ impl QueryEngine {
             counter: Arc::new(counter),
             tables: Vec::new(),
             read_only: limits.read_only,
+            raw: false,
         }
     }
 
@@ -153,6 +156,12 @@ impl QueryEngine {
             dialect::rewrite(s);
         }
         Ok(statement)
+    }
+
+    /// Tables registered from now on read their stored rows, without applying their merge
+    /// semantics (`neve sql --raw`).
+    pub fn set_raw(&mut self, raw: bool) {
+        self.raw = raw;
     }
 
     /// The DataFusion context, for callers that want its full API.
@@ -252,7 +261,7 @@ impl QueryEngine {
         }
         self.tables.push((name.to_string(), version));
         self.ctx
-            .register_table(name, Arc::new(provider))
+            .register_table(name, Arc::new(provider.raw(self.raw)))
             .map_err(query_error)?;
         Ok(())
     }

@@ -50,6 +50,8 @@ pub struct SnapshotTable {
     /// One stand-in file per partition, from the head.
     head: Option<Arc<FileStats>>,
     full: tokio::sync::OnceCell<Loaded>,
+    /// The table's merge semantics, applied by every scan; `None` for a raw read.
+    merge: Option<crate::merge::MergeSpec>,
 }
 
 #[derive(Debug)]
@@ -82,6 +84,7 @@ impl SnapshotTable {
             location,
             version: snapshot.version,
             head: None,
+            merge: snapshot.metadata.merge.clone(),
             full: tokio::sync::OnceCell::new_with(Some(Loaded::new(snapshot, schema.clone()))),
             scan_schema: scan_schema(&table),
             schema,
@@ -102,6 +105,7 @@ impl SnapshotTable {
             location,
             version: head.version,
             head: Some(Arc::new(FileStats::from_head(&head, schema.clone()))),
+            merge: head.metadata.merge.clone(),
             full: tokio::sync::OnceCell::new(),
             scan_schema: scan_schema(&table),
             schema,
@@ -111,6 +115,33 @@ impl SnapshotTable {
 
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Read the stored rows, without applying the table's merge semantics.
+    pub fn raw(mut self, raw: bool) -> Self {
+        if raw {
+            self.merge = None;
+        }
+        self
+    }
+
+    /// Whether the files' row counts are the table's: no merge semantics, or every file
+    /// read as it is (one row per key, no tombstone, no other file's keys; see `merged.rs`).
+    pub(crate) fn counts_exactly(&self) -> bool {
+        let Some(spec) = &self.merge else {
+            return true;
+        };
+        let Some(loaded) = self.full.get() else {
+            return false;
+        };
+        let stats = &loaded.stats;
+        let files = stats
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i, f.as_ref()))
+            .collect();
+        super::merged::split(spec, stats, files).merged.is_empty()
     }
 
     /// The snapshot, once its file list is read.
@@ -374,7 +405,12 @@ impl TableProvider for SnapshotTable {
     fn statistics(&self) -> Option<Statistics> {
         let files = &self.stats()?.files;
         let mut s = Statistics::new_unknown(&self.scan_schema);
-        s.num_rows = Precision::Exact(files.iter().map(|f| f.rows as usize).sum());
+        let rows = files.iter().map(|f| f.rows as usize).sum();
+        // With merge semantics the files may hold more rows than the table.
+        s.num_rows = match self.counts_exactly() {
+            true => Precision::Exact(rows),
+            false => Precision::Inexact(rows),
+        };
         s.total_byte_size = Precision::Exact(files.iter().map(|f| f.size as usize).sum());
         Some(s)
     }
@@ -391,6 +427,11 @@ impl TableProvider for SnapshotTable {
             .await
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
             .stats;
+        if let Some(spec) = &self.merge {
+            return self
+                .merged_scan(state, spec, stats, projection, filters)
+                .await;
+        }
         let keep = self.prune(stats, filters);
         let mut files: Vec<&crate::log::AddFile> = stats
             .files
@@ -430,6 +471,19 @@ impl TableProvider for SnapshotTable {
                 }
             }
         }
+        self.plain_scan(state, files, projection, limit).await
+    }
+}
+
+impl SnapshotTable {
+    /// Scan `files` as they are.
+    async fn plain_scan(
+        &self,
+        state: &dyn Session,
+        files: Vec<&crate::log::AddFile>,
+        projection: Option<&Vec<usize>>,
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let projected = match projection {
             Some(p) => Arc::new(self.scan_schema.project(p)?),
             None => self.scan_schema.clone(),
@@ -454,6 +508,94 @@ impl TableProvider for SnapshotTable {
             .build();
         let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
         format.create_physical_plan(state, config).await
+    }
+
+    /// An exact read of a table with merge semantics (see `merged.rs`).
+    async fn merged_scan(
+        &self,
+        state: &dyn Session,
+        spec: &crate::merge::MergeSpec,
+        stats: &FileStats,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        use crate::merge::MergeSpec;
+        let key_filters = super::merged::on_key(spec, filters);
+        let mut keep = self.prune(stats, &key_filters);
+        // Merged rows of replace and dedupe are stored rows: a partition where no file can
+        // hold a row passing the other filters has no merged row passing them.
+        if !matches!(spec, MergeSpec::Aggregate { .. }) {
+            let others: Vec<Expr> = filters
+                .iter()
+                .filter(|f| !key_filters.contains(f))
+                .cloned()
+                .collect();
+            let may = self.prune(stats, &others);
+            let mut any_may: std::collections::HashMap<super::merged::PartitionKey, bool> =
+                Default::default();
+            for (f, m) in stats.files.iter().zip(&may) {
+                *any_may
+                    .entry(f.partition_values.iter().collect())
+                    .or_default() |= *m;
+            }
+            for (k, f) in keep.iter_mut().zip(&stats.files) {
+                let p: Vec<_> = f.partition_values.iter().collect();
+                *k &= any_may.get(&p).copied().unwrap_or(true);
+            }
+        }
+        let files: Vec<(usize, &crate::log::AddFile)> = stats
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep[*i])
+            .map(|(i, f)| (i, f.as_ref()))
+            .collect();
+        let split = super::merged::split(spec, stats, files);
+        tracing::debug!(
+            table = %self.location.display,
+            plain = split.plain.len(),
+            runs = split.merged.len(),
+            "merged scan"
+        );
+        let plain = self
+            .plain_scan(state, split.plain, projection, None)
+            .await?;
+        if split.merged.is_empty() {
+            return Ok(plain);
+        }
+        // Row groups and pages too, for key filters: the columns unqualified, as the files
+        // name them.
+        let predicate = datafusion::logical_expr::utils::conjunction(key_filters)
+            .and_then(|e| {
+                e.transform(|e| {
+                    Ok(match e {
+                        Expr::Column(c) if c.relation.is_some() => {
+                            Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                        }
+                        e => Transformed::no(e),
+                    })
+                })
+                .ok()
+            })
+            .and_then(|e| physical(&e.data, self.scan_schema.clone()));
+        let merged = super::merged::MergeExec::try_new(
+            super::merged::MergeScan {
+                location: &self.location,
+                store_url: self.store_url.clone(),
+                schema: self.scan_schema.clone(),
+                ids: self.ids.clone(),
+                spec,
+                projection,
+                predicate,
+                partitions: state.config().target_partitions(),
+            },
+            split.merged,
+        )
+        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        if plain.downcast_ref::<EmptyExec>().is_some() {
+            return Ok(Arc::new(merged));
+        }
+        datafusion::physical_plan::union::UnionExec::try_new(vec![plain, Arc::new(merged)])
     }
 }
 

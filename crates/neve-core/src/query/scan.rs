@@ -93,7 +93,10 @@ pub(crate) fn ordered_rows(
     }
     if let Some(o) = ordering {
         if plan.output_partitioning().partition_count() > 1 {
-            plan = Arc::new(SortPreservingMergeExec::new(o, plan));
+            // Equal rows in file order (the files come in commit order): merge semantics
+            // give ties to the later commit.
+            plan =
+                Arc::new(SortPreservingMergeExec::new(o, plan).with_round_robin_repartition(false));
         }
     }
     plan.execute(0, ctx.task_ctx()).map_err(query_error)

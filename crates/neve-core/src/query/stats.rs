@@ -100,6 +100,8 @@ impl FileStats {
                         rows: p.rows.max(0) as u64,
                         modification_time: 0,
                         stats,
+                        seq: None,
+                        merged: false,
                     })
                 })
                 .collect();

@@ -406,6 +406,11 @@ impl AlterOp {
             },
             ["set", "not", "null", _] => AlterOp::SetNotNull(w[3].to_string()),
             ["drop", "not", "null", _] => AlterOp::DropNotNull(w[3].to_string()),
+            // `set merge=replace(key = [id])`: the spec may span words.
+            ["set", kv, ..] if kv.starts_with("merge=") => AlterOp::SetSetting {
+                key: "merge".into(),
+                value: w[1..].join(" ")["merge=".len()..].trim().to_string(),
+            },
             ["set", kv] if kv.contains('=') => {
                 let (k, v) = w[1].split_once('=').expect("checked");
                 AlterOp::SetSetting {

@@ -286,6 +286,8 @@ impl DataWriter {
                             rows: part.num_rows() as u64,
                             modification_time: now,
                             stats: batch_stats(&part),
+                            seq: None,
+                            merged: false,
                         };
                         Ok((root.child(&rel), bytes, add))
                     })();

@@ -42,6 +42,9 @@ pub(crate) struct SinkConfig {
     pub new_id: Arc<dyn Fn() -> String + Send + Sync>,
     pub now_ms: i64,
     pub progress: Arc<dyn Progress>,
+    /// Tables with merge semantics: the files' [`AddFile::seq`] and [`AddFile::merged`].
+    pub seq: Option<[u64; 2]>,
+    pub merged: bool,
 }
 
 struct OpenFile {
@@ -126,6 +129,8 @@ impl FileSink {
             rows: f.rows,
             modification_time: self.config.now_ms,
             stats: f.stats.finish(),
+            seq: self.config.seq,
+            merged: self.config.merged,
         });
         Ok(())
     }
@@ -203,6 +208,9 @@ pub(crate) struct RewriteJob {
     pub inputs: Vec<AddFile>,
     pub sort_by: Vec<String>,
     pub keep: Option<Expr>,
+    /// Tables with merge semantics: the spec applied to the merged rows, and whether deleted
+    /// keys go (the inputs hold the partition's oldest rows).
+    pub reduce: Option<(crate::merge::MergeSpec, bool)>,
 }
 
 /// Run rewrites `parallelism` at a time, each on its own task (so they use every core).
@@ -221,12 +229,15 @@ pub(crate) async fn run_rewrites(
             let res = async {
                 let mut rows = crate::query::ordered_rows(
                     &location,
-                    schema,
+                    schema.clone(),
                     ids,
                     &job.inputs,
                     &job.sort_by,
                     job.keep.as_ref(),
                 )?;
+                if let Some((spec, drop_deleted)) = &job.reduce {
+                    rows = crate::merge::Reducer::new(spec, schema, *drop_deleted)?.stream(rows);
+                }
                 while let Some(batch) = rows.next().await {
                     sink.write(&batch.map_err(crate::query::query_error)?)
                         .await?;

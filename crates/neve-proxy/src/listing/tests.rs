@@ -15,6 +15,8 @@ fn files(keys: &[String]) -> BTreeMap<String, Arc<AddFile>> {
                     rows: 1,
                     modification_time: 0,
                     stats: Default::default(),
+                    seq: None,
+                    merged: false,
                 }),
             )
         })
@@ -30,6 +32,8 @@ fn files(keys: &[String]) -> BTreeMap<String, Arc<AddFile>> {
                 rows: 0,
                 modification_time: 0,
                 stats: Default::default(),
+                seq: None,
+                merged: false,
             }),
         );
     }

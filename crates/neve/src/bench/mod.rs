@@ -5,6 +5,7 @@ mod log;
 mod merge;
 mod nested;
 mod query;
+mod semantics;
 mod serve;
 mod stream;
 pub mod taxi;
@@ -26,6 +27,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Gen(a) => gen(a),
         BenchCommand::Query(a) => query::run(a).await,
         BenchCommand::Merge(a) => merge::run(a).await,
+        BenchCommand::MergeSemantics(a) => semantics::run(a).await,
         BenchCommand::Serve(a) => serve::run(a).await,
         BenchCommand::Proxy(a) => proxy(a).await,
         BenchCommand::Stream(a) => stream::run(a).await,

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use neve_core::merge::{merged_relation, Engine};
 use neve_core::storage::StoreKind;
 use neve_core::Table;
 
@@ -33,11 +34,24 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                     .values()
                     .map(|f| quote(&loc.file_url(&f.path)))
                     .collect();
-                writeln!(
-                    out,
-                    "read_parquet([{}], union_by_name = true)",
-                    list.join(", ")
-                )?;
+                let merge = s.metadata.merge.as_ref().filter(|_| !a.raw);
+                let rel = format!(
+                    "read_parquet([{}], union_by_name = true{})",
+                    list.join(", "),
+                    if merge.is_some() {
+                        ", filename = true"
+                    } else {
+                        ""
+                    }
+                );
+                match merge {
+                    Some(m) => writeln!(
+                        out,
+                        "{}",
+                        merged_relation(m, &s.metadata.schema, &rel, Engine::DuckDb)
+                    )?,
+                    None => writeln!(out, "{rel}")?,
+                }
             }
         }
         FilesFormat::Clickhouse => {
@@ -57,7 +71,15 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                     format!("{root}/{{{}}}", many.join(","))
                 }
             };
-            writeln!(out, "{func}({}, 'Parquet')", quote(&url))?;
+            let rel = format!("{func}({}, 'Parquet')", quote(&url));
+            match s.metadata.merge.as_ref().filter(|_| !a.raw) {
+                Some(m) => writeln!(
+                    out,
+                    "{}",
+                    merged_relation(m, &s.metadata.schema, &rel, Engine::ClickHouse)
+                )?,
+                None => writeln!(out, "{rel}")?,
+            }
         }
     }
     out.flush()?;

@@ -60,6 +60,7 @@ pub fn create_options(layout: &LayoutArgs, strict: bool) -> Result<CreateOptions
             .collect(),
         settings,
         schema: Default::default(),
+        merge: layout.merge.as_deref().map(str::parse).transpose()?,
     })
 }
 

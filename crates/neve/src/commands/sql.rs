@@ -25,6 +25,7 @@ pub async fn run(a: SqlArgs) -> Result<()> {
         a.query.clone()
     };
     let mut engine = QueryEngine::new();
+    engine.set_raw(a.raw);
     register(&mut engine, &a.tables, a.warehouse.as_deref(), as_of).await?;
     let started = Instant::now();
     let mut stream = engine.stream(&query).await?;

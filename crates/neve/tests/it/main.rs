@@ -6,6 +6,7 @@ mod common;
 mod concurrency;
 mod conformance;
 mod maintenance;
+mod semantics;
 mod serve;
 mod sql;
 mod types;
