@@ -169,7 +169,10 @@ type Relabels = HashMap<usize, Arc<Names>>;
 #[derive(Debug, PartialEq, Eq, Hash)]
 enum Names {
     Leaf,
-    Struct(Vec<(String, Names)>),
+    /// Per file field its table name; and, when no file field is a table field, a table
+    /// field's name to add as an all-null field: DataFusion's struct cast needs one name in
+    /// common, and then reads every table field the file lacks as null.
+    Struct(Vec<(String, Names)>, Option<String>),
     /// The element of a list, or the entries of a map.
     Item(Box<Names>),
 }
@@ -180,14 +183,19 @@ impl Names {
             (DataType::Struct(ff), DataType::Struct(tf)) => {
                 let by_id: HashMap<u32, &FieldRef> =
                     tf.iter().filter_map(|f| Some((field_id(f)?, f))).collect();
-                Names::Struct(
-                    ff.iter()
-                        .map(|f| match field_id(f).and_then(|id| by_id.get(&id)) {
-                            Some(t) => (t.name().clone(), Names::of(f.data_type(), t.data_type())),
-                            None => (format!("\u{0}neve unread {}", f.name()), Names::Leaf),
-                        })
-                        .collect(),
-                )
+                let names: Vec<(String, Names)> = ff
+                    .iter()
+                    .map(|f| match field_id(f).and_then(|id| by_id.get(&id)) {
+                        Some(t) => (t.name().clone(), Names::of(f.data_type(), t.data_type())),
+                        None => (format!("\u{0}neve unread {}", f.name()), Names::Leaf),
+                    })
+                    .collect();
+                let shared = names.iter().any(|(n, _)| tf.iter().any(|t| t.name() == n));
+                let pad = match (shared, tf.first()) {
+                    (false, Some(t)) => Some(t.name().clone()),
+                    _ => None,
+                };
+                Names::Struct(names, pad)
             }
             (
                 DataType::List(f) | DataType::LargeList(f) | DataType::Map(f, _),
@@ -204,15 +212,21 @@ impl Names {
     /// `t` with its nested fields renamed; same shape, same leaf types.
     fn apply(&self, t: &DataType) -> DataType {
         match (self, t) {
-            (Names::Struct(names), DataType::Struct(fields)) if names.len() == fields.len() => {
-                DataType::Struct(Fields::from_iter(fields.iter().zip(names).map(
-                    |(f, (name, inner))| {
-                        f.as_ref()
-                            .clone()
-                            .with_name(name)
-                            .with_data_type(inner.apply(f.data_type()))
-                    },
-                )))
+            (Names::Struct(names, pad), DataType::Struct(fields))
+                if names.len() == fields.len() =>
+            {
+                DataType::Struct(Fields::from_iter(
+                    fields
+                        .iter()
+                        .zip(names)
+                        .map(|(f, (name, inner))| {
+                            f.as_ref()
+                                .clone()
+                                .with_name(name)
+                                .with_data_type(inner.apply(f.data_type()))
+                        })
+                        .chain(pad.iter().map(|p| Field::new(p, DataType::Null, true))),
+                ))
             }
             (Names::Item(inner), DataType::List(f)) => DataType::List(item(f, inner)),
             (Names::Item(inner), DataType::LargeList(f)) => DataType::LargeList(item(f, inner)),
@@ -229,11 +243,16 @@ impl Names {
             return data;
         }
         let children: Vec<ArrayData> = match self {
-            Names::Struct(names) => data
+            Names::Struct(names, pad) => data
                 .child_data()
                 .iter()
                 .zip(names)
                 .map(|(c, (_, inner))| inner.relabel(c.clone()))
+                // Children are read at the parent's offset.
+                .chain(
+                    pad.iter()
+                        .map(|_| ArrayData::new_null(&DataType::Null, data.offset() + data.len())),
+                )
                 .collect(),
             Names::Item(inner) => vec![inner.relabel(data.child_data()[0].clone())],
             Names::Leaf => return data,
