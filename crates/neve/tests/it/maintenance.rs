@@ -260,16 +260,81 @@ async fn killed_merge_minio() {
     killed_merge(&s3_table("kmerge")).await;
 }
 
+/// Two mergers and a GC loop on `addr` until `deadline`; the GC adds what it deleted to
+/// `gc_deleted`.
+pub(crate) fn spawn_maintenance(
+    addr: &str,
+    deadline: Instant,
+    gc_deleted: Arc<AtomicU64>,
+) -> Vec<std::thread::JoinHandle<String>> {
+    let mut threads = Vec::new();
+    for m in 0..2 {
+        let addr = addr.to_string();
+        threads.push(std::thread::spawn(move || {
+            let (mut ok, mut conflicts) = (0, 0);
+            while Instant::now() < deadline {
+                let out = neve(&["merge", &addr, "--min-files", "2", "--json"]);
+                match out.status.code() {
+                    Some(0) => ok += 1,
+                    Some(75) => conflicts += 1,
+                    _ => panic!("merge: {}", String::from_utf8_lossy(&out.stderr)),
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            format!("merger {m}: {ok} merges, {conflicts} lost to a concurrent merge")
+        }));
+    }
+    let addr = addr.to_string();
+    threads.push(std::thread::spawn(move || {
+        let mut runs = 0;
+        while Instant::now() < deadline {
+            let out = neve_ok(&["gc", &addr, "--grace", "15s", "--retention", "0s", "--json"]);
+            let r = json(&out);
+            gc_deleted.fetch_add(
+                r["tombstones_deleted"].as_u64().unwrap()
+                    + r["log_entries_deleted"].as_u64().unwrap(),
+                Ordering::SeqCst,
+            );
+            runs += 1;
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        format!("gc: {runs} runs")
+    }));
+    threads
+}
+
+/// Join every thread, printing their summaries; re-raise the first panic (after telling the
+/// others to stop through `stop`).
+pub(crate) fn join_all(threads: Vec<std::thread::JoinHandle<String>>, stop: &AtomicBool) {
+    let mut failures = Vec::new();
+    for t in threads {
+        match t.join() {
+            Ok(summary) => eprintln!("torture: {summary}"),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                failures.push(e);
+            }
+        }
+    }
+    if let Some(e) = failures.pop() {
+        std::panic::resume_unwind(e);
+    }
+}
+
+pub(crate) fn torture_secs() -> u64 {
+    std::env::var("NEVE_TORTURE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40)
+}
+
 /// Three inserters, two mergers, a GC loop and two readers on one MinIO table for a bounded
 /// time (NEVE_TORTURE_SECS, 40 s by default). At the end the table holds exactly the
 /// acknowledged inserts; no reader failed or saw a duplicate or fewer rows than were
 /// acknowledged when it started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn torture_minio() {
-    let secs: u64 = std::env::var("NEVE_TORTURE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+    let secs = torture_secs();
     let addr = s3_table("torture");
     neve_ok(&[
         "create",
@@ -314,41 +379,8 @@ async fn torture_minio() {
             format!("inserter {w}: {n} inserts")
         }));
     }
-    for m in 0..2 {
-        let addr = addr.clone();
-        threads.push(std::thread::spawn(move || {
-            let (mut ok, mut conflicts) = (0, 0);
-            while Instant::now() < deadline {
-                let out = neve(&["merge", &addr, "--min-files", "2", "--json"]);
-                match out.status.code() {
-                    Some(0) => ok += 1,
-                    Some(75) => conflicts += 1,
-                    _ => panic!("merge: {}", String::from_utf8_lossy(&out.stderr)),
-                }
-                std::thread::sleep(Duration::from_millis(300));
-            }
-            format!("merger {m}: {ok} merges, {conflicts} lost to a concurrent merge")
-        }));
-    }
     let gc_deleted = Arc::new(AtomicU64::new(0));
-    {
-        let (addr, gc_deleted) = (addr.clone(), gc_deleted.clone());
-        threads.push(std::thread::spawn(move || {
-            let mut runs = 0;
-            while Instant::now() < deadline {
-                let out = neve_ok(&["gc", &addr, "--grace", "15s", "--retention", "0s", "--json"]);
-                let r = json(&out);
-                gc_deleted.fetch_add(
-                    r["tombstones_deleted"].as_u64().unwrap()
-                        + r["log_entries_deleted"].as_u64().unwrap(),
-                    Ordering::SeqCst,
-                );
-                runs += 1;
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            format!("gc: {runs} runs")
-        }));
-    }
+    threads.extend(spawn_maintenance(&addr, deadline, gc_deleted.clone()));
     for r in 0..2 {
         let (addr, acked_rows, stop) = (addr.clone(), acked_rows.clone(), stop.clone());
         threads.push(std::thread::spawn(move || {
@@ -385,19 +417,7 @@ async fn torture_minio() {
             format!("reader {r}: {queries} queries")
         }));
     }
-    let mut failures = Vec::new();
-    for t in threads {
-        match t.join() {
-            Ok(summary) => eprintln!("torture: {summary}"),
-            Err(e) => {
-                stop.store(true, Ordering::SeqCst);
-                failures.push(e);
-            }
-        }
-    }
-    if let Some(e) = failures.pop() {
-        std::panic::resume_unwind(e);
-    }
+    join_all(threads, &stop);
     let expected = acked.lock().unwrap().clone();
     assert!(expected.len() > 100, "inserts ran");
     assert_eq!(ids(&addr).await, expected, "exactly the acknowledged rows");
