@@ -385,3 +385,59 @@ async fn a_spec_change_that_would_change_answers_is_refused() {
         .to_string();
     assert!(e.contains("merge spec names it"), "{e}");
 }
+
+#[tokio::test]
+async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
+    let t = TableBuilder::new(TableLocation::memory("ranges")).build();
+    t.create(CreateOptions {
+        sort_by: vec!["k".into(), "v".into()],
+        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
+        merge: Some("replace(key = [k], version = v)".parse().unwrap()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..3 {
+        let rows: Vec<Row> = (0..50)
+            .map(|k| Row {
+                g: 0,
+                k,
+                v: i,
+                del: false,
+                x: k * 10 + i,
+            })
+            .collect();
+        t.insert_batches(
+            schema(),
+            vec![batch(&rows)],
+            &InsertOptions::default(),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap();
+    }
+    let mut e = QueryEngine::new();
+    e.register_table("t", &t, None).await.unwrap();
+    let plan = rows_of(&e, "EXPLAIN SELECT count(*), sum(x) FROM t")
+        .await
+        .concat()
+        .join(" ");
+    let merges: usize = plan
+        .split("merges=")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(
+        merges > 1,
+        "one run of 150 rows, merged in {merges} ranges: {plan}"
+    );
+    // Every key once, its last version.
+    assert_eq!(
+        rows_of(&e, "SELECT count(*), sum(x) FROM t").await,
+        vec![vec![
+            "50".to_string(),
+            (0..50).map(|k| k * 10 + 2).sum::<i64>().to_string()
+        ]]
+    );
+}

@@ -26,6 +26,7 @@ use datafusion::physical_expr::{
     EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
 };
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -204,45 +205,76 @@ impl MergeExec {
             }))
             .expect("a key has a column")
         };
-        let n = scan.partitions.max(1).min(runs.len().max(1));
+        // A large run on fewer runs than the query has partitions is split by ranges of its
+        // first key column, each merged on its own: a key's rows all fall in one range.
+        let slots = scan.partitions.max(1);
+        let splits = (slots / runs.len().max(1)).max(1);
+        let bytes = |r: &Vec<&AddFile>| r.iter().map(|f| f.size).sum::<u64>();
+        let first_key = &scan.spec.key()[0];
+        let mut plans: Vec<(u64, Arc<dyn ExecutionPlan>)> = Vec::new();
+        for run in &runs {
+            let rows: u64 = run.iter().map(|f| f.rows).sum();
+            let ranges = match (splits > 1 && rows >= SPLIT_ROWS)
+                .then(|| key_ranges(run, first_key, splits))
+                .flatten()
+            {
+                Some(r) => r,
+                None => vec![(None, None)],
+            };
+            let share = bytes(run) / ranges.len() as u64;
+            for (lo, hi) in ranges {
+                let range = |s: &SchemaRef| range_filter(s, first_key, lo, hi);
+                let groups: Vec<FileGroup> = run
+                    .iter()
+                    .map(|f| {
+                        FileGroup::new(vec![PartitionedFile::new(
+                            scan.location.child(&f.path).to_string(),
+                            f.size,
+                        )])
+                    })
+                    .collect();
+                let mut source = ParquetSource::new(schema.clone())
+                    .with_metadata_size_hint(super::provider::FOOTER_HINT);
+                let predicate = match (&scan.predicate, range(schema)?) {
+                    (Some(p), Some(r)) => {
+                        Some(datafusion::physical_expr::conjunction([p.clone(), r]))
+                    }
+                    (p, r) => p.clone().or(r),
+                };
+                if let Some(p) = predicate {
+                    source = source.with_predicate(p);
+                }
+                let config = FileScanConfigBuilder::new(scan.store_url.clone(), Arc::new(source))
+                    .with_file_groups(groups)
+                    .with_projection_indices(Some(read.clone()))
+                    .map_err(super::query_error)?
+                    .with_expr_adapter(Some(scan.ids.clone()))
+                    .with_output_ordering(vec![key_order(schema, true)])
+                    .build();
+                let mut plan: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
+                if let Some(r) = range(&read_schema)? {
+                    // Pages outside the range are skipped; the rows of the pages at its ends
+                    // are filtered here.
+                    plan = Arc::new(FilterExec::try_new(r, plan).map_err(super::query_error)?);
+                }
+                if run.len() > 1 {
+                    // Equal keys in file order, the files in commit order: the later row is the
+                    // later commit's.
+                    plan = Arc::new(
+                        SortPreservingMergeExec::new(key_order(&read_schema, false), plan)
+                            .with_round_robin_repartition(false),
+                    );
+                }
+                plans.push((share, plan));
+            }
+        }
+        let n = slots.min(plans.len().max(1));
         let mut parts: Vec<(u64, Vec<Arc<dyn ExecutionPlan>>)> =
             (0..n).map(|_| (0, Vec::new())).collect();
-        let mut ordered: Vec<&Vec<&AddFile>> = runs.iter().collect();
-        let bytes = |r: &Vec<&AddFile>| r.iter().map(|f| f.size).sum::<u64>();
-        ordered.sort_by_key(|r| std::cmp::Reverse(bytes(r)));
-        for run in ordered {
-            let groups: Vec<FileGroup> = run
-                .iter()
-                .map(|f| {
-                    FileGroup::new(vec![PartitionedFile::new(
-                        scan.location.child(&f.path).to_string(),
-                        f.size,
-                    )])
-                })
-                .collect();
-            let mut source = ParquetSource::new(schema.clone())
-                .with_metadata_size_hint(super::provider::FOOTER_HINT);
-            if let Some(p) = &scan.predicate {
-                source = source.with_predicate(p.clone());
-            }
-            let config = FileScanConfigBuilder::new(scan.store_url.clone(), Arc::new(source))
-                .with_file_groups(groups)
-                .with_projection_indices(Some(read.clone()))
-                .map_err(super::query_error)?
-                .with_expr_adapter(Some(scan.ids.clone()))
-                .with_output_ordering(vec![key_order(schema, true)])
-                .build();
-            let mut plan: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
-            if run.len() > 1 {
-                // Equal keys in file order, the files in commit order: the later row is the
-                // later commit's.
-                plan = Arc::new(
-                    SortPreservingMergeExec::new(key_order(&read_schema, false), plan)
-                        .with_round_robin_repartition(false),
-                );
-            }
+        plans.sort_by_key(|(b, _)| std::cmp::Reverse(*b));
+        for (b, plan) in plans {
             let slot = parts.iter_mut().min_by_key(|(b, _)| *b).expect("n >= 1");
-            slot.0 += bytes(run);
+            slot.0 += b;
             slot.1.push(plan);
         }
         let properties = PlanProperties::new(
@@ -263,7 +295,8 @@ impl MergeExec {
 
 impl DisplayAs for MergeExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "NeveMergeExec: runs={}", self.runs)
+        let merges: usize = self.parts.iter().map(Vec::len).sum();
+        write!(f, "NeveMergeExec: runs={}, merges={merges}", self.runs)
     }
 }
 
@@ -319,6 +352,79 @@ impl ExecutionPlan for MergeExec {
             .flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
+}
+
+/// Runs of fewer rows are merged whole (the unit tests split tiny runs, to check the ranges).
+const SPLIT_ROWS: u64 = if cfg!(test) { 8 } else { 1 << 20 };
+
+/// `n` ranges `[lo, hi)` of an integer first key column covering the run's files (from the
+/// log's bounds), the first open below (and taking nulls), the last open above.
+fn key_ranges(run: &[&AddFile], key: &str, n: usize) -> Option<Vec<(Option<i64>, Option<i64>)>> {
+    let bound = |f: &AddFile, max: bool| {
+        let s = f.stats.get(key)?;
+        if max { s.max.as_ref() } else { s.min.as_ref() }?.as_i64()
+    };
+    let lo = run
+        .iter()
+        .map(|f| bound(f, false))
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .min()?;
+    let hi = run
+        .iter()
+        .map(|f| bound(f, true))
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .max()?;
+    let span = (hi as i128 - lo as i128 + 1) as u128;
+    if span < n as u128 {
+        return None;
+    }
+    let cut = |i: usize| (lo as i128 + (span * i as u128 / n as u128) as i128) as i64;
+    Some(
+        (0..n)
+            .map(|i| ((i > 0).then(|| cut(i)), (i + 1 < n).then(|| cut(i + 1))))
+            .collect(),
+    )
+}
+
+/// `key >= lo AND key < hi` (nulls in the range open below), in `schema`; `None` for the
+/// whole range.
+fn range_filter(
+    schema: &SchemaRef,
+    key: &str,
+    lo: Option<i64>,
+    hi: Option<i64>,
+) -> crate::Result<Option<Arc<dyn PhysicalExpr>>> {
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{is_null, BinaryExpr, Literal};
+    use datafusion::scalar::ScalarValue;
+    let idx = schema.index_of(key)?;
+    let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(key, idx));
+    let t = schema.field(idx).data_type();
+    let lit = |v: i64| -> crate::Result<Arc<dyn PhysicalExpr>> {
+        let v = ScalarValue::Int64(Some(v))
+            .cast_to(t)
+            .map_err(super::query_error)?;
+        Ok(Arc::new(Literal::new(v)))
+    };
+    let cmp = |op, v| -> crate::Result<Arc<dyn PhysicalExpr>> {
+        Ok(Arc::new(BinaryExpr::new(column.clone(), op, lit(v)?)))
+    };
+    Ok(match (lo, hi) {
+        (None, None) => None,
+        (Some(lo), None) => Some(cmp(Operator::GtEq, lo)?),
+        (None, Some(hi)) => Some(Arc::new(BinaryExpr::new(
+            cmp(Operator::Lt, hi)?,
+            Operator::Or,
+            is_null(column.clone()).map_err(super::query_error)?,
+        ))),
+        (Some(lo), Some(hi)) => Some(Arc::new(BinaryExpr::new(
+            cmp(Operator::GtEq, lo)?,
+            Operator::And,
+            cmp(Operator::Lt, hi)?,
+        ))),
+    })
 }
 
 /// Keep only filters on key columns (which select whole keys).
