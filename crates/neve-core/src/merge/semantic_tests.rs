@@ -123,6 +123,17 @@ fn model(spec: &MergeSpec, inserts: &[Vec<Row>]) -> BTreeMap<(i64, i64), Vec<Str
         .collect()
 }
 
+async fn insert(t: &Table, rows: &[Row]) {
+    t.insert_batches(
+        schema(),
+        vec![batch(rows)],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
+}
+
 async fn rows_of(e: &QueryEngine, sql: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for b in e
@@ -254,14 +265,7 @@ async fn run(spec: MergeSpec, steps: Vec<Step>) {
     for (i, step) in steps.into_iter().enumerate() {
         match step {
             Step::Insert(rows) => {
-                t.insert_batches(
-                    schema(),
-                    vec![batch(&rows)],
-                    &InsertOptions::default(),
-                    Arc::new(NoProgress),
-                )
-                .await
-                .unwrap();
+                insert(&t, &rows).await;
                 inserts.push(rows);
             }
             Step::Merge(per_group) => {
@@ -358,14 +362,7 @@ async fn a_spec_change_that_would_change_answers_is_refused() {
         del: false,
         x: 1,
     }];
-    t.insert_batches(
-        schema(),
-        vec![batch(&rows)],
-        &InsertOptions::default(),
-        Arc::new(NoProgress),
-    )
-    .await
-    .unwrap();
+    insert(&t, &rows).await;
     let before = t.snapshot().await.unwrap().version;
     for other in ["replace(key = [k], version = v)", "none"] {
         let e = t.alter(&set(other)).await.unwrap_err().to_string();
@@ -407,14 +404,7 @@ async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
                 x: k * 10 + i,
             })
             .collect();
-        t.insert_batches(
-            schema(),
-            vec![batch(&rows)],
-            &InsertOptions::default(),
-            Arc::new(NoProgress),
-        )
-        .await
-        .unwrap();
+        insert(&t, &rows).await;
     }
     let mut e = QueryEngine::new();
     e.register_table("t", &t, None).await.unwrap();
