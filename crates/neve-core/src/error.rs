@@ -217,6 +217,27 @@ pub enum Error {
     #[error("no partition '{partition}' in the table (partitions: {known})")]
     PartitionNotFound { partition: String, known: String },
 
+    /// The table's schema or partitioning has something Iceberg cannot describe (a table
+    /// with `iceberg=true` refuses it at create, alter and insert).
+    #[error("column '{column}' cannot be described in Iceberg metadata: {reason}")]
+    IcebergUnsupported { column: String, reason: String },
+
+    /// `neve iceberg sync` on a table that does not write Iceberg metadata.
+    #[error(
+        "table '{table}' does not write Iceberg metadata (enable it: neve iceberg enable {table})"
+    )]
+    IcebergNotEnabled { table: String },
+
+    /// Iceberg metadata could not be encoded, or what is in `metadata/` cannot be read back.
+    #[error("Iceberg metadata '{path}': {reason}")]
+    IcebergMetadata { path: String, reason: String },
+
+    /// Other syncs kept writing the next Iceberg metadata file first.
+    #[error(
+        "Iceberg sync lost the race for the next metadata file {attempts} times; run it again"
+    )]
+    IcebergSyncContended { attempts: u32 },
+
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
@@ -266,6 +287,8 @@ impl Error {
             | InvalidMergeSpec { .. }
             | MergedSumOverflow { .. }
             | InvalidSetting { .. }
+            | IcebergUnsupported { .. }
+            | IcebergNotEnabled { .. }
             | SqlSyntax { .. }
             | InvalidQuery { .. }
             | QueryOutOfMemory { .. } => ErrorKind::BadInput,
@@ -279,7 +302,8 @@ impl Error {
             | CommitConflict { .. }
             | ConcurrentSchemaChange { .. }
             | RequestCommitted { .. }
-            | CommitRetriesExhausted { .. } => ErrorKind::Conflict,
+            | CommitRetriesExhausted { .. }
+            | IcebergSyncContended { .. } => ErrorKind::Conflict,
             Storage { .. } | Io { .. } | ResultWrite { .. } | QueryStorage { .. } => {
                 ErrorKind::Unavailable
             }
@@ -288,6 +312,7 @@ impl Error {
             | Parquet { .. }
             | Arrow { .. }
             | QueryFailed { .. }
+            | IcebergMetadata { .. }
             | TaskFailed(_) => ErrorKind::Internal,
         }
     }

@@ -57,6 +57,8 @@ pub struct GcReport {
     /// Unreferenced files younger than the grace period (maybe an insert in flight).
     pub orphans_kept: u64,
     pub log_entries_deleted: u64,
+    /// Iceberg metadata files no retained snapshot needs (tables with `iceberg=true`).
+    pub iceberg_files_deleted: u64,
     /// The oldest version still readable after this run.
     pub oldest_version: u64,
     pub retention_ms: i64,
@@ -144,6 +146,25 @@ impl Table {
             for &v in listing.checkpoints.range(..c) {
                 doomed.push(self.log().checkpoint_path(v));
                 report.log_entries_deleted += 1;
+            }
+        }
+
+        if snapshot.metadata.settings.iceberg && !opts.dry_run {
+            // No Iceberg snapshot may list a file deleted below: expire those first, with
+            // the same cutoff. If that fails, nothing is deleted.
+            let w = crate::iceberg::IcebergWriter::new(
+                self.location.clone(),
+                self.log().clone(),
+                self.clock.clone(),
+            );
+            let sync = crate::iceberg::SyncOptions {
+                expire_before_ms: Some(tombstone_cutoff),
+                ..Default::default()
+            };
+            w.sync_to(&snapshot, &sync).await?;
+            for o in w.unreferenced(orphan_cutoff).await? {
+                report.iceberg_files_deleted += 1;
+                doomed.push(o.location);
             }
         }
 

@@ -8,6 +8,7 @@ pub mod describe;
 pub mod error;
 pub mod failpoint;
 pub mod gc;
+pub mod iceberg;
 pub mod log;
 pub mod merge;
 pub mod partition;

@@ -187,6 +187,7 @@ pub struct TableBuilder {
     clock: Arc<dyn Clock>,
     seed: Option<u64>,
     writer: Option<String>,
+    iceberg_after_commit: bool,
 }
 
 impl TableBuilder {
@@ -196,7 +197,15 @@ impl TableBuilder {
             clock: Arc::new(SystemClock),
             seed: None,
             writer: None,
+            iceberg_after_commit: true,
         }
+    }
+    /// Whether commits to a table with `iceberg=true` write its Iceberg metadata before they
+    /// return (the default). A process that syncs on its own schedule (the server's
+    /// maintenance) turns it off.
+    pub fn with_iceberg_after_commit(mut self, on: bool) -> Self {
+        self.iceberg_after_commit = on;
+        self
     }
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -219,12 +228,20 @@ impl TableBuilder {
         };
         let writer = self.writer.unwrap_or_else(default_writer);
         let log = LogStore::new(self.location.clone());
+        let iceberg = self.iceberg_after_commit.then(|| {
+            crate::iceberg::IcebergWriter::new(
+                self.location.clone(),
+                log.clone(),
+                self.clock.clone(),
+            )
+        });
         let committer = Committer::new(
             log.clone(),
             self.clock.clone(),
             Arc::new(Mutex::new(rng)),
             writer,
-        );
+        )
+        .with_iceberg(iceberg);
         Table {
             location: self.location,
             log,
@@ -301,6 +318,9 @@ impl Table {
                 opts.merge.as_ref(),
             )?;
         }
+        if opts.settings.iceberg {
+            crate::iceberg::check_table(&opts.schema, &opts.partition_by)?;
+        }
         if let crate::storage::StoreKind::Local { dir } = &self.location.kind {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io {
                 path: dir.clone(),
@@ -351,7 +371,32 @@ impl Table {
             }
             Err(e) => return Err(e.into()),
         }
-        self.snapshot().await
+        let snap = self.snapshot().await?;
+        if snap.metadata.settings.iceberg {
+            // The empty table's metadata, so readers find it from the start.
+            self.iceberg_sync(&Default::default()).await?;
+        }
+        Ok(snap)
+    }
+
+    /// Bring the table's Iceberg metadata (`metadata/`) up to its latest version.
+    pub async fn iceberg_sync(
+        &self,
+        opts: &crate::iceberg::SyncOptions,
+    ) -> Result<crate::iceberg::SyncReport> {
+        let latest = self.snapshot().await?;
+        if !latest.metadata.settings.iceberg {
+            return Err(Error::IcebergNotEnabled {
+                table: self.location.display.clone(),
+            });
+        }
+        crate::iceberg::IcebergWriter::new(
+            self.location.clone(),
+            self.log.clone(),
+            self.clock.clone(),
+        )
+        .sync_to(&latest, opts)
+        .await
     }
 
     /// The latest snapshot. A handle keeps the last one it saw and then reads only newer

@@ -56,6 +56,38 @@ pub enum Command {
     HashToken(HashTokenArgs),
     /// Run only the maintenance loop (merge and gc of every table), for dedicated workers.
     Maintain(MaintainArgs),
+    /// Iceberg metadata beside the log, so Spark, Trino, DuckDB, ClickHouse and pyiceberg
+    /// read the table (docs/ENGINES.md).
+    #[command(subcommand)]
+    Iceberg(IcebergCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum IcebergCommand {
+    /// Write Iceberg metadata after every commit from now on (the table setting
+    /// iceberg=true), and for the versions the log keeps.
+    Enable(IcebergArgs),
+    /// Stop writing it; metadata/ is left as it is, describing the version it last did.
+    Disable(IcebergArgs),
+    /// Bring metadata/ up to the latest version (after a sync failed or was killed).
+    Sync(IcebergSyncArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IcebergArgs {
+    pub table: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IcebergSyncArgs {
+    pub table: String,
+    /// Rebuild every retained snapshot from the log, whatever metadata/ holds.
+    #[arg(long)]
+    pub full: bool,
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Maintenance policy flags (override `[maintenance]` of the config).
@@ -201,7 +233,7 @@ pub struct LayoutArgs {
     /// [views], count = rows)" or "dedupe(key = [event_id])". The key must lead --sort-by.
     #[arg(long)]
     pub merge: Option<String>,
-    /// Table settings as key=value (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours).
+    /// Table settings as key=value (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, iceberg, ...).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<String>,
 }
@@ -218,6 +250,10 @@ pub struct CreateArgs {
     /// Reject inserts that bring columns (or nested fields) the schema does not declare.
     #[arg(long)]
     pub strict_schema: bool,
+    /// Write Iceberg metadata after every commit (the setting iceberg=true), so engines that
+    /// read Iceberg read the table.
+    #[arg(long)]
+    pub iceberg: bool,
 }
 
 #[derive(Debug, Args)]

@@ -262,6 +262,10 @@ pub struct TableSettings {
     /// How long gc keeps files no snapshot references (a writer may be committing them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gc_grace_seconds: Option<u64>,
+    /// Write Iceberg metadata under `metadata/` after every commit, so engines that read
+    /// Iceberg read the table (docs/FORMAT.md, "Iceberg metadata").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub iceberg: bool,
 }
 
 impl Default for TableSettings {
@@ -276,6 +280,7 @@ impl Default for TableSettings {
             merge_target_file_size: None,
             maintenance_interval_seconds: None,
             gc_grace_seconds: None,
+            iceberg: false,
         }
     }
 }
@@ -336,10 +341,13 @@ impl TableSettings {
                         .map_err(|_| bad("expected a duration, e.g. 0s, 30m or 1h"))
                 })?
             }
+            "iceberg" => {
+                self.iceberg = value.parse().map_err(|_| bad("expected true or false"))?
+            }
             _ => {
                 return Err(Error::InvalidSetting {
                     name: key.to_string(),
-                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace)".into(),
+                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace, iceberg)".into(),
                 })
             }
         }
@@ -381,6 +389,11 @@ pub struct AddFile {
     /// output). Deleted keys may still be there as tombstones.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub merged: bool,
+    /// The version whose commit added the file. Commits leave it out (it is their own
+    /// version); readers fill it in while replaying, and checkpoints record it. Iceberg
+    /// metadata gives it as the file's snapshot and sequence number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_version: Option<u64>,
 }
 
 /// Statistics of one column in one file. `min`/`max` are JSON numbers for numeric columns,

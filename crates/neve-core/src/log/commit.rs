@@ -39,6 +39,8 @@ pub struct Committer {
     rng: Arc<Mutex<StdRng>>,
     writer: String,
     max_attempts: u32,
+    /// Writes Iceberg metadata after each commit to a table with `iceberg=true`.
+    iceberg: Option<crate::iceberg::IcebergWriter>,
 }
 
 impl Committer {
@@ -54,6 +56,30 @@ impl Committer {
             rng,
             writer,
             max_attempts: 1000,
+            iceberg: None,
+        }
+    }
+
+    /// Write Iceberg metadata after each commit to a table with `iceberg=true`.
+    pub fn with_iceberg(mut self, writer: Option<crate::iceberg::IcebergWriter>) -> Self {
+        self.iceberg = writer;
+        self
+    }
+
+    /// After a commit: the table's Iceberg metadata, when it has some. A failure is logged
+    /// and left to the next sync: the commit stands either way.
+    async fn after_commit(&self, snapshot: &Snapshot) {
+        if !snapshot.metadata.settings.iceberg {
+            return;
+        }
+        let Some(w) = &self.iceberg else { return };
+        let opts = crate::iceberg::SyncOptions::default();
+        if let Err(e) = w.sync_to(snapshot, &opts).await {
+            tracing::warn!(
+                version = snapshot.version,
+                error = %e,
+                "Iceberg metadata not written; the next sync catches up"
+            );
         }
     }
 
@@ -141,6 +167,13 @@ impl Committer {
                 }
             }
             let actions = prepare(snapshot)?;
+            for a in &actions {
+                if let Action::Metadata(m) = a {
+                    if m.settings.iceberg {
+                        crate::iceberg::check_table(&m.schema, &m.partition_by)?;
+                    }
+                }
+            }
             let version = snapshot.version + 1;
             let info = CommitInfo {
                 timestamp: self.clock.now_millis().max(snapshot.timestamp + 1),
@@ -166,6 +199,7 @@ impl Committer {
                 tracing::debug!(version, attempts, operation, "committed");
                 self.maybe_checkpoint(snapshot, info.summary.files_removed)
                     .await;
+                self.after_commit(snapshot).await;
                 return Ok(CommitOutcome {
                     version,
                     commit_id,
@@ -178,6 +212,7 @@ impl Committer {
             if let Some(mine) = newer.iter().find(|c| c.info.commit_id == commit_id) {
                 self.maybe_checkpoint(snapshot, mine.info.summary.files_removed)
                     .await;
+                self.after_commit(snapshot).await;
                 return Ok(CommitOutcome {
                     version: mine.version,
                     commit_id,

@@ -16,6 +16,7 @@ pub use commit::{CommitOutcome, Committer};
 pub use head::SnapshotHead;
 pub(crate) use snapshot::rekey_stats;
 pub use snapshot::Snapshot;
+pub(crate) use store::READ_CONCURRENCY;
 pub use store::{LogListing, LogStore, LoggedCommit};
 
 #[cfg(test)]

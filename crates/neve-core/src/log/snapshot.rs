@@ -103,7 +103,7 @@ impl Snapshot {
             tombstones: BTreeMap::new(),
             requests: HashMap::new(),
         };
-        s.apply_actions(actions)?;
+        s.apply_actions(actions, 0, info.timestamp)?;
         s.record_requests(0, info);
         Ok(s)
     }
@@ -123,7 +123,7 @@ impl Snapshot {
                 format!("expected version {}, got {version}", self.version + 1),
             ));
         }
-        self.apply_actions(actions)?;
+        self.apply_actions(actions, version, info.timestamp)?;
         self.version = version;
         self.timestamp = info.timestamp;
         self.record_requests(version, info);
@@ -158,7 +158,8 @@ impl Snapshot {
             .filter(|r| r.expires >= self.timestamp)
     }
 
-    fn apply_actions(&mut self, actions: Vec<Action>) -> Result<()> {
+    /// Apply the actions of the commit at `version`, made at `timestamp`.
+    fn apply_actions(&mut self, actions: Vec<Action>, version: u64, timestamp: i64) -> Result<()> {
         for a in actions {
             match a {
                 Action::Protocol(p) => {
@@ -180,12 +181,19 @@ impl Snapshot {
                     }
                     self.metadata = m;
                 }
-                Action::Add(f) => {
+                Action::Add(mut f) => {
                     self.tombstones.remove(&f.path);
+                    f.added_version.get_or_insert(version);
                     self.files.insert(f.path.clone(), Arc::new(f));
                 }
-                Action::Remove(r) => {
+                Action::Remove(mut r) => {
                     self.files.remove(&r.path);
+                    // A writer stamps a removal when it builds the commit, which may land
+                    // much later (a long merge): the file stays readable until the commit's
+                    // time, so that is when its retention starts. Then no version committed
+                    // after a deleted file's removal time can still list it (gc, Iceberg
+                    // snapshot expiry).
+                    r.deletion_timestamp = r.deletion_timestamp.max(timestamp);
                     self.tombstones.insert(r.path.clone(), r);
                 }
                 Action::CommitInfo(_) | Action::Checkpoint(_) => {}

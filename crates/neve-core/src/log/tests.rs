@@ -114,6 +114,7 @@ fn sample_add() -> AddFile {
         stats,
         seq: None,
         merged: false,
+        added_version: None,
     }
 }
 
@@ -373,6 +374,7 @@ fn statistics_follow_renames_and_drops_of_their_column() {
             ("kept".to_string(), stat(5)),
         ]),
         seq: None,
+        added_version: None,
         merged: false,
     };
     let changes = HashMap::from([

@@ -123,7 +123,7 @@ fn model(spec: &MergeSpec, inserts: &[Vec<Row>]) -> BTreeMap<(i64, i64), Vec<Str
         .collect()
 }
 
-async fn insert(t: &Table, rows: &[Row]) {
+async fn insert_rows(t: &Table, rows: &[Row]) {
     t.insert_batches(
         schema(),
         vec![batch(rows)],
@@ -265,7 +265,7 @@ async fn run(spec: MergeSpec, steps: Vec<Step>) {
     for (i, step) in steps.into_iter().enumerate() {
         match step {
             Step::Insert(rows) => {
-                insert(&t, &rows).await;
+                insert_rows(&t, &rows).await;
                 inserts.push(rows);
             }
             Step::Merge(per_group) => {
@@ -362,7 +362,7 @@ async fn a_spec_change_that_would_change_answers_is_refused() {
         del: false,
         x: 1,
     }];
-    insert(&t, &rows).await;
+    insert_rows(&t, &rows).await;
     let before = t.snapshot().await.unwrap().version;
     for other in ["replace(key = [k], version = v)", "none"] {
         let e = t.alter(&set(other)).await.unwrap_err().to_string();
@@ -404,7 +404,7 @@ async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
                 x: k * 10 + i,
             })
             .collect();
-        insert(&t, &rows).await;
+        insert_rows(&t, &rows).await;
     }
     let mut e = QueryEngine::new();
     e.register_table("t", &t, None).await.unwrap();

@@ -102,6 +102,7 @@ impl FileStats {
                         stats,
                         seq: None,
                         merged: false,
+                        added_version: None,
                     })
                 })
                 .collect();

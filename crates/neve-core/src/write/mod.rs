@@ -288,6 +288,7 @@ impl DataWriter {
                             stats: batch_stats(&part),
                             seq: None,
                             merged: false,
+                            added_version: None,
                         };
                         Ok((root.child(&rel), bytes, add))
                     })();

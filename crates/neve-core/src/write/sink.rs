@@ -131,6 +131,7 @@ impl FileSink {
             stats: f.stats.finish(),
             seq: self.config.seq,
             merged: self.config.merged,
+            added_version: None,
         });
         Ok(())
     }

@@ -17,6 +17,7 @@ fn files(keys: &[String]) -> BTreeMap<String, Arc<AddFile>> {
                     stats: Default::default(),
                     seq: None,
                     merged: false,
+                    added_version: None,
                 }),
             )
         })
@@ -34,6 +35,7 @@ fn files(keys: &[String]) -> BTreeMap<String, Arc<AddFile>> {
                 stats: Default::default(),
                 seq: None,
                 merged: false,
+                added_version: None,
             }),
         );
     }

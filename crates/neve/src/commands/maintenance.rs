@@ -4,7 +4,7 @@ use neve_core::gc::GcOptions;
 use neve_core::merge::{MergeOptions, MergeOrder};
 use neve_core::Table;
 
-use crate::cli::{DeleteArgs, DropPartitionArgs, GcArgs, MergeArgs, OrderArg};
+use crate::cli::{DeleteArgs, DropPartitionArgs, GcArgs, IcebergCommand, MergeArgs, OrderArg};
 use crate::error::Result;
 use crate::output::{bytes, count};
 use crate::progress::with_bar;
@@ -157,6 +157,65 @@ pub async fn gc(a: GcArgs) -> Result<()> {
         r.tombstones_kept,
         r.orphans_kept,
         r.oldest_version
+    );
+    Ok(())
+}
+
+pub async fn iceberg(c: IcebergCommand) -> Result<()> {
+    use neve_core::iceberg::SyncOptions;
+    use neve_core::schema::AlterOp;
+    let (table, json, r) = match c {
+        IcebergCommand::Enable(a) => {
+            let table = Table::at(&a.table)?;
+            let on = AlterOp::SetSetting {
+                key: "iceberg".into(),
+                value: "true".into(),
+            };
+            // The commit writes the metadata (this process syncs after its commits).
+            table.alter(&on).await?;
+            let r = table.iceberg_sync(&SyncOptions::default()).await?;
+            (a.table, a.json, r)
+        }
+        IcebergCommand::Disable(a) => {
+            let table = Table::at(&a.table)?;
+            let off = AlterOp::SetSetting {
+                key: "iceberg".into(),
+                value: "false".into(),
+            };
+            let v = table.alter(&off).await?;
+            if a.json {
+                print_json(&serde_json::json!({"version": v, "iceberg": false}))?;
+            } else {
+                say!(
+                    "{}: no Iceberg metadata after version {v}; metadata/ is left as it was",
+                    a.table
+                );
+            }
+            return Ok(());
+        }
+        IcebergCommand::Sync(a) => {
+            let table = Table::at(&a.table)?;
+            let opts = SyncOptions {
+                full: a.full,
+                ..Default::default()
+            };
+            let r = table.iceberg_sync(&opts).await?;
+            (a.table, a.json, r)
+        }
+    };
+    if json {
+        print_json(&r)?;
+        return Ok(());
+    }
+    say!(
+        "{table}: Iceberg metadata describes version {} in {} ({} snapshots; {} added, {} expired; {} files written, {})",
+        r.version,
+        r.metadata_file,
+        r.snapshots,
+        r.snapshots_added,
+        r.snapshots_expired,
+        r.files_written,
+        bytes(r.bytes_written)
     );
     Ok(())
 }

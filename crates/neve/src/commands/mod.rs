@@ -35,6 +35,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Proxy(a) => serve::proxy(a).await,
         Command::HashToken(a) => serve::hash_token(a),
         Command::Maintain(a) => serve::maintain(a).await,
+        Command::Iceberg(c) => maintenance::iceberg(c).await,
     }
 }
 
@@ -77,6 +78,7 @@ async fn create(a: CreateArgs) -> Result<()> {
     if let Some(schema) = &a.schema {
         opts.schema = neve_core::schema::parse_schema(schema)?;
     }
+    opts.settings.iceberg |= a.iceberg;
     let s = table.create(opts).await?;
     println!("created table {} (version {})", a.table, s.version);
     Ok(())

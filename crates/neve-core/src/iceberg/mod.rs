@@ -1,0 +1,696 @@
+//! Iceberg v2 metadata beside the log, so engines that read Iceberg read neve tables
+//! (docs/FORMAT.md, "Iceberg metadata").
+//!
+//! The log stays the truth; `metadata/` describes it. Snapshot V (id V, sequence number V)
+//! lists exactly the files alive at neve version V, and its manifests and manifest list are a
+//! function of version V alone, named by what they hold: any number of syncs may write them at
+//! once (create-only PUTs, equal bytes). The `vN.metadata.json` files form a chain like the
+//! log: each sync creates the next number with a create-only PUT and, when another sync got
+//! there first, reads it and goes on from it. `version-hint.text` names the newest for readers
+//! that start from the folder.
+
+mod avro;
+mod manifest;
+mod types;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::log::{CommitInfo, LogStore, Snapshot};
+use crate::storage::TableLocation;
+
+pub use types::check_table;
+
+use manifest::{build_manifest, build_manifest_list, chunk_key, chunks, manifest_list_key};
+use manifest::{Layout, ManifestInfo};
+
+/// The folder Iceberg readers look in.
+pub const METADATA_DIR: &str = "metadata";
+const HINT: &str = "metadata/version-hint.text";
+/// How often a sync tries for the next metadata number against other syncs.
+const MAX_ATTEMPTS: u32 = 20;
+
+fn metadata_key(n: u64) -> String {
+    format!("metadata/v{n}.metadata.json")
+}
+
+/// How a sync runs.
+#[derive(Debug, Clone, Default)]
+pub struct SyncOptions {
+    /// Rebuild every retained snapshot from the log, ignoring what `metadata/` holds.
+    pub full: bool,
+    /// Expire snapshots committed before this time (ms since the epoch), keeping the one
+    /// current then; by default now minus the table's log retention. gc passes its own cutoff
+    /// so that no snapshot lists a file it deletes.
+    pub expire_before_ms: Option<i64>,
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SyncReport {
+    /// The neve version the newest metadata describes.
+    pub version: u64,
+    /// Its number (`vN.metadata.json`), and where it is.
+    pub metadata_version: u64,
+    pub metadata_file: String,
+    /// Snapshots it lists, added by this sync, and expired by it.
+    pub snapshots: usize,
+    pub snapshots_added: usize,
+    pub snapshots_expired: usize,
+    /// Files (manifests, manifest lists, metadata, hint) written and their bytes.
+    pub files_written: u64,
+    pub bytes_written: u64,
+    /// Nothing to do: the metadata already described the latest version.
+    pub up_to_date: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct SnapshotEntry {
+    snapshot_id: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_snapshot_id: Option<i64>,
+    sequence_number: i64,
+    timestamp_ms: i64,
+    manifest_list: String,
+    summary: BTreeMap<String, String>,
+    schema_id: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct SnapshotLogEntry {
+    timestamp_ms: i64,
+    snapshot_id: i64,
+}
+
+/// `vN.metadata.json`, as neve writes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct TableMetadata {
+    format_version: u8,
+    table_uuid: String,
+    location: String,
+    last_sequence_number: i64,
+    last_updated_ms: i64,
+    last_column_id: i64,
+    current_schema_id: i32,
+    schemas: Vec<Json>,
+    default_spec_id: i32,
+    partition_specs: Vec<Json>,
+    last_partition_id: i32,
+    properties: BTreeMap<String, String>,
+    current_snapshot_id: i64,
+    snapshots: Vec<SnapshotEntry>,
+    snapshot_log: Vec<SnapshotLogEntry>,
+    metadata_log: Vec<Json>,
+    sort_orders: Vec<Json>,
+    default_sort_order_id: i32,
+    #[serde(default)]
+    refs: BTreeMap<String, Json>,
+}
+
+impl TableMetadata {
+    /// The neve version this metadata describes.
+    fn neve_version(&self) -> Option<u64> {
+        self.properties.get("neve.version")?.parse().ok()
+    }
+}
+
+/// A schema's id: a hash of its fields, so every sync gives one schema the same id.
+fn schema_with_id(fields: Vec<Json>) -> (i32, Json) {
+    let text = Json::Array(fields.clone()).to_string();
+    let d = Sha256::digest(text.as_bytes());
+    let id = (u32::from_le_bytes(d[..4].try_into().expect("4 bytes")) & 0x7fff_ffff) as i32;
+    (
+        id,
+        json!({"type": "struct", "schema-id": id, "fields": fields}),
+    )
+}
+
+/// The Iceberg operation for a commit.
+fn operation(info: &CommitInfo) -> &'static str {
+    let s = &info.summary;
+    match (s.files_added > 0, s.files_removed > 0) {
+        _ if info.operation == "MERGE" => "replace",
+        (true, false) => "append",
+        (false, true) => "delete",
+        (true, true) => "overwrite",
+        (false, false) => "replace",
+    }
+}
+
+/// Writes a table's Iceberg metadata.
+#[derive(Debug, Clone)]
+pub struct IcebergWriter {
+    location: TableLocation,
+    log: LogStore,
+    clock: Arc<dyn Clock>,
+}
+
+/// One sync's state: the layout of the current schema and the manifests it knows.
+struct Run<'a> {
+    location: &'a TableLocation,
+    layout: Option<(String, Layout<'a>)>,
+    /// Manifests by key: described, and whether they are known to be stored.
+    known: HashMap<String, (ManifestInfo, bool)>,
+    report: SyncReport,
+}
+
+impl IcebergWriter {
+    pub fn new(location: TableLocation, log: LogStore, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            location,
+            log,
+            clock,
+        }
+    }
+
+    /// Bring `metadata/` up to the latest version of the log.
+    pub async fn sync(&self, opts: &SyncOptions) -> Result<SyncReport> {
+        let latest = self.log.load_latest().await?;
+        self.sync_to(&latest, opts).await
+    }
+
+    /// Bring `metadata/` up to `latest` (a snapshot just committed, say).
+    pub async fn sync_to(&self, latest: &Snapshot, opts: &SyncOptions) -> Result<SyncReport> {
+        types::check_table(&latest.metadata.schema, &latest.metadata.partition_by)?;
+        let retention_ms = latest.metadata.settings.log_retention_hours as i64 * 3_600_000;
+        let cutoff = opts
+            .expire_before_ms
+            .unwrap_or_else(|| self.clock.now_millis() - retention_ms);
+        for _ in 0..MAX_ATTEMPTS {
+            let (n, prev) = self.current().await?;
+            // Snapshots gc expired stay expired, even in a rebuild: their files may be gone.
+            let floor = prev
+                .as_ref()
+                .and_then(|p| p.snapshots.first().map(|s| s.snapshot_id));
+            let prev = if opts.full { None } else { prev };
+            if let Some(p) = &prev {
+                let described = p.neve_version().unwrap_or(0);
+                if described >= latest.version && !expires_any(p, cutoff) {
+                    return Ok(SyncReport {
+                        version: described,
+                        metadata_version: n,
+                        metadata_file: self.location.file_url(&metadata_key(n)),
+                        snapshots: p.snapshots.len(),
+                        up_to_date: true,
+                        ..Default::default()
+                    });
+                }
+            }
+            let mut run = Run {
+                location: &self.location,
+                layout: None,
+                known: HashMap::new(),
+                report: SyncReport::default(),
+            };
+            let (metadata, added) = self.build(&mut run, latest, prev, cutoff, floor).await?;
+            let body = serde_json::to_vec_pretty(&metadata).expect("metadata serializes");
+            let key = metadata_key(n + 1);
+            let len = body.len() as u64;
+            let put = self
+                .location
+                .store
+                .put_opts(
+                    &self.location.child(&key),
+                    PutPayload::from(body),
+                    PutOptions::from(PutMode::Create),
+                )
+                .await;
+            match put {
+                Ok(_) => {}
+                Err(object_store::Error::AlreadyExists { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            crate::failpoint::hit("iceberg:after-metadata");
+            run.report.files_written += 1;
+            run.report.bytes_written += len;
+            // Readers that start from the folder: a slower sync may set an older number
+            // after ours; readers then see an older (complete) version until the next sync.
+            let hint = Bytes::from((n + 1).to_string());
+            run.report.bytes_written += hint.len() as u64;
+            self.location
+                .store
+                .put(&self.location.child(HINT), hint.into())
+                .await?;
+            run.report.files_written += 1;
+            let mut report = run.report;
+            report.version = metadata.neve_version().unwrap_or(0);
+            report.metadata_version = n + 1;
+            report.metadata_file = self.location.file_url(&key);
+            report.snapshots = metadata.snapshots.len();
+            report.snapshots_added = added;
+            tracing::debug!(?report, "iceberg sync");
+            return Ok(report);
+        }
+        Err(Error::IcebergSyncContended {
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// The newest metadata number and its content (`None` when absent or not neve's).
+    async fn current(&self) -> Result<(u64, Option<TableMetadata>)> {
+        let store = &self.location.store;
+        let mut n = match self.get(HINT).await? {
+            Some(b) => String::from_utf8_lossy(&b).trim().parse().unwrap_or(0),
+            None => 0,
+        };
+        if n == 0 {
+            // No hint (lost, or never written): the highest number in the folder.
+            use futures::TryStreamExt;
+            let listed: Vec<object_store::ObjectMeta> = store
+                .list(Some(&self.location.child(METADATA_DIR)))
+                .try_collect()
+                .await?;
+            n = listed
+                .iter()
+                .filter_map(|o| {
+                    let name = o.location.filename()?;
+                    name.strip_prefix('v')?
+                        .strip_suffix(".metadata.json")?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0);
+        }
+        // The hint may lag: the chain goes on as long as the next number exists.
+        while store
+            .head(&self.location.child(&metadata_key(n + 1)))
+            .await
+            .is_ok()
+        {
+            n += 1;
+        }
+        if n == 0 {
+            return Ok((0, None));
+        }
+        let prev = match self.get(&metadata_key(n)).await? {
+            Some(b) => serde_json::from_slice::<TableMetadata>(&b).ok(),
+            None => None,
+        };
+        Ok((n, prev))
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        match self.location.store.get(&self.location.child(key)).await {
+            Ok(r) => Ok(Some(r.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// PUT `bytes` at `key` unless it is there; equal names hold equal content.
+    async fn put_once(&self, run: &mut Run<'_>, key: &str, bytes: Vec<u8>) -> Result<()> {
+        let len = bytes.len() as u64;
+        let put = self
+            .location
+            .store
+            .put_opts(
+                &self.location.child(key),
+                PutPayload::from(bytes),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        match put {
+            Ok(_) => {
+                run.report.files_written += 1;
+                run.report.bytes_written += len;
+                Ok(())
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The metadata describing `latest`, built on `prev`; and how many snapshots it added.
+    async fn build(
+        &self,
+        run: &mut Run<'_>,
+        latest: &Snapshot,
+        prev: Option<TableMetadata>,
+        cutoff: i64,
+        floor: Option<i64>,
+    ) -> Result<(TableMetadata, usize)> {
+        let described = prev.as_ref().and_then(|p| p.neve_version());
+        let mut entries: BTreeMap<i64, SnapshotEntry> = BTreeMap::new();
+        let mut schemas: BTreeMap<i32, Json> = BTreeMap::new();
+        if let Some(p) = &prev {
+            for s in &p.schemas {
+                if let Some(id) = s["schema-id"].as_i64() {
+                    schemas.insert(id as i32, s.clone());
+                }
+            }
+            for e in &p.snapshots {
+                entries.insert(e.snapshot_id, e.clone());
+            }
+        }
+        let before = entries.len();
+        // Where to start: right after what `prev` describes; else the version current at
+        // the cutoff, or the oldest the log still has.
+        let start_after = described.filter(|&d| d < latest.version);
+        if latest.version > 0 && described.is_none_or(|d| d < latest.version) {
+            if start_after == Some(latest.version - 1) {
+                // The common case, right after a commit: the previous manifests are known
+                // from their list; only this version's new chunks are written.
+                self.learn_list(run, latest.version - 1).await?;
+                self.snapshot_entry(run, latest, None, &mut entries, &mut schemas)
+                    .await?;
+            } else {
+                let mut snap = match start_after {
+                    Some(s) => match self.log.load_version(s).await {
+                        Ok(snap) => {
+                            self.learn_list(run, s).await?;
+                            Some(snap)
+                        }
+                        Err(_) => None,
+                    },
+                    None => None,
+                };
+                if snap.is_none() {
+                    let first = self.first_retained(cutoff).await?;
+                    let info = self.log.read_commit(first.version).await?.map(|c| c.info);
+                    if first.version > 0 {
+                        self.snapshot_entry(run, &first, info.as_ref(), &mut entries, &mut schemas)
+                            .await?;
+                    }
+                    snap = Some(first);
+                }
+                let mut snap = snap.expect("a start");
+                let versions: Vec<u64> = (snap.version + 1..=latest.version).collect();
+                for chunk in versions.chunks(64) {
+                    let commits = self.log.read_commits(chunk.iter().copied()).await?;
+                    for c in commits {
+                        self.log.apply_all(&mut snap, std::slice::from_ref(&c))?;
+                        self.snapshot_entry(run, &snap, Some(&c.info), &mut entries, &mut schemas)
+                            .await?;
+                    }
+                }
+            }
+        }
+        let added = entries.len() - before;
+        // Expire: keep what was committed after the cutoff, the snapshot current at the
+        // cutoff, and always the newest.
+        let current_at_cutoff = entries
+            .values()
+            .filter(|e| e.timestamp_ms <= cutoff)
+            .map(|e| e.snapshot_id)
+            .max();
+        let newest = entries.keys().next_back().copied();
+        let total = entries.len();
+        entries.retain(|id, e| {
+            let kept = e.timestamp_ms > cutoff || Some(*id) == current_at_cutoff;
+            (kept && floor.is_none_or(|f| *id >= f)) || Some(*id) == newest
+        });
+        run.report.snapshots_expired = total - entries.len();
+
+        let meta = &latest.metadata;
+        let (schema_id, schema) = schema_with_id(types::schema_fields(&meta.schema)?);
+        schemas.insert(schema_id, schema);
+        let used: HashSet<i32> = entries
+            .values()
+            .map(|e| e.schema_id)
+            .chain([schema_id])
+            .collect();
+        schemas.retain(|id, _| used.contains(id));
+        let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
+        let mut properties = BTreeMap::from([
+            ("neve.version".to_string(), latest.version.to_string()),
+            ("neve.table-id".to_string(), meta.table_id.clone()),
+            ("write.format.default".to_string(), "parquet".to_string()),
+            (
+                "schema.name-mapping.default".to_string(),
+                types::name_mapping(&meta.schema).to_string(),
+            ),
+        ]);
+        properties.insert(
+            "comment".into(),
+            "written by neve from its log (_log/); read-only for other engines".into(),
+        );
+        let snapshots: Vec<SnapshotEntry> = entries.into_values().collect();
+        let current = snapshots.last().map(|s| s.snapshot_id);
+        let mut refs = BTreeMap::new();
+        if let Some(c) = current {
+            refs.insert(
+                "main".to_string(),
+                json!({"snapshot-id": c, "type": "branch"}),
+            );
+        }
+        let table_uuid = uuid::Uuid::parse_str(&meta.table_id)
+            .unwrap_or_else(|_| {
+                let d = Sha256::digest(meta.table_id.as_bytes());
+                uuid::Builder::from_random_bytes(d[..16].try_into().expect("16")).into_uuid()
+            })
+            .to_string();
+        let metadata = TableMetadata {
+            format_version: 2,
+            table_uuid,
+            location: self.location.file_url("").trim_end_matches('/').to_string(),
+            last_sequence_number: latest.version as i64,
+            last_updated_ms: latest.timestamp,
+            last_column_id: meta.schema.last_column_id as i64,
+            current_schema_id: schema_id,
+            schemas: schemas.into_values().collect(),
+            default_spec_id: 0,
+            partition_specs: vec![types::spec_json(&spec)],
+            last_partition_id: types::FIRST_PARTITION_FIELD_ID - 1 + spec.len() as i32,
+            properties,
+            current_snapshot_id: current.unwrap_or(-1),
+            snapshot_log: snapshots
+                .iter()
+                .map(|s| SnapshotLogEntry {
+                    timestamp_ms: s.timestamp_ms,
+                    snapshot_id: s.snapshot_id,
+                })
+                .collect(),
+            snapshots,
+            metadata_log: vec![],
+            sort_orders: vec![json!({"order-id": 0, "fields": []})],
+            default_sort_order_id: 0,
+            refs,
+        };
+        Ok((metadata, added))
+    }
+
+    /// The snapshot to start a rebuild from: current at `cutoff`, else the oldest readable.
+    async fn first_retained(&self, cutoff: i64) -> Result<Snapshot> {
+        match self.log.load_at_timestamp(cutoff).await {
+            Ok(s) => Ok(s),
+            Err(Error::TimestampNotFound { .. } | Error::VersionNotFound { .. }) => {
+                let listing = self.log.list(None).await?;
+                let oldest = listing
+                    .checkpoints
+                    .iter()
+                    .chain(listing.commits.iter())
+                    .copied()
+                    .min()
+                    .unwrap_or(0);
+                self.log.load_version(oldest).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Learn the manifests snapshot `version` lists (they are stored), if its list is there.
+    async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<()> {
+        let key = manifest_list_key(version);
+        let Some(bytes) = self.get(&key).await? else {
+            return Ok(());
+        };
+        for info in manifest::read_manifest_list(&key, &bytes)? {
+            run.known.insert(info.key.clone(), (info, true));
+        }
+        Ok(())
+    }
+
+    /// Write snapshot `snap.version` (its manifests and list) and record its entry.
+    async fn snapshot_entry(
+        &self,
+        run: &mut Run<'_>,
+        snap: &Snapshot,
+        info: Option<&CommitInfo>,
+        entries: &mut BTreeMap<i64, SnapshotEntry>,
+        schemas: &mut BTreeMap<i32, Json>,
+    ) -> Result<()> {
+        let info = match info {
+            Some(i) => i.clone(),
+            None => match self.log.read_commit(snap.version).await? {
+                Some(c) => c.info,
+                None => {
+                    return Err(Error::VersionNotFound {
+                        version: snap.version,
+                        reason: "its log entry was removed".into(),
+                    })
+                }
+            },
+        };
+        let meta = &snap.metadata;
+        let fields = types::schema_fields(&meta.schema)?;
+        let (schema_id, schema) = schema_with_id(fields);
+        let schema_text = schema.to_string();
+        if run.layout.as_ref().is_none_or(|(t, _)| *t != schema_text) {
+            let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
+            let layout = Layout::new(
+                run.location,
+                &meta.schema,
+                schema_text.clone(),
+                schema_id,
+                spec,
+            );
+            run.layout = Some((schema_text, layout));
+        }
+        schemas.insert(schema_id, schema);
+        let mut infos = Vec::new();
+        let mut writes = Vec::new();
+        {
+            let (_, layout) = run.layout.as_ref().expect("layout");
+            for chunk in chunks(&snap.files) {
+                let (key, _) = chunk_key(layout, &chunk);
+                match run.known.get(&key) {
+                    Some((info, _)) => infos.push(info.clone()),
+                    None => {
+                        let (info, bytes) = build_manifest(layout, &chunk)?;
+                        writes.push((info.key.clone(), bytes));
+                        infos.push(info);
+                    }
+                }
+            }
+        }
+        for (key, bytes) in writes {
+            self.put_once(run, &key, bytes).await?;
+        }
+        for i in &infos {
+            run.known
+                .entry(i.key.clone())
+                .or_insert_with(|| (i.clone(), true));
+        }
+        crate::failpoint::hit("iceberg:after-manifests");
+        let parent = snap.version.checked_sub(1).filter(|&p| p > 0);
+        let refs: Vec<&ManifestInfo> = infos.iter().collect();
+        let list = build_manifest_list(&self.location, snap.version, parent, &refs)?;
+        let list_key = manifest_list_key(snap.version);
+        self.put_once(run, &list_key, list).await?;
+
+        let s = &info.summary;
+        let total_rows: u64 = snap.files.values().map(|f| f.rows).sum();
+        let summary = BTreeMap::from([
+            ("operation".to_string(), operation(&info).to_string()),
+            ("added-data-files".to_string(), s.files_added.to_string()),
+            (
+                "deleted-data-files".to_string(),
+                s.files_removed.to_string(),
+            ),
+            ("added-records".to_string(), s.rows_added.to_string()),
+            ("deleted-records".to_string(), s.rows_removed.to_string()),
+            ("total-data-files".to_string(), snap.files.len().to_string()),
+            ("total-records".to_string(), total_rows.to_string()),
+            ("total-delete-files".to_string(), "0".to_string()),
+            ("total-position-deletes".to_string(), "0".to_string()),
+            ("total-equality-deletes".to_string(), "0".to_string()),
+            ("neve.operation".to_string(), info.operation.clone()),
+        ]);
+        entries.insert(
+            snap.version as i64,
+            SnapshotEntry {
+                snapshot_id: snap.version as i64,
+                parent_snapshot_id: parent.map(|p| p as i64),
+                sequence_number: snap.version as i64,
+                timestamp_ms: snap.timestamp,
+                manifest_list: self.location.file_url(&list_key),
+                summary,
+                schema_id,
+            },
+        );
+        run.report.snapshots_added += 1;
+        Ok(())
+    }
+}
+
+impl IcebergWriter {
+    /// Files under `metadata/` that no retained snapshot needs, written before `before_ms`:
+    /// older metadata files, manifest lists of expired snapshots, manifests no retained list
+    /// names. Read after a sync, so what it expired is gone from the newest metadata.
+    pub async fn unreferenced(&self, before_ms: i64) -> Result<Vec<object_store::ObjectMeta>> {
+        use futures::{StreamExt, TryStreamExt};
+        let (n, Some(meta)) = self.current().await? else {
+            return Ok(vec![]);
+        };
+        let lists: Vec<String> = meta
+            .snapshots
+            .iter()
+            .map(|s| manifest_list_key(s.snapshot_id as u64))
+            .collect();
+        let fetches: Vec<(String, object_store::path::Path)> = lists
+            .iter()
+            .map(|k| (k.clone(), self.location.child(k)))
+            .collect();
+        let store = self.location.store.clone();
+        let named: Vec<Vec<ManifestInfo>> = futures::stream::iter(fetches)
+            .map(move |(key, path)| {
+                let store = store.clone();
+                async move {
+                    match store.get(&path).await {
+                        Ok(r) => manifest::read_manifest_list(&key, &r.bytes().await?),
+                        Err(object_store::Error::NotFound { .. }) => Ok(vec![]),
+                        Err(e) => Err(Error::from(e)),
+                    }
+                }
+            })
+            .buffer_unordered(crate::log::READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let keep: HashSet<String> = named
+            .into_iter()
+            .flatten()
+            .map(|m| m.key)
+            .chain(lists)
+            .chain([metadata_key(n), HINT.to_string()])
+            .collect();
+        let root = self.location.child("");
+        let listed: Vec<object_store::ObjectMeta> = self
+            .location
+            .store
+            .list(Some(&self.location.child(METADATA_DIR)))
+            .try_collect()
+            .await?;
+        Ok(listed
+            .into_iter()
+            .filter(|o| o.last_modified.timestamp_millis() < before_ms)
+            .filter(|o| {
+                let rel = o.location.prefix_match(&root).map(|parts| {
+                    parts
+                        .map(|p| p.as_ref().to_string())
+                        .collect::<Vec<_>>()
+                        .join("/")
+                });
+                rel.is_some_and(|r| {
+                    let ours = r.starts_with("metadata/neve-")
+                        || r.starts_with("metadata/snap-")
+                        || (r.starts_with("metadata/v") && r.ends_with(".metadata.json"));
+                    ours && !keep.contains(&r)
+                })
+            })
+            .collect())
+    }
+}
+
+/// Whether `meta` lists snapshots a sync with `cutoff` would expire.
+fn expires_any(meta: &TableMetadata, cutoff: i64) -> bool {
+    meta.snapshots
+        .iter()
+        .filter(|s| s.timestamp_ms <= cutoff)
+        .count()
+        > 1
+}

@@ -1,0 +1,368 @@
+//! Iceberg metadata against the log: every snapshot lists exactly the files alive at its
+//! version; a rebuild writes the same bytes; concurrent syncs; expiry; refused types.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use apache_avro::types::Value;
+use arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::merge::MergeOptions;
+use crate::partition::parse_spec;
+use crate::table::{CreateOptions, InsertOptions, Table, TableBuilder};
+use crate::write::NoProgress;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("g", DataType::Int64, true),
+        Field::new("k", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]))
+}
+
+fn batch(from: i64, n: i64) -> RecordBatch {
+    let ks: Vec<i64> = (from..from + n).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(ks.iter().map(|k| k % 3))),
+            Arc::new(Int64Array::from_iter_values(ks.iter().copied())),
+            Arc::new(StringArray::from_iter_values(
+                ks.iter().map(|k| format!("s{k}")),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+async fn table(location: &TableLocation, clock: Arc<ManualClock>, hook: bool) -> Table {
+    let t = TableBuilder::new(location.clone())
+        .with_clock(clock)
+        .with_seed(7)
+        .with_iceberg_after_commit(hook)
+        .build();
+    let mut settings = TableSettings::default();
+    settings.iceberg = true;
+    t.create(CreateOptions {
+        partition_by: parse_spec("g, bucket(4, k) as kb").unwrap(),
+        sort_by: vec!["k".into()],
+        settings,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    t
+}
+
+use crate::log::TableSettings;
+
+async fn insert(t: &Table, clock: &ManualClock, from: i64, n: i64) {
+    clock.advance(1000);
+    t.insert_batches(
+        schema(),
+        vec![batch(from, n)],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
+}
+
+async fn read(location: &TableLocation, key: &str) -> Vec<u8> {
+    location
+        .store
+        .get(&location.child(key))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+fn records(bytes: &[u8]) -> Vec<BTreeMap<String, Value>> {
+    apache_avro::Reader::new(bytes)
+        .unwrap()
+        .map(|r| match r.unwrap() {
+            Value::Record(f) => f.into_iter().collect(),
+            v => panic!("{v:?}"),
+        })
+        .collect()
+}
+
+fn string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => panic!("{v:?}"),
+    }
+}
+
+fn long(v: &Value) -> i64 {
+    match v {
+        Value::Long(n) => *n,
+        Value::Int(n) => *n as i64,
+        Value::Union(_, b) => long(b),
+        v => panic!("{v:?}"),
+    }
+}
+
+async fn newest(location: &TableLocation) -> TableMetadata {
+    let hint = String::from_utf8(read(location, HINT).await).unwrap();
+    let n: u64 = hint.trim().parse().unwrap();
+    serde_json::from_slice(&read(location, &metadata_key(n)).await).unwrap()
+}
+
+/// The files (as readers address them) and rows snapshot `version` lists, through its
+/// manifest list and manifests, as a reader walks them.
+async fn listed(
+    location: &TableLocation,
+    meta: &TableMetadata,
+    version: i64,
+) -> (BTreeSet<String>, i64) {
+    let snap = meta
+        .snapshots
+        .iter()
+        .find(|s| s.snapshot_id == version)
+        .unwrap_or_else(|| panic!("no snapshot {version}"));
+    let base = location.file_url("");
+    let rel = |url: &str| {
+        url.strip_prefix(&base)
+            .unwrap()
+            .trim_start_matches('/')
+            .to_string()
+    };
+    let mut files = BTreeSet::new();
+    let mut rows = 0;
+    for m in records(&read(location, &rel(&snap.manifest_list)).await) {
+        let path = string(&m["manifest_path"]);
+        let bytes = read(location, &rel(&path)).await;
+        assert_eq!(long(&m["manifest_length"]), bytes.len() as i64);
+        for e in records(&bytes) {
+            assert_ne!(long(&e["status"]), 2, "no deleted entries");
+            let Value::Record(df) = &e["data_file"] else {
+                panic!()
+            };
+            let df: BTreeMap<_, _> = df.iter().cloned().collect();
+            assert!(long(&e["snapshot_id"]) <= version);
+            assert!(files.insert(string(&df["file_path"])), "listed twice");
+            rows += long(&df["record_count"]);
+        }
+    }
+    (files, rows)
+}
+
+async fn alive(t: &Table, version: u64) -> (BTreeSet<String>, i64) {
+    let s = t.log().load_version(version).await.unwrap();
+    let files = s.files.keys().map(|p| t.location().file_url(p)).collect();
+    (files, s.files.values().map(|f| f.rows as i64).sum())
+}
+
+#[tokio::test]
+async fn every_snapshot_lists_the_files_alive_at_its_version() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), true).await;
+    let empty = newest(&location).await;
+    assert_eq!(empty.current_snapshot_id, -1);
+    for i in 0..6 {
+        insert(&t, &clock, i * 10, 10).await;
+    }
+    clock.advance(1000);
+    let opts = MergeOptions {
+        min_files: 2,
+        ..Default::default()
+    };
+    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    clock.advance(1000);
+    t.delete("k < 5", 1, Arc::new(NoProgress)).await.unwrap();
+    insert(&t, &clock, 100, 7).await;
+    let latest = t.snapshot().await.unwrap();
+    let meta = newest(&location).await;
+    assert_eq!(meta.neve_version(), Some(latest.version));
+    assert_eq!(meta.current_snapshot_id, latest.version as i64);
+    let ids: Vec<i64> = meta.snapshots.iter().map(|s| s.snapshot_id).collect();
+    assert_eq!(ids, (1..=latest.version as i64).collect::<Vec<_>>());
+    for v in 1..=latest.version {
+        assert_eq!(
+            listed(&location, &meta, v as i64).await,
+            alive(&t, v).await,
+            "version {v}"
+        );
+    }
+    // The partition spec and the partition values of a manifest entry.
+    assert_eq!(
+        meta.partition_specs[0]["fields"][1]["transform"],
+        "bucket[4]"
+    );
+    let ops: Vec<&str> = meta
+        .snapshots
+        .iter()
+        .map(|s| s.summary["operation"].as_str())
+        .collect();
+    assert!(
+        ops.contains(&"replace") && ops.contains(&"append"),
+        "{ops:?}"
+    );
+
+    // A rebuild from the log writes the same manifest lists, byte for byte.
+    let keys: Vec<object_store::path::Path> = location
+        .store
+        .list(Some(&location.child(METADATA_DIR)))
+        .map_ok(|o| o.location)
+        .try_collect()
+        .await
+        .unwrap();
+    let mut before = BTreeMap::new();
+    for k in &keys {
+        if k.as_ref().contains("/snap-") || k.as_ref().contains("/neve-") {
+            before.insert(
+                k.clone(),
+                read(&location, k.as_ref().strip_prefix("t/").unwrap()).await,
+            );
+        }
+        location.store.delete(k).await.unwrap();
+    }
+    let r = t
+        .iceberg_sync(&SyncOptions {
+            full: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.version, latest.version);
+    assert_eq!(r.snapshots_added as u64, latest.version);
+    let rebuilt = newest(&location).await;
+    for v in 1..=latest.version {
+        assert_eq!(
+            listed(&location, &rebuilt, v as i64).await,
+            alive(&t, v).await
+        );
+    }
+    let mut compared = 0;
+    for (k, bytes) in &before {
+        let now = read(&location, k.as_ref().strip_prefix("t/").unwrap()).await;
+        assert_eq!(&now, bytes, "{k} differs after a rebuild");
+        compared += 1;
+    }
+    assert!(compared > latest.version as usize);
+}
+
+#[tokio::test]
+async fn concurrent_syncs_leave_one_chain_that_describes_the_latest_version() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), false).await;
+    for i in 0..8 {
+        insert(&t, &clock, i * 5, 5).await;
+    }
+    let syncs = (0..4).map(|_| {
+        let location = location.clone();
+        let clock = clock.clone();
+        async move {
+            let t = TableBuilder::new(location).with_clock(clock).build();
+            t.iceberg_sync(&SyncOptions::default()).await
+        }
+    });
+    let reports = futures::future::join_all(syncs).await;
+    for r in &reports {
+        assert_eq!(r.as_ref().unwrap().version, 8);
+    }
+    let meta = newest(&location).await;
+    assert_eq!(meta.neve_version(), Some(8));
+    for v in 1..=8 {
+        assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
+    }
+    // Every number of the chain holds complete, readable metadata.
+    let n: u64 = String::from_utf8(read(&location, HINT).await)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for i in 1..=n {
+        let m: TableMetadata =
+            serde_json::from_slice(&read(&location, &metadata_key(i)).await).unwrap();
+        for s in &m.snapshots {
+            let (files, _) = listed(&location, &m, s.snapshot_id).await;
+            assert_eq!(files, alive(&t, s.snapshot_id as u64).await.0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn snapshots_older_than_the_retention_expire_but_the_one_current_then() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), true).await;
+    t.alter(&crate::schema::AlterOp::SetSetting {
+        key: "log_retention_hours".into(),
+        value: "1".into(),
+    })
+    .await
+    .unwrap();
+    for i in 0..3 {
+        insert(&t, &clock, i * 5, 5).await; // versions 2, 3, 4
+    }
+    // Version 5 an hour and 2.5 s after version 3: the cutoff falls between 3 and 4.
+    clock.advance(3_598_500);
+    insert(&t, &clock, 50, 5).await;
+    let meta = newest(&location).await;
+    let ids: Vec<i64> = meta.snapshots.iter().map(|s| s.snapshot_id).collect();
+    // Version 3 was current at the cutoff: time travel to it still works.
+    assert_eq!(ids, vec![3, 4, 5]);
+    assert_eq!(listed(&location, &meta, 3).await, alive(&t, 3).await);
+}
+
+#[tokio::test]
+async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), true).await;
+    insert(&t, &clock, 0, 5).await;
+    let before = t.snapshot().await.unwrap().version;
+    let s = Arc::new(Schema::new(vec![
+        Field::new("g", DataType::Int64, true),
+        Field::new("k", DataType::Int64, true),
+        Field::new("big", DataType::UInt64, true),
+    ]));
+    let b = RecordBatch::try_new(
+        s.clone(),
+        vec![
+            Arc::new(Int64Array::from(vec![1])),
+            Arc::new(Int64Array::from(vec![1])),
+            Arc::new(UInt64Array::from(vec![u64::MAX])),
+        ],
+    )
+    .unwrap();
+    let e = t
+        .insert_batches(s, vec![b], &InsertOptions::default(), Arc::new(NoProgress))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::IcebergUnsupported { ref column, .. } if column == "big"),
+        "{e}"
+    );
+    assert_eq!(t.snapshot().await.unwrap().version, before);
+    assert_eq!(newest(&location).await.neve_version(), Some(before));
+
+    // A partition name that is also a column.
+    let other = TableBuilder::new(TableLocation::memory("u")).build();
+    let mut settings = TableSettings::default();
+    settings.iceberg = true;
+    let e = other
+        .create(CreateOptions {
+            partition_by: parse_spec("bucket(2, k) as g").unwrap(),
+            schema: crate::schema::parse_schema("g int64, k int64").unwrap(),
+            settings,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("'g'"), "{e}");
+}

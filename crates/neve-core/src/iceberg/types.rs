@@ -1,0 +1,511 @@
+//! neve's schema, partitioning and statistics in Iceberg's terms: the schema JSON with field
+//! ids, the partition spec, typed partition values and single-value binary bounds.
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::log::ColumnStats;
+use crate::partition::{PartitionField, Transform};
+use crate::schema::{Column, ColumnType, TableSchema};
+
+/// Iceberg's first partition field id (its `PARTITION_DATA_ID_START`).
+pub(crate) const FIRST_PARTITION_FIELD_ID: i32 = 1000;
+
+/// A primitive Iceberg type, as far as bounds and partition values need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prim {
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Date,
+    Time,
+    Timestamp,
+    String,
+    Binary,
+    Decimal(u8, i8),
+    Other,
+}
+
+fn unsupported(column: &str, reason: impl Into<String>) -> Error {
+    Error::IcebergUnsupported {
+        column: column.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The Iceberg type of a neve column type (JSON as in the table metadata). `None` for the
+/// `null` type: a column with no type yet holds only nulls and is left out until it has one.
+fn type_json(path: &str, t: &ColumnType) -> Result<Option<Value>> {
+    use ColumnType::*;
+    Ok(Some(match t {
+        Null => return Ok(None),
+        Boolean => json!("boolean"),
+        Int8 | Int16 | Int32 | UInt8 | UInt16 => json!("int"),
+        Int64 | UInt32 => json!("long"),
+        UInt64 => {
+            return Err(unsupported(
+                path,
+                "uint64 has no Iceberg type (Iceberg's long is signed); use int64",
+            ))
+        }
+        Float32 => json!("float"),
+        Float64 => json!("double"),
+        String => json!("string"),
+        Binary => json!("binary"),
+        Fixed(n) => json!(format!("fixed[{n}]")),
+        Date => json!("date"),
+        Time => json!("time"),
+        Timestamp(None) => json!("timestamp"),
+        Timestamp(Some(_)) => json!("timestamptz"),
+        Decimal(p, s) => {
+            if *s < 0 || *p > 38 {
+                return Err(unsupported(
+                    path,
+                    format!(
+                        "decimal({p},{s}): Iceberg decimals have 0 <= scale and precision <= 38"
+                    ),
+                ));
+            }
+            json!(format!("decimal({p}, {s})"))
+        }
+        Struct(fields) => json!({"type": "struct", "fields": fields_json(path, fields)?}),
+        List(e) => match type_json(&format!("{path}[]"), &e.column_type)? {
+            Some(et) => json!({
+                "type": "list",
+                "element-id": e.id,
+                "element": et,
+                "element-required": !e.nullable,
+            }),
+            None => return Err(unsupported(path, "a list of nulls has no Iceberg type")),
+        },
+        Map(k, v) => {
+            let kt = type_json(&format!("{path}.key"), &k.column_type)?;
+            let vt = type_json(&format!("{path}.value"), &v.column_type)?;
+            match (kt, vt) {
+                (Some(kt), Some(vt)) => json!({
+                    "type": "map",
+                    "key-id": k.id,
+                    "key": kt,
+                    "value-id": v.id,
+                    "value": vt,
+                    "value-required": !v.nullable,
+                }),
+                _ => return Err(unsupported(path, "a map of nulls has no Iceberg type")),
+            }
+        }
+    }))
+}
+
+fn fields_json(prefix: &str, columns: &[Column]) -> Result<Vec<Value>> {
+    let mut out = Vec::with_capacity(columns.len());
+    for c in columns {
+        let path = if prefix.is_empty() {
+            c.name.clone()
+        } else {
+            format!("{prefix}.{}", c.name)
+        };
+        if let Some(t) = type_json(&path, &c.column_type)? {
+            out.push(json!({"id": c.id, "name": c.name, "required": !c.nullable, "type": t}));
+        }
+    }
+    Ok(out)
+}
+
+/// The schema's `fields` (without `schema-id`), refusing what Iceberg cannot describe.
+pub(crate) fn schema_fields(schema: &TableSchema) -> Result<Vec<Value>> {
+    fields_json("", &schema.columns)
+}
+
+/// Check a table can be described in Iceberg metadata: its schema and its partitioning.
+pub fn check_table(schema: &TableSchema, partition_by: &[PartitionField]) -> Result<()> {
+    schema_fields(schema)?;
+    partition_spec(schema, partition_by)?;
+    Ok(())
+}
+
+/// The primitive type of a column (for bounds); `Other` for nested and unmapped types.
+pub(crate) fn prim(t: &ColumnType) -> Prim {
+    use ColumnType::*;
+    match t {
+        Boolean => Prim::Boolean,
+        Int8 | Int16 | Int32 | UInt8 | UInt16 => Prim::Int,
+        Int64 | UInt32 => Prim::Long,
+        Float32 => Prim::Float,
+        Float64 => Prim::Double,
+        Date => Prim::Date,
+        Time => Prim::Time,
+        Timestamp(_) => Prim::Timestamp,
+        String => Prim::String,
+        Binary | Fixed(_) => Prim::Binary,
+        Decimal(p, s) => Prim::Decimal(*p, *s),
+        _ => Prim::Other,
+    }
+}
+
+/// One partition field in Iceberg's terms.
+#[derive(Debug, Clone)]
+pub(crate) struct SpecField {
+    /// neve's partition name (the key of `partition_values`).
+    pub name: String,
+    pub transform: Transform,
+    pub source_id: u32,
+    pub field_id: i32,
+    /// The type of the transform's result.
+    pub result: Prim,
+}
+
+/// The partition spec: each neve partition level, its source column's id and result type.
+pub(crate) fn partition_spec(
+    schema: &TableSchema,
+    partition_by: &[PartitionField],
+) -> Result<Vec<SpecField>> {
+    let mut out = Vec::with_capacity(partition_by.len());
+    for (i, p) in partition_by.iter().enumerate() {
+        let Some(col) = schema.column(&p.source) else {
+            // No schema yet (created without one): the first insert brings the column.
+            if schema.is_empty() {
+                continue;
+            }
+            return Err(unsupported(
+                &p.source,
+                "the partition source is not in the schema",
+            ));
+        };
+        let source = prim(&col.column_type);
+        let result = match p.transform {
+            Transform::Year | Transform::Month | Transform::Hour | Transform::Bucket(_) => {
+                Prim::Int
+            }
+            Transform::Day => Prim::Date,
+            Transform::Identity | Transform::Truncate(_) => source,
+        };
+        if matches!(result, Prim::Other | Prim::Binary | Prim::Decimal(..)) {
+            return Err(unsupported(
+                &p.source,
+                format!(
+                    "{} partitions of type {} are not written to Iceberg",
+                    p.transform, col.column_type
+                ),
+            ));
+        }
+        if p.name != p.source && schema.column(&p.name).is_some() {
+            return Err(unsupported(
+                &p.name,
+                format!(
+                    "the partition name '{}' is also a column; Iceberg needs them distinct (name the partition with 'as')",
+                    p.name
+                ),
+            ));
+        }
+        out.push(SpecField {
+            name: p.name.clone(),
+            transform: p.transform,
+            source_id: col.id,
+            field_id: FIRST_PARTITION_FIELD_ID + i as i32,
+            result,
+        });
+    }
+    Ok(out)
+}
+
+/// The spec as table metadata spells it.
+pub(crate) fn spec_json(spec: &[SpecField]) -> Value {
+    json!({
+        "spec-id": 0,
+        "fields": spec.iter().map(|f| json!({
+            "name": f.name,
+            "transform": f.transform.to_string(),
+            "source-id": f.source_id,
+            "field-id": f.field_id,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A partition value or bound, typed.
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+pub(crate) enum Datum {
+    Boolean(bool),
+    Int(i32),
+    Long(i64),
+    Float(f32),
+    Double(f64),
+    String(String),
+    /// Unscaled value of a decimal.
+    Decimal(i128),
+}
+
+impl Datum {
+    /// Iceberg's single-value binary serialization.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Datum::Boolean(b) => vec![*b as u8],
+            Datum::Int(v) => v.to_le_bytes().to_vec(),
+            Datum::Long(v) => v.to_le_bytes().to_vec(),
+            Datum::Float(v) => v.to_le_bytes().to_vec(),
+            Datum::Double(v) => v.to_le_bytes().to_vec(),
+            Datum::String(s) => s.as_bytes().to_vec(),
+            Datum::Decimal(v) => {
+                // Two's complement, big-endian, in the fewest bytes.
+                let b = v.to_be_bytes();
+                let mut start = 0;
+                while start < 15 {
+                    let (cur, next) = (b[start], b[start + 1]);
+                    if (cur == 0x00 && next & 0x80 == 0) || (cur == 0xff && next & 0x80 != 0) {
+                        start += 1;
+                    } else {
+                        break;
+                    }
+                }
+                b[start..].to_vec()
+            }
+        }
+    }
+}
+
+/// Days since the epoch of `YYYY-MM-DD`.
+fn parse_date(s: &str) -> Option<i32> {
+    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    Some((d - chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days() as i32)
+}
+
+/// A partition value (as neve labels it in `partition_values`) in the spec field's type.
+pub(crate) fn partition_datum(f: &SpecField, label: &str) -> Option<Datum> {
+    let months = |y: i64, m: i64| (y - 1970) * 12 + m - 1;
+    Some(match f.transform {
+        Transform::Year => Datum::Int(label.parse::<i32>().ok()? - 1970),
+        Transform::Month => {
+            let (y, m) = label.split_once('-')?;
+            Datum::Int(months(y.parse().ok()?, m.parse().ok()?) as i32)
+        }
+        Transform::Day => Datum::Int(parse_date(label)?),
+        Transform::Hour => {
+            let (start, _) = crate::partition::time_bounds(Transform::Hour, label)?;
+            Datum::Int(start.div_euclid(3_600_000_000) as i32)
+        }
+        Transform::Bucket(_) => Datum::Int(label.parse().ok()?),
+        Transform::Identity | Transform::Truncate(_) => match f.result {
+            Prim::Boolean => Datum::Boolean(label.parse().ok()?),
+            Prim::Int => Datum::Int(label.parse().ok()?),
+            Prim::Long => Datum::Long(label.parse().ok()?),
+            Prim::Date => Datum::Int(parse_date(label)?),
+            Prim::String => Datum::String(label.to_string()),
+            _ => return None,
+        },
+    })
+}
+
+/// A statistics value (JSON as the log stores it) as a bound of a column of type `p`.
+pub(crate) fn stat_datum(p: Prim, v: &Value) -> Option<Datum> {
+    Some(match p {
+        Prim::Boolean => Datum::Boolean(v.as_bool()?),
+        Prim::Int => Datum::Int(i32::try_from(v.as_i64()?).ok()?),
+        Prim::Long => Datum::Long(v.as_i64()?),
+        Prim::Float => Datum::Float(v.as_f64()? as f32),
+        Prim::Double => Datum::Double(v.as_f64()?),
+        Prim::Date => Datum::Int(parse_date(v.as_str()?)?),
+        Prim::Time => {
+            let t = chrono::NaiveTime::parse_from_str(v.as_str()?, "%H:%M:%S%.f").ok()?;
+            let us = (t - chrono::NaiveTime::MIN).num_microseconds()?;
+            Datum::Long(us)
+        }
+        Prim::Timestamp => {
+            let s = v.as_str()?.trim_end_matches('Z');
+            let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
+            Datum::Long(t.and_utc().timestamp_micros())
+        }
+        Prim::String => Datum::String(v.as_str()?.to_string()),
+        Prim::Decimal(_, scale) => Datum::Decimal(parse_unscaled(v.as_str()?, scale)?),
+        Prim::Binary | Prim::Other => return None,
+    })
+}
+
+/// `-12.345` at scale 3 -> -12345.
+fn parse_unscaled(s: &str, scale: i8) -> Option<i128> {
+    let (neg, digits) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if frac.len() > scale as usize {
+        return None;
+    }
+    let padded = format!("{int}{frac:0<width$}", width = scale as usize);
+    let v: i128 = padded.parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// Per-field statistics of one data file in Iceberg's terms (field id keyed).
+#[derive(Debug, Default)]
+pub(crate) struct FileBounds {
+    pub value_counts: Vec<(i32, i64)>,
+    pub null_counts: Vec<(i32, i64)>,
+    pub lower: Vec<(i32, Vec<u8>)>,
+    pub upper: Vec<(i32, Vec<u8>)>,
+}
+
+/// Where each statistics key of the log (`col`, `struct.field`) points: field id and type.
+/// Old names (aliases) of renamed top-level columns too, as older files' statistics use them.
+pub(crate) fn stat_fields(schema: &TableSchema) -> Vec<(String, i32, Prim, bool)> {
+    let mut out = Vec::new();
+    for (path, c) in schema.fields() {
+        // Fields inside lists and maps have no per-row statistics.
+        if path.contains("[]") || path.contains(".key") || path.contains(".value") {
+            continue;
+        }
+        let top = !path.contains('.');
+        out.push((path.clone(), c.id as i32, prim(&c.column_type), top));
+        if top {
+            for a in &c.aliases {
+                out.push((a.clone(), c.id as i32, prim(&c.column_type), true));
+            }
+        }
+    }
+    out
+}
+
+/// The bounds of a file from its log statistics.
+pub(crate) fn file_bounds(
+    fields: &[(String, i32, Prim, bool)],
+    stats: &std::collections::BTreeMap<String, ColumnStats>,
+    rows: u64,
+) -> FileBounds {
+    let mut b = FileBounds::default();
+    let mut seen = std::collections::HashSet::new();
+    for (path, id, p, top) in fields {
+        let Some(s) = stats.get(path) else { continue };
+        if !seen.insert(*id) {
+            continue;
+        }
+        if *top && *p != Prim::Other {
+            b.value_counts.push((*id, rows as i64));
+        }
+        b.null_counts.push((*id, s.nulls as i64));
+        if let Some(d) = s.min.as_ref().and_then(|v| stat_datum(*p, v)) {
+            b.lower.push((*id, d.to_bytes()));
+        }
+        if let Some(d) = s.max.as_ref().and_then(|v| stat_datum(*p, v)) {
+            b.upper.push((*id, d.to_bytes()));
+        }
+    }
+    b.value_counts.sort();
+    b.null_counts.sort();
+    b.lower.sort();
+    b.upper.sort();
+    b
+}
+
+/// `schema.name-mapping.default`: every field id with its names, current and former, so
+/// readers find columns in files written before neve wrote field ids.
+pub(crate) fn name_mapping(schema: &TableSchema) -> Value {
+    fn fields(columns: &[Column]) -> Vec<Value> {
+        columns
+            .iter()
+            .map(|c| {
+                let mut names = vec![c.name.clone()];
+                names.extend(c.aliases.iter().cloned());
+                let mut m = json!({"field-id": c.id, "names": names});
+                let nested = match &c.column_type {
+                    ColumnType::Struct(fs) => fields(fs),
+                    ColumnType::List(e) => fields(std::slice::from_ref(e)),
+                    ColumnType::Map(k, v) => fields(&[(**k).clone(), (**v).clone()]),
+                    _ => vec![],
+                };
+                if !nested.is_empty() {
+                    m["fields"] = Value::Array(nested);
+                }
+                m
+            })
+            .collect()
+    }
+    Value::Array(fields(&schema.columns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_are_minimal_twos_complement() {
+        assert_eq!(Datum::Decimal(0).to_bytes(), vec![0]);
+        assert_eq!(Datum::Decimal(127).to_bytes(), vec![0x7f]);
+        assert_eq!(Datum::Decimal(128).to_bytes(), vec![0x00, 0x80]);
+        assert_eq!(Datum::Decimal(-1).to_bytes(), vec![0xff]);
+        assert_eq!(Datum::Decimal(-129).to_bytes(), vec![0xff, 0x7f]);
+        assert_eq!(parse_unscaled("-12.5", 3), Some(-12500));
+        assert_eq!(parse_unscaled("7", 2), Some(700));
+        assert_eq!(parse_unscaled("1.234", 2), None);
+    }
+
+    #[test]
+    fn partition_labels_become_iceberg_values() {
+        let f = |transform, result| SpecField {
+            name: "p".into(),
+            transform,
+            source_id: 1,
+            field_id: 1000,
+            result,
+        };
+        let ts = Prim::Timestamp;
+        assert_eq!(
+            partition_datum(&f(Transform::Year, Prim::Int), "2021"),
+            Some(Datum::Int(51))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Month, Prim::Int), "1970-02"),
+            Some(Datum::Int(1))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Month, Prim::Int), "1969-12"),
+            Some(Datum::Int(-1))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Day, Prim::Date), "1970-01-03"),
+            Some(Datum::Int(2))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Hour, Prim::Int), "1970-01-02-01"),
+            Some(Datum::Int(25))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Bucket(16), Prim::Int), "7"),
+            Some(Datum::Int(7))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Identity, Prim::String), "a b"),
+            Some(Datum::String("a b".into()))
+        );
+        assert_eq!(partition_datum(&f(Transform::Identity, ts), "x"), None);
+        assert_eq!(
+            stat_datum(Prim::Timestamp, &json!("1970-01-01T00:00:01.000002Z")),
+            Some(Datum::Long(1_000_002))
+        );
+        assert_eq!(
+            stat_datum(Prim::Date, &json!("1969-12-31")),
+            Some(Datum::Int(-1))
+        );
+        assert_eq!(
+            stat_datum(Prim::Time, &json!("00:00:01.500000")),
+            Some(Datum::Long(1_500_000))
+        );
+    }
+
+    #[test]
+    fn unsupported_types_are_named() {
+        let s = TableSchema::new(vec![
+            Column::new("a", ColumnType::Int64, true),
+            Column::new("u", ColumnType::UInt64, true),
+        ]);
+        let e = schema_fields(&s).unwrap_err().to_string();
+        assert!(e.contains("'u'") && e.contains("uint64"), "{e}");
+        let ok = TableSchema::new(vec![
+            Column::new("a", ColumnType::Int64, false),
+            Column::new("n", ColumnType::Null, true),
+        ]);
+        let f = schema_fields(&ok).unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0]["required"], json!(true));
+        assert_eq!(f[0]["type"], json!("long"));
+    }
+}

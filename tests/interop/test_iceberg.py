@@ -1,0 +1,148 @@
+"""Iceberg metadata beside the log (issue 19): DuckDB `iceberg_scan` and pyiceberg read a neve
+table as neve does. The six seed queries give neve's answers at the latest version and at an
+older one, on a local folder and on MinIO; after merges, deletes, partition drops and gc, the
+readers plan exactly the alive files."""
+import json
+import os
+import pathlib
+import subprocess
+import uuid
+
+import pytest
+
+from test_seed_queries import QUERIES, assert_same_answers, norm
+
+ROWS = 60_000
+
+
+def run(neve_bin, *args):
+    p = subprocess.run([neve_bin, *map(str, args)], capture_output=True, text=True)
+    assert p.returncode == 0, f"neve {args}: {p.stderr}"
+    return p.stdout
+
+
+def s3_props():
+    return {
+        "s3.endpoint": os.environ["AWS_ENDPOINT_URL"],
+        "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": "us-east-1",
+    }
+
+
+def read_text(table, key):
+    if table.startswith("s3://"):
+        import boto3
+
+        bucket, prefix = table[len("s3://"):].split("/", 1)
+        s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+        return s3.get_object(Bucket=bucket, Key=f"{prefix}/{key}")["Body"].read().decode()
+    return (pathlib.Path(table) / key).read_text()
+
+
+def metadata_file(table):
+    n = int(read_text(table, "metadata/version-hint.text").strip())
+    return f"{table}/metadata/v{n}.metadata.json"
+
+
+def static_table(table):
+    from pyiceberg.table import StaticTable
+
+    return StaticTable.from_metadata(metadata_file(table), properties=s3_props())
+
+
+def make_table(neve_bin, tmp_path_factory, where):
+    d = tmp_path_factory.mktemp("ice")
+    if where == "local":
+        table = str(d / "taxi")
+    else:
+        table = f"s3://{os.environ['NEVE_TEST_BUCKET']}/interop/{uuid.uuid4()}/taxi"
+    run(neve_bin, "create", table, "--partition-by", "month(trip_start_timestamp) as d",
+        "--sort-by", "payment_type,trip_start_timestamp", "--iceberg")
+    for seed in (1, 2):
+        path = d / f"taxi-{seed}.parquet"
+        run(neve_bin, "bench", "gen", path, "--rows", ROWS // 2, "--seed", seed)
+        run(neve_bin, "insert", table, path)
+    return table
+
+
+@pytest.fixture(scope="module", params=["local", "minio"])
+def taxi(request, neve_bin, tmp_path_factory):
+    return make_table(neve_bin, tmp_path_factory, request.param)
+
+
+def neve_rows(neve, table, sql, version):
+    out = neve("sql", sql.format(table="taxi"), "--table", f"taxi={table}", "--as-of", version,
+               "--format", "json").stdout
+    return json.loads(out)
+
+
+def duck_rows(con, sql, relation):
+    cur = con.execute(sql.format(table=relation))
+    names = [c[0] for c in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+@pytest.fixture(scope="module")
+def duck_ice(duck):
+    duck.execute("LOAD iceberg")
+    return duck
+
+
+@pytest.mark.parametrize("version", [1, 2], ids=["older", "latest"])
+@pytest.mark.parametrize("q", QUERIES, ids=[q["name"] for q in QUERIES])
+def test_seed_queries_through_iceberg(q, version, neve, duck_ice, taxi):
+    import duckdb
+
+    ours = norm(neve_rows(neve, taxi, q["neve"], version))
+    scan = f"iceberg_scan('{taxi}', snapshot_from_id => {version})"
+    through_duckdb = norm(duck_rows(duck_ice, q["duckdb"], scan))
+    arrow = static_table(taxi).scan(snapshot_id=version).to_arrow()
+    con = duckdb.connect()
+    con.register("ice", arrow)
+    through_pyiceberg = norm(duck_rows(con, q["duckdb"], "ice"))
+    if q["name"] == "limit_1000":
+        assert len(ours) == len(through_duckdb) == len(through_pyiceberg) == 1000
+        assert set(ours[0]) == set(through_duckdb[0]) == set(through_pyiceberg[0])
+        return
+    assert len(ours) > 0
+    assert_same_answers(ours, {"duckdb iceberg_scan": through_duckdb,
+                               "pyiceberg": through_pyiceberg})
+    if q["name"] == "count_by_month":
+        assert sum(r["cnt"] for r in ours) == ROWS * version // 2
+
+
+def alive_files(neve, table):
+    out = neve("files", table).stdout.split()
+    return sorted(out)
+
+
+def planned_files(table):
+    return sorted(t.file.file_path for t in static_table(table).scan().plan_files())
+
+
+@pytest.mark.parametrize("where", ["local", "minio"])
+def test_readers_plan_the_alive_files_after_maintenance(where, neve, neve_bin, duck_ice,
+                                                        tmp_path_factory):
+    table = make_table(neve_bin, tmp_path_factory, where)
+    assert planned_files(table) == alive_files(neve, table)
+    neve("merge", table, "--min-files", "2")
+    neve("delete", table, "payment_type = 'Cash'")
+    first = sorted(f.split("/d=")[1].split("/")[0] for f in alive_files(neve, table))[0]
+    neve("drop-partition", table, f"d={first}")
+    neve("gc", table, "--grace", "0s", "--retention", "0s")
+    files = alive_files(neve, table)
+    assert planned_files(table) == files and files
+    # Every file a reader plans is there, and the answers are neve's.
+    q = "SELECT count(*) AS cnt, sum(fare) AS fare FROM {table}"
+    latest = json.loads(neve("info", table, "--json").stdout)["version"]
+    ours = neve_rows(neve, table, q, latest)
+    theirs = duck_rows(duck_ice, q, f"iceberg_scan('{table}')")
+    assert ours[0]["cnt"] == theirs[0]["cnt"] > 0
+    assert abs(ours[0]["fare"] - theirs[0]["fare"]) < 1e-6 * abs(ours[0]["fare"])
+    cash = duck_rows(duck_ice, "SELECT count(*) AS n FROM {table} WHERE payment_type = 'Cash'",
+                     f"iceberg_scan('{table}')")
+    assert cash[0]["n"] == 0
+    # gc expired the snapshots whose files it deleted: only the newest is left.
+    meta = static_table(table).metadata
+    assert [s.snapshot_id for s in meta.snapshots] == [meta.current_snapshot_id]
