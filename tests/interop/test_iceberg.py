@@ -127,7 +127,7 @@ def test_readers_plan_the_alive_files_after_maintenance(where, neve, neve_bin, d
     table = make_table(neve_bin, tmp_path_factory, where)
     assert planned_files(table) == alive_files(neve, table)
     neve("merge", table, "--min-files", "2")
-    neve("delete", table, "payment_type = 'Cash'")
+    neve("delete", table, "--where", "payment_type = 'Cash'")
     first = sorted(f.split("/d=")[1].split("/")[0] for f in alive_files(neve, table))[0]
     neve("drop-partition", table, f"d={first}")
     neve("gc", table, "--grace", "0s", "--retention", "0s")
