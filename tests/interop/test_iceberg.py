@@ -1,5 +1,5 @@
-"""Iceberg metadata beside the log (issue 19): DuckDB `iceberg_scan` and pyiceberg read a neve
-table as neve does. The six seed queries give neve's answers at the latest version and at an
+"""Iceberg metadata beside the log (issue 19): DuckDB `iceberg_scan`, pyiceberg and chdb
+(`icebergLocal`, `icebergS3`) read a neve table as neve does. The six seed queries give neve's answers at the latest version and at an
 older one, on a local folder and on MinIO; after merges, deletes, partition drops and gc, the
 readers plan exactly the alive files."""
 import json
@@ -71,6 +71,43 @@ def taxi(request, neve_bin, tmp_path_factory):
     return make_table(neve_bin, tmp_path_factory, request.param)
 
 
+# chdb reads local files only under its working folder, fixed when it starts: its queries run
+# in a child process started in `/`, all at once.
+CHDB = """
+import json, sys, chdb
+out = []
+for sql in json.load(sys.stdin):
+    text = str(chdb.query(sql, "JSONEachRow"))
+    out.append([json.loads(l) for l in text.splitlines() if l.strip()])
+print(json.dumps(out))
+"""
+
+
+def chdb_relation(table):
+    if table.startswith("s3://"):
+        url = f"{os.environ['AWS_ENDPOINT_URL']}/{table[len('s3://'):]}/"
+        key, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
+        return f"icebergS3('{url}', '{key}', '{secret}')"
+    return f"icebergLocal('{table}')"
+
+
+@pytest.fixture(scope="module")
+def chdb_answers(taxi):
+    """Every seed query at both versions through chdb's Iceberg table functions."""
+    import sys
+
+    asked = [(q["name"], v) for q in QUERIES for v in (1, 2)]
+    sqls = [
+        next(q for q in QUERIES if q["name"] == name)["clickhouse"].format(table=chdb_relation(taxi))
+        + f" SETTINGS iceberg_snapshot_id = {v}"
+        for name, v in asked
+    ]
+    p = subprocess.run([sys.executable, "-c", CHDB], input=json.dumps(sqls), capture_output=True,
+                       text=True, cwd="/")
+    assert p.returncode == 0, p.stderr
+    return dict(zip(asked, json.loads(p.stdout)))
+
+
 def neve_rows(neve, table, sql, version):
     out = neve("sql", sql.format(table="taxi"), "--table", f"taxi={table}", "--as-of", version,
                "--format", "json").stdout
@@ -91,7 +128,7 @@ def duck_ice(duck):
 
 @pytest.mark.parametrize("version", [1, 2], ids=["older", "latest"])
 @pytest.mark.parametrize("q", QUERIES, ids=[q["name"] for q in QUERIES])
-def test_seed_queries_through_iceberg(q, version, neve, duck_ice, taxi):
+def test_seed_queries_through_iceberg(q, version, neve, duck_ice, taxi, chdb_answers):
     import duckdb
 
     ours = norm(neve_rows(neve, taxi, q["neve"], version))
@@ -101,13 +138,14 @@ def test_seed_queries_through_iceberg(q, version, neve, duck_ice, taxi):
     con = duckdb.connect()
     con.register("ice", arrow)
     through_pyiceberg = norm(duck_rows(con, q["duckdb"], "ice"))
+    through_chdb = norm(chdb_answers[(q["name"], version)])
     if q["name"] == "limit_1000":
-        assert len(ours) == len(through_duckdb) == len(through_pyiceberg) == 1000
-        assert set(ours[0]) == set(through_duckdb[0]) == set(through_pyiceberg[0])
+        assert len(ours) == len(through_duckdb) == len(through_pyiceberg) == len(through_chdb) == 1000
+        assert set(ours[0]) == set(through_duckdb[0]) == set(through_pyiceberg[0]) == set(through_chdb[0])
         return
     assert len(ours) > 0
     assert_same_answers(ours, {"duckdb iceberg_scan": through_duckdb,
-                               "pyiceberg": through_pyiceberg})
+                               "pyiceberg": through_pyiceberg, "chdb": through_chdb})
     if q["name"] == "count_by_month":
         assert sum(r["cnt"] for r in ours) == ROWS * version // 2
 
