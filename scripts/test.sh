@@ -30,6 +30,19 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.complete" ]; then
 fi
 PY=$VENV/bin/python
 
+# --- Iceberg's Spark runtime, from Maven Central (Spark reads neve's Iceberg metadata) --------
+ICEBERG_SPARK=iceberg-spark-runtime-4.1_2.13-1.12.0.jar
+ICEBERG_SPARK_SHA1=9e395e373a9a99643bf413ca1f74fa0c034887b4
+export NEVE_ICEBERG_SPARK_JAR=$NEVE_CACHE/jars/$ICEBERG_SPARK
+if [ ! -f "$NEVE_ICEBERG_SPARK_JAR" ]; then
+  log "downloading $ICEBERG_SPARK"
+  mkdir -p "$NEVE_CACHE/jars"
+  curl -sSfL -o "$NEVE_ICEBERG_SPARK_JAR.part" \
+    "https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-spark-runtime-4.1_2.13/1.12.0/$ICEBERG_SPARK"
+  echo "$ICEBERG_SPARK_SHA1  $NEVE_ICEBERG_SPARK_JAR.part" | sha1sum -c --quiet
+  mv "$NEVE_ICEBERG_SPARK_JAR.part" "$NEVE_ICEBERG_SPARK_JAR"
+fi
+
 # --- Start MinIO ------------------------------------------------------------------------------
 DATA=$(mktemp -d -t neve-minio-XXXXXX)
 PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -184,3 +184,28 @@ def test_readers_plan_the_alive_files_after_maintenance(where, neve, neve_bin, d
     # gc expired the snapshots whose files it deleted: only the newest is left.
     meta = static_table(table).metadata
     assert [s.snapshot_id for s in meta.snapshots] == [meta.current_snapshot_id]
+
+
+@pytest.fixture(scope="module")
+def local_taxi(neve_bin, tmp_path_factory):
+    return make_table(neve_bin, tmp_path_factory, "local")
+
+
+@pytest.mark.parametrize("version", [1, 2], ids=["older", "latest"])
+@pytest.mark.parametrize("q", QUERIES, ids=[q["name"] for q in QUERIES])
+def test_seed_queries_through_spark(q, version, neve, spark, local_taxi):
+    """Spark on a standalone cluster (two workers) loads the table by its folder, as a
+    Hadoop-style Iceberg table, at a snapshot id that is neve's version."""
+    ours = norm(neve_rows(neve, local_taxi, q["neve"], version))
+    df = spark.read.format("iceberg").option("versionAsOf", version).load(local_taxi)
+    df.createOrReplaceTempView("ice")
+    # Spark's percentile_approx keeps few samples of a small month; its exact percentile is
+    # what the approximate medians of the other engines are compared with.
+    sql = q["duckdb"].replace("approx_quantile(", "percentile(").format(table="ice")
+    theirs = norm([r.asDict() for r in spark.sql(sql).collect()])
+    if q["name"] == "limit_1000":
+        assert len(ours) == len(theirs) == 1000
+        assert set(ours[0]) == set(theirs[0])
+        return
+    assert len(ours) > 0
+    assert_same_answers(ours, {"spark": theirs})
