@@ -209,6 +209,12 @@ class Table:
         until it commits."""
         return json.loads(self._t._gc(_duration_ms(grace, "grace"), _duration_ms(retention, "retention"), dry_run))
 
+    def iceberg_sync(self, full: bool = False) -> dict:
+        """Bring the table's Iceberg metadata (`metadata/`) up to its latest version, as
+        `neve iceberg sync` (a table with the setting `iceberg`); `full` rebuilds it from the
+        log. Returns the sync report."""
+        return json.loads(self._t._iceberg_sync(full))
+
     def delete(self, predicate: str) -> dict:
         """Delete the rows matching a SQL predicate, e.g. `"fare = 0"` (as `neve delete`)."""
         return json.loads(self._t._delete(predicate))
@@ -274,6 +280,7 @@ def create_table(
     settings: Optional[Mapping[str, Any]] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     merge: Optional[str] = None,
+    iceberg: bool = False,
 ) -> Table:
     """Create a table (as `neve create`) and return it.
 
@@ -285,8 +292,12 @@ def create_table(
     `"replace(key = [user_id], version = updated_at, deleted = is_deleted)"`,
     `"aggregate(key = [site, day], sum = [views], count = rows)"`, `"dedupe(key = [id])"`;
     the key must lead `sort_by` (docs/FORMAT.md, Merge semantics).
+    `iceberg`: also write Iceberg metadata after every commit, so Spark, DuckDB's
+    `iceberg_scan`, pyiceberg and ClickHouse read the table (docs/ENGINES.md).
     Raises `ConflictError` when a table is there already.
     """
+    if iceberg:
+        settings = {**(settings or {}), "iceberg": True}
     inner = _neve._create(
         os.fspath(address),
         partition_by,

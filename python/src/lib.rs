@@ -69,7 +69,8 @@ fn py_err(e: Error) -> PyErr {
         | Error::InvalidSchema { .. }
         | Error::InvalidValue { .. }
         | Error::UnsafeAlter { .. }
-        | Error::MissingPartitionColumn { .. } => SchemaError::new_err(msg),
+        | Error::MissingPartitionColumn { .. }
+        | Error::IcebergUnsupported { .. } => SchemaError::new_err(msg),
         Error::SqlSyntax { .. } | Error::InvalidQuery { .. } => SqlError::new_err(msg),
         _ => match e.kind() {
             ErrorKind::BadInput => InvalidInputError::new_err(msg),
@@ -224,6 +225,15 @@ impl PyTable {
         };
         let t = self.table.clone();
         Ok(json(&run(py, async move { t.gc(&opts).await })?))
+    }
+
+    fn _iceberg_sync(&self, py: Python<'_>, full: bool) -> PyResult<String> {
+        let opts = neve_core::iceberg::SyncOptions {
+            full,
+            ..Default::default()
+        };
+        let t = self.table.clone();
+        Ok(json(&run(py, async move { t.iceberg_sync(&opts).await })?))
     }
 
     fn _delete(&self, py: Python<'_>, predicate: String) -> PyResult<String> {

@@ -191,7 +191,7 @@ impl IcebergWriter {
             .expire_before_ms
             .unwrap_or_else(|| self.clock.now_millis() - retention_ms);
         for _ in 0..MAX_ATTEMPTS {
-            let (n, prev) = self.current().await?;
+            let (n, hint, prev) = self.current().await?;
             // Snapshots gc expired stay expired, even in a rebuild: their files may be gone.
             let floor = prev
                 .as_ref()
@@ -200,6 +200,10 @@ impl IcebergWriter {
             if let Some(p) = &prev {
                 let described = p.neve_version().unwrap_or(0);
                 if described >= latest.version && !expires_any(p, cutoff) {
+                    if hint < n {
+                        // A sync died between its metadata and the hint.
+                        self.write_hint(n).await?;
+                    }
                     return Ok(SyncReport {
                         version: described,
                         metadata_version: n,
@@ -237,14 +241,7 @@ impl IcebergWriter {
             crate::failpoint::hit("iceberg:after-metadata");
             run.report.files_written += 1;
             run.report.bytes_written += len;
-            // Readers that start from the folder: a slower sync may set an older number
-            // after ours; readers then see an older (complete) version until the next sync.
-            let hint = Bytes::from((n + 1).to_string());
-            run.report.bytes_written += hint.len() as u64;
-            self.location
-                .store
-                .put(&self.location.child(HINT), hint.into())
-                .await?;
+            run.report.bytes_written += self.write_hint(n + 1).await?;
             run.report.files_written += 1;
             let mut report = run.report;
             report.version = metadata.neve_version().unwrap_or(0);
@@ -260,13 +257,28 @@ impl IcebergWriter {
         })
     }
 
-    /// The newest metadata number and its content (`None` when absent or not neve's).
-    async fn current(&self) -> Result<(u64, Option<TableMetadata>)> {
+    /// Point `version-hint.text` at `n`, for readers that start from the folder. A slower
+    /// sync may set an older number after ours: readers then see an older (complete) version
+    /// until the next sync.
+    async fn write_hint(&self, n: u64) -> Result<u64> {
+        let hint = Bytes::from(n.to_string());
+        let len = hint.len() as u64;
+        self.location
+            .store
+            .put(&self.location.child(HINT), hint.into())
+            .await?;
+        Ok(len)
+    }
+
+    /// The newest metadata number, the hint's, and the newest content (`None` when absent or
+    /// not neve's).
+    async fn current(&self) -> Result<(u64, u64, Option<TableMetadata>)> {
         let store = &self.location.store;
-        let mut n = match self.get(HINT).await? {
+        let hint = match self.get(HINT).await? {
             Some(b) => String::from_utf8_lossy(&b).trim().parse().unwrap_or(0),
             None => 0,
         };
+        let mut n = hint;
         if n == 0 {
             // No hint (lost, or never written): the highest number in the folder.
             use futures::TryStreamExt;
@@ -295,13 +307,13 @@ impl IcebergWriter {
             n += 1;
         }
         if n == 0 {
-            return Ok((0, None));
+            return Ok((0, hint, None));
         }
         let prev = match self.get(&metadata_key(n)).await? {
             Some(b) => serde_json::from_slice::<TableMetadata>(&b).ok(),
             None => None,
         };
-        Ok((n, prev))
+        Ok((n, hint, prev))
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>> {
@@ -624,7 +636,7 @@ impl IcebergWriter {
     /// names. Read after a sync, so what it expired is gone from the newest metadata.
     pub async fn unreferenced(&self, before_ms: i64) -> Result<Vec<object_store::ObjectMeta>> {
         use futures::{StreamExt, TryStreamExt};
-        let (n, Some(meta)) = self.current().await? else {
+        let (n, _, Some(meta)) = self.current().await? else {
             return Ok(vec![]);
         };
         let lists: Vec<String> = meta
