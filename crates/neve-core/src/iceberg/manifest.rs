@@ -68,6 +68,9 @@ impl<'a> Layout<'a> {
     }
 }
 
+/// A partition field's summary: contains null, lower and upper bound (Iceberg's binary form).
+pub(crate) type FieldSummary = (bool, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// A manifest as its manifest list describes it.
 #[derive(Debug, Clone)]
 pub(crate) struct ManifestInfo {
@@ -80,8 +83,8 @@ pub(crate) struct ManifestInfo {
     pub existing_files: i32,
     pub added_rows: i64,
     pub existing_rows: i64,
-    /// Per partition field: contains null, lower and upper bound (Iceberg's binary form).
-    pub partitions: Vec<(bool, Option<Vec<u8>>, Option<Vec<u8>>)>,
+    /// Per partition field.
+    pub partitions: Vec<FieldSummary>,
 }
 
 /// A version's alive files cut into chunks (see the module doc).

@@ -48,8 +48,10 @@ async fn table(location: &TableLocation, clock: Arc<ManualClock>, hook: bool) ->
         .with_seed(7)
         .with_iceberg_after_commit(hook)
         .build();
-    let mut settings = TableSettings::default();
-    settings.iceberg = true;
+    let settings = TableSettings {
+        iceberg: true,
+        ..Default::default()
+    };
     t.create(CreateOptions {
         partition_by: parse_spec("g, bucket(4, k) as kb").unwrap(),
         sort_by: vec!["k".into()],
@@ -353,8 +355,10 @@ async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
 
     // A partition name that is also a column.
     let other = TableBuilder::new(TableLocation::memory("u")).build();
-    let mut settings = TableSettings::default();
-    settings.iceberg = true;
+    let settings = TableSettings {
+        iceberg: true,
+        ..Default::default()
+    };
     let e = other
         .create(CreateOptions {
             partition_by: parse_spec("bucket(2, k) as g").unwrap(),
