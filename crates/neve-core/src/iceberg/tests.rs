@@ -370,3 +370,71 @@ async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
         .unwrap_err();
     assert!(e.to_string().contains("'g'"), "{e}");
 }
+
+#[tokio::test]
+async fn gc_expires_snapshots_and_deletes_only_metadata_no_kept_snapshot_needs() {
+    let location = TableLocation::memory("t");
+    let t = TableBuilder::new(location.clone()).build();
+    let settings = TableSettings {
+        iceberg: true,
+        ..Default::default()
+    };
+    t.create(CreateOptions {
+        partition_by: parse_spec("g").unwrap(),
+        sort_by: vec!["k".into()],
+        settings,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..4 {
+        t.insert_batches(
+            schema(),
+            vec![batch(i * 10, 10)],
+            &InsertOptions::default(),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap();
+    }
+    let opts = MergeOptions {
+        min_files: 2,
+        ..Default::default()
+    };
+    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let r = t
+        .gc(&crate::gc::GcOptions {
+            grace_ms: 0,
+            retention_ms: Some(0),
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+    assert!(
+        r.tombstones_deleted > 0 && r.iceberg_files_deleted > 0,
+        "{r:?}"
+    );
+    let latest = t.snapshot().await.unwrap();
+    let meta = newest(&location).await;
+    let ids: Vec<i64> = meta.snapshots.iter().map(|s| s.snapshot_id).collect();
+    assert_eq!(ids, vec![latest.version as i64]);
+    // What is left is readable and lists the alive files; nothing else of ours is left.
+    assert_eq!(
+        listed(&location, &meta, latest.version as i64).await,
+        alive(&t, latest.version).await
+    );
+    let left: Vec<String> = location
+        .store
+        .list(Some(&location.child(METADATA_DIR)))
+        .map_ok(|o| o.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    let lists = left.iter().filter(|k| k.contains("/snap-")).count();
+    let metadata = left
+        .iter()
+        .filter(|k| k.ends_with(".metadata.json"))
+        .count();
+    assert_eq!((lists, metadata), (1, 1), "{left:?}");
+}
