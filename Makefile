@@ -4,7 +4,7 @@ NEVE_CACHE ?= $(HOME)/.cache/neve
 CARGO_TARGET_DIR ?= $(HOME)/.cache/neve-target
 export CARGO_TARGET_DIR NEVE_CACHE
 
-.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-python bench-log bench-query bench-merge bench-merge-semantics bench-proxy bench-stream
+.PHONY: run build test lint unit bench-ingest bench-nested bench-serve bench-python bench-log bench-query bench-merge bench-merge-semantics bench-proxy bench-stream bench-iceberg
 
 ## Build (release) and run the quick start on ./neve-data: no services needed.
 run:
@@ -60,3 +60,8 @@ bench-merge:
 ## A replace table: exact reads vs raw, merge vs plain merge, chdb ReplacingMergeTree FINAL (ROWS, KEYS, RUNS).
 bench-merge-semantics:
 	scripts/test.sh bench-merge-semantics
+
+## Iceberg metadata: commit cost (local, MinIO), sync after COMMITS commits, seed queries through
+## Iceberg (Spark, DuckDB) against Parquet globs and `neve sql` (INSERTS, COMMITS, READ_ROWS, RUNS).
+bench-iceberg:
+	scripts/test.sh bench-iceberg

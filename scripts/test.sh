@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (pinned), starts MinIO on 127.0.0.1 with a temporary folder,
-# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-merge-semantics|bench-proxy|bench-stream`), stops MinIO.
+# runs every test (`scripts/test.sh python|interop` for a part; or a benchmark: `scripts/test.sh bench-ingest|bench-nested|bench-serve|bench-python|bench-log|bench-query|bench-merge|bench-merge-semantics|bench-proxy|bench-stream|bench-iceberg`), stops MinIO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -96,7 +96,9 @@ case "${1:-test}" in
     ;;
   interop)
     cargo build --workspace
-    NEVE_BIN=$CARGO_TARGET_DIR/debug/neve "$PY" -m pytest -q tests/interop "${@:2}"
+    export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve
+    install_wheel  # Spark's neve source runs the package on the workers
+    "$PY" -m pytest -q tests/interop "${@:2}"
     ;;
   bench-ingest)
     cargo build --release -p neve
@@ -216,6 +218,18 @@ case "${1:-test}" in
     cargo build --release -p neve
     "$CARGO_TARGET_DIR/release/neve" bench stream --python "$PY" --dir "$NEVE_CACHE/bench-stream" \
       --rows "${ROWS:-500000000}" --taxi-rows "${TAXI_ROWS:-10000000}" --runs "${RUNS:-3}"
+    ;;
+  bench-iceberg)
+    cargo build --release -p neve
+    N=$CARGO_TARGET_DIR/release/neve
+    LOCAL=$(mktemp -d -t neve-bench-XXXXXX)
+    # Commit cost on a local folder and on MinIO; the sync after many commits and the reads
+    # (Spark reads the table from a local folder) once.
+    "$N" bench iceberg --target "$LOCAL" --inserts "${INSERTS:-30}" --commits "${COMMITS:-10000}" \
+      --python "$PY" --jar "$NEVE_ICEBERG_SPARK_JAR" --read-table "$NEVE_CACHE/bench-iceberg/taxi" \
+      --read-rows "${READ_ROWS:-10000000}" --read-runs "${RUNS:-3}"
+    "$N" bench iceberg --target "s3://$NEVE_TEST_BUCKET/bench" --inserts "${INSERTS:-30}" --commits 0
+    rm -rf "$LOCAL"
     ;;
   *) log "unknown mode $1"; exit 2 ;;
 esac

@@ -31,6 +31,9 @@ def main(library: str, out: str) -> None:
         info = root / f"neve-{version}.dist-info"
         info.mkdir()
         requires = "".join(f"Requires-Dist: {d}\n" for d in pyproject["dependencies"])
+        for extra, deps in pyproject.get("optional-dependencies", {}).items():
+            requires += f"Provides-Extra: {extra}\n"
+            requires += "".join(f"Requires-Dist: {d}; extra == '{extra}'\n" for d in deps)
         (info / "METADATA").write_text(
             "Metadata-Version: 2.1\n"
             f"Name: neve\nVersion: {version}\n"

@@ -282,6 +282,41 @@ impl PyTable {
         Ok(serde_json::Value::from(lines).to_string())
     }
 
+    /// The splits of a version's files a read filtered by `predicate` needs, as JSON
+    /// (for engines reading in parallel: Spark's data source).
+    #[pyo3(signature = (as_of = None, predicate = None, target_bytes = 134217728))]
+    fn _splits(
+        &self,
+        py: Python<'_>,
+        as_of: Option<&str>,
+        predicate: Option<String>,
+        target_bytes: u64,
+    ) -> PyResult<String> {
+        let at = self::as_of(as_of)?.unwrap_or(AsOf::Latest);
+        let t = self.table.clone();
+        let splits = run(py, async move {
+            neve_core::query::plan_splits(&t, at, predicate.as_deref(), target_bytes).await
+        })?;
+        Ok(json(&splits))
+    }
+
+    /// One split's rows, exact, filtered by `predicate`: a RecordBatchReader.
+    #[pyo3(signature = (version, paths, predicate = None))]
+    fn _scan(
+        &self,
+        py: Python<'_>,
+        version: u64,
+        paths: Vec<String>,
+        predicate: Option<String>,
+    ) -> PyResult<PyArrowType<Box<dyn RecordBatchReader + Send>>> {
+        let t = self.table.clone();
+        let stream = run(py, async move {
+            neve_core::query::scan_split(&t, version, &paths, predicate.as_deref()).await
+        })?;
+        let schema = stream.schema();
+        Ok(PyArrowType(Box::new(Batches { schema, stream })))
+    }
+
     /// What a pyarrow dataset needs: the table schema, one row of statistics per file, the
     /// format version and where the files are.
     #[pyo3(signature = (as_of = None))]

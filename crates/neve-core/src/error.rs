@@ -217,6 +217,10 @@ pub enum Error {
     #[error("no partition '{partition}' in the table (partitions: {known})")]
     PartitionNotFound { partition: String, known: String },
 
+    /// A file named for a read of one version is not one of that version's files.
+    #[error("file '{path}' is not alive at version {version}")]
+    FileNotAlive { path: String, version: u64 },
+
     /// The table's schema or partitioning has something Iceberg cannot describe (a table
     /// with `iceberg=true` refuses it at create, alter and insert).
     #[error("column '{column}' cannot be described in Iceberg metadata: {reason}")]
@@ -297,7 +301,8 @@ impl Error {
             | TimestampNotFound { .. }
             | InputUnreadable { .. }
             | UnknownTable { .. }
-            | PartitionNotFound { .. } => ErrorKind::NotFound,
+            | PartitionNotFound { .. }
+            | FileNotAlive { .. } => ErrorKind::NotFound,
             TableExists { .. }
             | CommitConflict { .. }
             | ConcurrentSchemaChange { .. }

@@ -513,6 +513,10 @@ pub enum BenchCommand {
     /// chdb through `neve proxy` (cold, hot) and direct, over an S3-like Toxiproxy link to
     /// the store; and listing the table through the proxy against listing `_data/`.
     Proxy(BenchProxyArgs),
+    /// What Iceberg metadata costs a commit (time, PUTs, bytes) and a sync after many
+    /// commits; the seed queries through Iceberg (Spark, DuckDB) against Parquet globs and
+    /// `neve sql`.
+    Iceberg(BenchIcebergArgs),
     /// Results of `neve serve` streamed as Arrow over HTTP, over Flight SQL (ADBC) and as
     /// NDJSON, against one loopback TCP connection; latency of small queries against `neve sql`.
     Stream(BenchStreamArgs),
@@ -742,6 +746,39 @@ pub struct BenchGenArgs {
     pub rows: usize,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchIcebergArgs {
+    /// Folder or s3:// prefix the commit-cost tables are made under.
+    #[arg(long)]
+    pub target: String,
+    /// Rows per insert of the commit-cost runs (each size is one run).
+    #[arg(long, default_value = "1000,100000")]
+    pub rows: String,
+    /// Inserts per table of a commit-cost run.
+    #[arg(long, default_value_t = 30)]
+    pub inserts: usize,
+    /// Commits before the sync that is timed (0: skip).
+    #[arg(long, default_value_t = 10_000)]
+    pub commits: u64,
+    /// Timed inserts and syncs at that many commits (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    pub runs: usize,
+    /// Python with pyspark, duckdb and neve: runs the read half (bench/iceberg.py).
+    #[arg(long)]
+    pub python: Option<String>,
+    /// Iceberg's Spark runtime jar (the read half).
+    #[arg(long)]
+    pub jar: Option<String>,
+    /// A local folder for the read half's taxi table (created and loaded if absent).
+    #[arg(long)]
+    pub read_table: Option<String>,
+    #[arg(long, default_value_t = 10_000_000)]
+    pub read_rows: usize,
+    /// Runs per query of the read half.
+    #[arg(long, default_value_t = 3)]
+    pub read_runs: usize,
 }
 
 #[derive(Debug, Args)]

@@ -1,11 +1,11 @@
 //! Manifests and manifest lists for one version of the table.
 //!
-//! The alive files, ordered by partition, write time and path, are cut into chunks where a
-//! file's path hashes to a boundary (about [`CHUNK_FILES`] files a chunk, cut the same way
+//! The alive files, ordered by the version that added them and path, are cut into chunks where
+//! a file's path hashes to a boundary (about [`CHUNK_FILES`] files a chunk, cut the same way
 //! whatever came before). A chunk is one manifest, named by a hash of what it holds. An insert
-//! changes the chunk at the end of its partition, a merge the chunks of the files it replaced:
-//! every other manifest of the previous version is reused as it is, so a sync writes a few
-//! small files per commit however large the table.
+//! changes only the last chunk (its files come last, whatever partitions they are in), a
+//! merge the chunks of the files it replaced: every other manifest of the previous version is
+//! reused as it is, so a sync writes a few small files per commit however large the table.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -90,13 +90,7 @@ pub(crate) struct ManifestInfo {
 /// A version's alive files cut into chunks (see the module doc).
 pub(crate) fn chunks(files: &BTreeMap<String, Arc<AddFile>>) -> Vec<Vec<&AddFile>> {
     let mut all: Vec<&AddFile> = files.values().map(|f| f.as_ref()).collect();
-    all.sort_by(|a, b| {
-        (&a.partition_values, a.modification_time, &a.path).cmp(&(
-            &b.partition_values,
-            b.modification_time,
-            &b.path,
-        ))
-    });
+    all.sort_by(|a, b| (version_of(a), &a.path).cmp(&(version_of(b), &b.path)));
     let mut out = Vec::new();
     let mut cur = Vec::new();
     for f in all {

@@ -41,6 +41,19 @@ const HINT: &str = "metadata/version-hint.text";
 /// How often a sync tries for the next metadata number against other syncs.
 const MAX_ATTEMPTS: u32 = 20;
 
+/// Snapshots the metadata lists when the table's `iceberg_max_snapshots` is unset: the
+/// metadata file is rewritten by every commit, and each snapshot adds about 400 bytes to it.
+pub const DEFAULT_MAX_SNAPSHOTS: u64 = 500;
+
+fn max_snapshots(latest: &Snapshot) -> u64 {
+    latest
+        .metadata
+        .settings
+        .iceberg_max_snapshots
+        .unwrap_or(DEFAULT_MAX_SNAPSHOTS)
+        .max(1)
+}
+
 fn metadata_key(n: u64) -> String {
     format!("metadata/v{n}.metadata.json")
 }
@@ -165,6 +178,8 @@ struct Run<'a> {
     layout: Option<(String, Layout<'a>)>,
     /// Manifests by key: described, and whether they are known to be stored.
     known: HashMap<String, (ManifestInfo, bool)>,
+    /// The previous version's manifest list, read while the newest metadata was found.
+    prefetched: Option<(u64, Option<Bytes>)>,
     report: SyncReport,
 }
 
@@ -190,8 +205,21 @@ impl IcebergWriter {
         let cutoff = opts
             .expire_before_ms
             .unwrap_or_else(|| self.clock.now_millis() - retention_ms);
-        for _ in 0..MAX_ATTEMPTS {
-            let (n, hint, prev) = self.current().await?;
+        for attempt in 0..MAX_ATTEMPTS {
+            // Right after a commit the previous version's list is needed too: read it while
+            // the newest metadata is found (one round trip less per commit).
+            let previous = latest.version.checked_sub(1).filter(|&v| v > 0 && attempt == 0);
+            let (current, prefetched) = futures::join!(self.current(), async {
+                match previous {
+                    Some(v) => Some((v, self.get(&manifest_list_key(v)).await)),
+                    None => None,
+                }
+            });
+            let (n, hint, prev) = current?;
+            let prefetched = match prefetched {
+                Some((v, bytes)) => Some((v, bytes?)),
+                None => None,
+            };
             // Snapshots gc expired stay expired, even in a rebuild: their files may be gone.
             let floor = prev
                 .as_ref()
@@ -199,7 +227,9 @@ impl IcebergWriter {
             let prev = if opts.full { None } else { prev };
             if let Some(p) = &prev {
                 let described = p.neve_version().unwrap_or(0);
-                if described >= latest.version && !expires_any(p, cutoff) {
+                if described >= latest.version
+                    && !expires_any(p, cutoff, max_snapshots(latest))
+                {
                     if hint < n {
                         // A sync died between its metadata and the hint.
                         self.write_hint(n).await?;
@@ -218,10 +248,11 @@ impl IcebergWriter {
                 location: &self.location,
                 layout: None,
                 known: HashMap::new(),
+                prefetched,
                 report: SyncReport::default(),
             };
             let (metadata, added) = self.build(&mut run, latest, prev, cutoff, floor).await?;
-            let body = serde_json::to_vec_pretty(&metadata).expect("metadata serializes");
+            let body = serde_json::to_vec(&metadata).expect("metadata serializes");
             let key = metadata_key(n + 1);
             let len = body.len() as u64;
             let put = self
@@ -298,22 +329,29 @@ impl IcebergWriter {
                 .max()
                 .unwrap_or(0);
         }
-        // The hint may lag: the chain goes on as long as the next number exists.
-        while store
-            .head(&self.location.child(&metadata_key(n + 1)))
-            .await
-            .is_ok()
-        {
-            n += 1;
+        // The hint may lag: the chain goes on as long as the next number exists. The
+        // newest candidate is read while the next one is looked for.
+        loop {
+            let next_path = self.location.child(&metadata_key(n + 1));
+            let (next, body) = futures::join!(
+                store.head(&next_path),
+                async {
+                    match n {
+                        0 => Ok(None),
+                        _ => self.get(&metadata_key(n)).await,
+                    }
+                }
+            );
+            if next.is_ok() {
+                n += 1;
+                continue;
+            }
+            if n == 0 {
+                return Ok((0, hint, None));
+            }
+            let prev = body?.and_then(|b| serde_json::from_slice::<TableMetadata>(&b).ok());
+            return Ok((n, hint, prev));
         }
-        if n == 0 {
-            return Ok((0, hint, None));
-        }
-        let prev = match self.get(&metadata_key(n)).await? {
-            Some(b) => serde_json::from_slice::<TableMetadata>(&b).ok(),
-            None => None,
-        };
-        Ok((n, hint, prev))
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>> {
@@ -324,25 +362,22 @@ impl IcebergWriter {
         }
     }
 
-    /// PUT `bytes` at `key` unless it is there; equal names hold equal content.
-    async fn put_once(&self, run: &mut Run<'_>, key: &str, bytes: Vec<u8>) -> Result<()> {
+    /// PUT `bytes` at `key` unless it is there (equal names hold equal content): the bytes
+    /// written, if it was not.
+    async fn put_once(&self, key: String, bytes: Vec<u8>) -> Result<Option<u64>> {
         let len = bytes.len() as u64;
         let put = self
             .location
             .store
             .put_opts(
-                &self.location.child(key),
+                &self.location.child(&key),
                 PutPayload::from(bytes),
                 PutOptions::from(PutMode::Create),
             )
             .await;
         match put {
-            Ok(_) => {
-                run.report.files_written += 1;
-                run.report.bytes_written += len;
-                Ok(())
-            }
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Ok(_) => Ok(Some(len)),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
@@ -373,6 +408,9 @@ impl IcebergWriter {
         // Where to start: right after what `prev` describes; else the version current at
         // the cutoff, or the oldest the log still has.
         let start_after = described.filter(|&d| d < latest.version);
+        // The oldest version the cap keeps: a rebuild starts there, not at the cutoff.
+        let max = max_snapshots(latest);
+        let lowest = (latest.version + 1).saturating_sub(max).max(1);
         if latest.version > 0 && described.is_none_or(|d| d < latest.version) {
             if start_after == Some(latest.version - 1) {
                 // The common case, right after a commit: the previous manifests are known
@@ -381,7 +419,7 @@ impl IcebergWriter {
                 self.snapshot_entry(run, latest, None, &mut entries, &mut schemas)
                     .await?;
             } else {
-                let mut snap = match start_after {
+                let mut snap = match start_after.filter(|&s| s + 1 >= lowest) {
                     Some(s) => match self.log.load_version(s).await {
                         Ok(snap) => {
                             self.learn_list(run, s).await?;
@@ -392,7 +430,10 @@ impl IcebergWriter {
                     None => None,
                 };
                 if snap.is_none() {
-                    let first = self.first_retained(cutoff).await?;
+                    let mut first = self.first_retained(cutoff).await?;
+                    if first.version < lowest {
+                        first = self.log.load_version(lowest).await?;
+                    }
                     let info = self.log.read_commit(first.version).await?.map(|c| c.info);
                     if first.version > 0 {
                         self.snapshot_entry(run, &first, info.as_ref(), &mut entries, &mut schemas)
@@ -426,6 +467,9 @@ impl IcebergWriter {
             let kept = e.timestamp_ms > cutoff || Some(*id) == current_at_cutoff;
             (kept && floor.is_none_or(|f| *id >= f)) || Some(*id) == newest
         });
+        while entries.len() as u64 > max {
+            entries.pop_first();
+        }
         run.report.snapshots_expired = total - entries.len();
 
         let meta = &latest.metadata;
@@ -518,7 +562,11 @@ impl IcebergWriter {
     /// Learn the manifests snapshot `version` lists (they are stored), if its list is there.
     async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<()> {
         let key = manifest_list_key(version);
-        let Some(bytes) = self.get(&key).await? else {
+        let bytes = match run.prefetched.take() {
+            Some((v, bytes)) if v == version => bytes,
+            _ => self.get(&key).await?,
+        };
+        let Some(bytes) = bytes else {
             return Ok(());
         };
         for info in manifest::read_manifest_list(&key, &bytes)? {
@@ -580,20 +628,26 @@ impl IcebergWriter {
                 }
             }
         }
-        for (key, bytes) in writes {
-            self.put_once(run, &key, bytes).await?;
-        }
         for i in &infos {
             run.known
                 .entry(i.key.clone())
                 .or_insert_with(|| (i.clone(), true));
         }
-        crate::failpoint::hit("iceberg:after-manifests");
         let parent = snap.version.checked_sub(1).filter(|&p| p > 0);
         let refs: Vec<&ManifestInfo> = infos.iter().collect();
         let list = build_manifest_list(&self.location, snap.version, parent, &refs)?;
         let list_key = manifest_list_key(snap.version);
-        self.put_once(run, &list_key, list).await?;
+        // Readers reach the manifests and the list only through the metadata file written
+        // after them, so they are all PUT at once.
+        writes.push((list_key.clone(), list));
+        let puts = writes.into_iter().map(|(key, bytes)| self.put_once(key, bytes));
+        for written in futures::future::try_join_all(puts).await? {
+            if let Some(len) = written {
+                run.report.files_written += 1;
+                run.report.bytes_written += len;
+            }
+        }
+        crate::failpoint::hit("iceberg:after-manifests");
 
         let s = &info.summary;
         let total_rows: u64 = snap.files.values().map(|f| f.rows).sum();
@@ -698,11 +752,13 @@ impl IcebergWriter {
     }
 }
 
-/// Whether `meta` lists snapshots a sync with `cutoff` would expire.
-fn expires_any(meta: &TableMetadata, cutoff: i64) -> bool {
-    meta.snapshots
-        .iter()
-        .filter(|s| s.timestamp_ms <= cutoff)
-        .count()
-        > 1
+/// Whether `meta` lists snapshots a sync with `cutoff` and cap `max` would expire.
+fn expires_any(meta: &TableMetadata, cutoff: i64, max: u64) -> bool {
+    meta.snapshots.len() as u64 > max
+        || meta
+            .snapshots
+            .iter()
+            .filter(|s| s.timestamp_ms <= cutoff)
+            .count()
+            > 1
 }

@@ -322,6 +322,72 @@ async fn snapshots_older_than_the_retention_expire_but_the_one_current_then() {
 }
 
 #[tokio::test]
+async fn the_metadata_lists_at_most_the_newest_max_snapshots_and_a_rebuild_starts_there() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), true).await;
+    t.alter(&crate::schema::AlterOp::SetSetting {
+        key: "iceberg_max_snapshots".into(),
+        value: "3".into(),
+    })
+    .await
+    .unwrap();
+    for i in 0..5 {
+        insert(&t, &clock, i * 5, 5).await; // versions 2..=6
+    }
+    let ids = |m: &TableMetadata| m.snapshots.iter().map(|s| s.snapshot_id).collect::<Vec<_>>();
+    let meta = newest(&location).await;
+    assert_eq!(ids(&meta), vec![4, 5, 6]);
+    for v in 4..=6 {
+        assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
+    }
+    // A rebuild from nothing writes only what the cap keeps: no list for versions 1 to 3.
+    let fresh = TableLocation::memory("rebuilt");
+    let rebuilt = table(&fresh, clock.clone(), false).await;
+    rebuilt
+        .alter(&crate::schema::AlterOp::SetSetting {
+            key: "iceberg_max_snapshots".into(),
+            value: "3".into(),
+        })
+        .await
+        .unwrap();
+    for i in 0..5 {
+        insert(&rebuilt, &clock, i * 5, 5).await;
+    }
+    let report = rebuilt
+        .iceberg_sync(&SyncOptions {
+            full: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((report.snapshots, report.snapshots_added), (3, 3));
+    let meta = newest(&fresh).await;
+    assert_eq!(ids(&meta), vec![4, 5, 6]);
+    let lists: Vec<String> = fresh
+        .store
+        .list(Some(&fresh.child("metadata")))
+        .map_ok(|m| m.location.filename().unwrap().to_string())
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("snap-"))
+        .collect();
+    assert_eq!(lists.len(), 3, "{lists:?}");
+    // Lowering the cap expires on the next sync, though nothing was committed.
+    rebuilt
+        .alter(&crate::schema::AlterOp::SetSetting {
+            key: "iceberg_max_snapshots".into(),
+            value: "1".into(),
+        })
+        .await
+        .unwrap();
+    rebuilt.iceberg_sync(&SyncOptions::default()).await.unwrap();
+    assert_eq!(ids(&newest(&fresh).await), vec![7]);
+}
+
+#[tokio::test]
 async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
     let location = TableLocation::memory("t");
     let clock = ManualClock::new(T0);

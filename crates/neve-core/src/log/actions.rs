@@ -266,6 +266,11 @@ pub struct TableSettings {
     /// Iceberg read the table (docs/FORMAT.md, "Iceberg metadata").
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub iceberg: bool,
+    /// Most Iceberg snapshots the metadata lists (the newest versions); unset,
+    /// [`crate::iceberg::DEFAULT_MAX_SNAPSHOTS`]. Every commit rewrites the metadata file,
+    /// whose size grows with its snapshots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iceberg_max_snapshots: Option<u64>,
 }
 
 impl Default for TableSettings {
@@ -281,6 +286,7 @@ impl Default for TableSettings {
             maintenance_interval_seconds: None,
             gc_grace_seconds: None,
             iceberg: false,
+            iceberg_max_snapshots: None,
         }
     }
 }
@@ -344,10 +350,16 @@ impl TableSettings {
             "iceberg" => {
                 self.iceberg = value.parse().map_err(|_| bad("expected true or false"))?
             }
+            "iceberg_max_snapshots" | "icebergMaxSnapshots" => {
+                self.iceberg_max_snapshots = unset_or(value, |v| match v.parse::<u64>() {
+                    Ok(n) if n >= 1 => Ok(n),
+                    _ => Err(bad("expected a number of snapshots, at least 1")),
+                })?
+            }
             _ => {
                 return Err(Error::InvalidSetting {
                     name: key.to_string(),
-                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace, iceberg)".into(),
+                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace, iceberg, iceberg_max_snapshots)".into(),
                 })
             }
         }

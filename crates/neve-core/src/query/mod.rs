@@ -14,6 +14,7 @@ mod metadata;
 pub mod output;
 mod provider;
 mod scan;
+pub mod splits;
 pub(crate) mod stats;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use counting::{CountingStore, ReadCounter};
 pub(crate) use ids::FieldIdAdapterFactory;
 pub use output::{ResultFormat, ResultWriter};
 pub use provider::SnapshotTable;
+pub use splits::{plan_splits, scan_split, Split, Splits};
 pub(crate) use scan::ordered_rows;
 
 use crate::error::{Error, Result};

@@ -476,6 +476,63 @@ impl TableProvider for SnapshotTable {
 }
 
 impl SnapshotTable {
+    /// Which files a scan with `filters` reads: the pruning `scan` does, merge-aware.
+    pub(crate) async fn select_files(
+        &self,
+        filters: &[Expr],
+    ) -> crate::error::Result<Vec<Arc<crate::log::AddFile>>> {
+        let stats = &self.loaded().await?.stats;
+        let keep = match &self.merge {
+            None => self.prune(stats, filters),
+            Some(spec) => {
+                let key_filters = super::merged::on_key(spec, filters);
+                self.merged_keep(spec, stats, filters, &key_filters)
+            }
+        };
+        Ok(stats
+            .files
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(f, _)| f.clone())
+            .collect())
+    }
+
+    /// The files an exact read of a merge table needs: those that may hold a key passing
+    /// the key filters, in partitions where some file may hold a row passing the others.
+    fn merged_keep(
+        &self,
+        spec: &crate::merge::MergeSpec,
+        stats: &FileStats,
+        filters: &[Expr],
+        key_filters: &[Expr],
+    ) -> Vec<bool> {
+        use crate::merge::MergeSpec;
+        let mut keep = self.prune(stats, key_filters);
+        // Merged rows of replace and dedupe are stored rows: a partition where no file can
+        // hold a row passing the other filters has no merged row passing them.
+        if !matches!(spec, MergeSpec::Aggregate { .. }) {
+            let others: Vec<Expr> = filters
+                .iter()
+                .filter(|f| !key_filters.contains(f))
+                .cloned()
+                .collect();
+            let may = self.prune(stats, &others);
+            let mut any_may: std::collections::HashMap<super::merged::PartitionKey, bool> =
+                Default::default();
+            for (f, m) in stats.files.iter().zip(&may) {
+                *any_may
+                    .entry(f.partition_values.iter().collect())
+                    .or_default() |= *m;
+            }
+            for (k, f) in keep.iter_mut().zip(&stats.files) {
+                let p: Vec<_> = f.partition_values.iter().collect();
+                *k &= any_may.get(&p).copied().unwrap_or(true);
+            }
+        }
+        keep
+    }
+
     /// Scan `files` as they are.
     async fn plain_scan(
         &self,
@@ -519,30 +576,8 @@ impl SnapshotTable {
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        use crate::merge::MergeSpec;
         let key_filters = super::merged::on_key(spec, filters);
-        let mut keep = self.prune(stats, &key_filters);
-        // Merged rows of replace and dedupe are stored rows: a partition where no file can
-        // hold a row passing the other filters has no merged row passing them.
-        if !matches!(spec, MergeSpec::Aggregate { .. }) {
-            let others: Vec<Expr> = filters
-                .iter()
-                .filter(|f| !key_filters.contains(f))
-                .cloned()
-                .collect();
-            let may = self.prune(stats, &others);
-            let mut any_may: std::collections::HashMap<super::merged::PartitionKey, bool> =
-                Default::default();
-            for (f, m) in stats.files.iter().zip(&may) {
-                *any_may
-                    .entry(f.partition_values.iter().collect())
-                    .or_default() |= *m;
-            }
-            for (k, f) in keep.iter_mut().zip(&stats.files) {
-                let p: Vec<_> = f.partition_values.iter().collect();
-                *k &= any_may.get(&p).copied().unwrap_or(true);
-            }
-        }
+        let keep = self.merged_keep(spec, stats, filters, &key_filters);
         let files: Vec<(usize, &crate::log::AddFile)> = stats
             .files
             .iter()

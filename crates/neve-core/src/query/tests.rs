@@ -606,3 +606,101 @@ async fn struct_fields_prune_by_the_logs_statistics() {
     // Unquoted, `user` is the SQL keyword; dotted, it can only be the column.
     assert_eq!(n("SELECT count(*) FROM t WHERE user.plan >= 'a'").await, 50);
 }
+
+/// Rows of every split of `t` at `version`, read one split at a time with `predicate`.
+async fn rows_of_splits(t: &Table, s: &Splits, predicate: Option<&str>) -> usize {
+    use futures::TryStreamExt;
+    let mut n = 0;
+    for split in &s.splits {
+        let batches: Vec<RecordBatch> = scan_split(t, s.version, &split.paths, predicate)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        n += batches.iter().map(|b| b.num_rows()).sum::<usize>();
+    }
+    n
+}
+
+#[tokio::test]
+async fn splits_keep_partitions_apart_and_prune_as_a_query_does() {
+    let t = table().await;
+    insert(&t, rows(20_000, 0, 5, 10)).await; // a second January file
+    let all = plan_splits(&t, AsOf::Latest, None, u64::MAX).await.unwrap();
+    let parts: Vec<(&str, usize)> = all
+        .splits
+        .iter()
+        .map(|s| (s.partition.as_str(), s.paths.len()))
+        .collect();
+    assert_eq!(
+        parts,
+        vec![("m=2021-01", 2), ("m=2021-02", 1), ("m=2021-03", 1), ("m=2021-04", 1), ("m=2021-08", 1)]
+    );
+    assert_eq!(all.version, 3);
+    assert_eq!(rows_of_splits(&t, &all, None).await, 1360);
+    // Cut at one byte: a file a split.
+    let small = plan_splits(&t, AsOf::Latest, None, 1).await.unwrap();
+    assert_eq!(small.splits.len(), 6);
+    assert_eq!(rows_of_splits(&t, &small, None).await, 1360);
+    // A filter on the partition's source column: only August is read, and filtered again.
+    let p = "ts >= TIMESTAMP '2021-08-01 00:00:00' AND kind = 'a'";
+    let aug = plan_splits(&t, AsOf::Latest, Some(p), u64::MAX).await.unwrap();
+    assert_eq!(aug.splits.len(), 1);
+    assert_eq!(aug.splits[0].partition, "m=2021-08");
+    assert_eq!(rows_of_splits(&t, &aug, Some(p)).await, 155);
+    // A filter nothing passes reads nothing; an older version has its own files.
+    let none = plan_splits(&t, AsOf::Latest, Some("1 = 0"), u64::MAX).await.unwrap();
+    assert!(none.splits.is_empty());
+    let old = plan_splits(&t, AsOf::Version(1), None, u64::MAX).await.unwrap();
+    assert_eq!((old.version, old.splits.len()), (1, 4));
+    assert_eq!(rows_of_splits(&t, &old, None).await, 1000);
+    // A path that is not alive at the version is refused.
+    let e = scan_split(&t, 1, &all.splits[4].paths, None).await.err().unwrap();
+    assert!(matches!(e, Error::FileNotAlive { version: 1, .. }), "{e}");
+}
+
+#[tokio::test]
+async fn a_merge_tables_splits_hold_whole_partitions_and_read_exact() {
+    let t = created(
+        "qm",
+        5,
+        CreateOptions {
+            sort_by: vec!["id".into()],
+            merge: Some("replace(key = [id])".parse().unwrap()),
+            ..Default::default()
+        },
+    )
+    .await;
+    // Three overlapping inserts: ids 0..100, 50..150, 0..10 again.
+    for b in [rows(0, 0, 10, 10), rows(50, 20, 10, 10), rows(0, 40, 1, 10)] {
+        insert(&t, b).await;
+    }
+    let s = plan_splits(&t, AsOf::Latest, None, 1).await.unwrap();
+    assert_eq!(s.splits.len(), 1);
+    assert_eq!(s.splits[0].paths.len(), 3);
+    assert_eq!(rows_of_splits(&t, &s, None).await, 150);
+    // A key filter prunes files whose keys it excludes; the read still has the newest row.
+    let k = plan_splits(&t, AsOf::Latest, Some("id = 120"), 1).await.unwrap();
+    assert_eq!(k.splits[0].paths.len(), 1);
+    assert_eq!(rows_of_splits(&t, &k, Some("id = 120")).await, 1);
+    let newest = plan_splits(&t, AsOf::Latest, Some("id = 5"), 1).await.unwrap();
+    assert_eq!(newest.splits[0].paths.len(), 2);
+    let batches: Vec<RecordBatch> = {
+        use futures::TryStreamExt;
+        scan_split(&t, newest.version, &newest.splits[0].paths, Some("id = 5"))
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    let one = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(one.num_rows(), 1);
+    let ts = arrow::compute::cast(one.column(1), &DataType::Int64).unwrap();
+    // The third insert's row: day 40.
+    assert_eq!(
+        ts.as_primitive::<arrow::datatypes::Int64Type>().value(0),
+        JAN_2021 + 40 * DAY_US + 5 * 1_000_000
+    );
+}

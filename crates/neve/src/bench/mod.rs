@@ -1,5 +1,6 @@
 //! `neve bench ...` and `neve quickstart`: commands that print figures, never tests.
 
+mod iceberg;
 mod ingest;
 mod log;
 mod merge;
@@ -30,6 +31,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::MergeSemantics(a) => semantics::run(a).await,
         BenchCommand::Serve(a) => serve::run(a).await,
         BenchCommand::Proxy(a) => proxy(a).await,
+        BenchCommand::Iceberg(a) => iceberg::run(a).await,
         BenchCommand::Stream(a) => stream::run(a).await,
         BenchCommand::StreamClient(a) => stream::client(a).await,
     }
