@@ -39,6 +39,9 @@ def cluster(jar, logs, python, workers=2, worker_memory="1g", executor_memory="7
     def logs_text():
         return "".join(p.read_text() for p in logs.glob("*.log"))
 
+    # The driver starts Python workers too (Python data sources are planned there) with the
+    # interpreter SparkContext reads from PYSPARK_PYTHON when it starts.
+    os.environ["PYSPARK_PYTHON"] = python
     session = None
     try:
         start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
