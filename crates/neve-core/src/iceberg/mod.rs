@@ -208,7 +208,10 @@ impl IcebergWriter {
         for attempt in 0..MAX_ATTEMPTS {
             // Right after a commit the previous version's list is needed too: read it while
             // the newest metadata is found (one round trip less per commit).
-            let previous = latest.version.checked_sub(1).filter(|&v| v > 0 && attempt == 0);
+            let previous = latest
+                .version
+                .checked_sub(1)
+                .filter(|&v| v > 0 && attempt == 0);
             let (current, prefetched) = futures::join!(self.current(), async {
                 match previous {
                     Some(v) => Some((v, self.get(&manifest_list_key(v)).await)),
@@ -227,9 +230,7 @@ impl IcebergWriter {
             let prev = if opts.full { None } else { prev };
             if let Some(p) = &prev {
                 let described = p.neve_version().unwrap_or(0);
-                if described >= latest.version
-                    && !expires_any(p, cutoff, max_snapshots(latest))
-                {
+                if described >= latest.version && !expires_any(p, cutoff, max_snapshots(latest)) {
                     if hint < n {
                         // A sync died between its metadata and the hint.
                         self.write_hint(n).await?;
@@ -333,15 +334,12 @@ impl IcebergWriter {
         // newest candidate is read while the next one is looked for.
         loop {
             let next_path = self.location.child(&metadata_key(n + 1));
-            let (next, body) = futures::join!(
-                store.head(&next_path),
-                async {
-                    match n {
-                        0 => Ok(None),
-                        _ => self.get(&metadata_key(n)).await,
-                    }
+            let (next, body) = futures::join!(store.head(&next_path), async {
+                match n {
+                    0 => Ok(None),
+                    _ => self.get(&metadata_key(n)).await,
                 }
-            );
+            });
             if next.is_ok() {
                 n += 1;
                 continue;
@@ -640,7 +638,9 @@ impl IcebergWriter {
         // Readers reach the manifests and the list only through the metadata file written
         // after them, so they are all PUT at once.
         writes.push((list_key.clone(), list));
-        let puts = writes.into_iter().map(|(key, bytes)| self.put_once(key, bytes));
+        let puts = writes
+            .into_iter()
+            .map(|(key, bytes)| self.put_once(key, bytes));
         for written in futures::future::try_join_all(puts).await? {
             if let Some(len) = written {
                 run.report.files_written += 1;

@@ -335,7 +335,12 @@ async fn the_metadata_lists_at_most_the_newest_max_snapshots_and_a_rebuild_start
     for i in 0..5 {
         insert(&t, &clock, i * 5, 5).await; // versions 2..=6
     }
-    let ids = |m: &TableMetadata| m.snapshots.iter().map(|s| s.snapshot_id).collect::<Vec<_>>();
+    let ids = |m: &TableMetadata| {
+        m.snapshots
+            .iter()
+            .map(|s| s.snapshot_id)
+            .collect::<Vec<_>>()
+    };
     let meta = newest(&location).await;
     assert_eq!(ids(&meta), vec![4, 5, 6]);
     for v in 4..=6 {

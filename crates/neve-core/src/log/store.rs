@@ -150,6 +150,13 @@ impl LogStore {
                 out.commits.insert(v);
             }
         }
+        // A listing is not a snapshot of the folder: a local directory read while writers
+        // create entries can return version N+1 and miss N (the order of a directory is not
+        // the order of creation). Entries are only ever removed oldest first, and N+1 is
+        // created by a writer that read N, so every version between two listed ones exists.
+        if let (Some(&lo), Some(&hi)) = (out.commits.first(), out.commits.last()) {
+            out.commits.extend(lo..=hi);
+        }
         Ok(out)
     }
 

@@ -34,8 +34,8 @@ pub use counting::{CountingStore, ReadCounter};
 pub(crate) use ids::FieldIdAdapterFactory;
 pub use output::{ResultFormat, ResultWriter};
 pub use provider::SnapshotTable;
-pub use splits::{plan_splits, scan_split, Split, Splits};
 pub(crate) use scan::ordered_rows;
+pub use splits::{plan_splits, scan_split, Split, Splits};
 
 use crate::error::{Error, Result};
 use crate::storage::TableLocation;

@@ -635,7 +635,13 @@ async fn splits_keep_partitions_apart_and_prune_as_a_query_does() {
         .collect();
     assert_eq!(
         parts,
-        vec![("m=2021-01", 2), ("m=2021-02", 1), ("m=2021-03", 1), ("m=2021-04", 1), ("m=2021-08", 1)]
+        vec![
+            ("m=2021-01", 2),
+            ("m=2021-02", 1),
+            ("m=2021-03", 1),
+            ("m=2021-04", 1),
+            ("m=2021-08", 1)
+        ]
     );
     assert_eq!(all.version, 3);
     assert_eq!(rows_of_splits(&t, &all, None).await, 1360);
@@ -645,18 +651,27 @@ async fn splits_keep_partitions_apart_and_prune_as_a_query_does() {
     assert_eq!(rows_of_splits(&t, &small, None).await, 1360);
     // A filter on the partition's source column: only August is read, and filtered again.
     let p = "ts >= TIMESTAMP '2021-08-01 00:00:00' AND kind = 'a'";
-    let aug = plan_splits(&t, AsOf::Latest, Some(p), u64::MAX).await.unwrap();
+    let aug = plan_splits(&t, AsOf::Latest, Some(p), u64::MAX)
+        .await
+        .unwrap();
     assert_eq!(aug.splits.len(), 1);
     assert_eq!(aug.splits[0].partition, "m=2021-08");
     assert_eq!(rows_of_splits(&t, &aug, Some(p)).await, 155);
     // A filter nothing passes reads nothing; an older version has its own files.
-    let none = plan_splits(&t, AsOf::Latest, Some("1 = 0"), u64::MAX).await.unwrap();
+    let none = plan_splits(&t, AsOf::Latest, Some("1 = 0"), u64::MAX)
+        .await
+        .unwrap();
     assert!(none.splits.is_empty());
-    let old = plan_splits(&t, AsOf::Version(1), None, u64::MAX).await.unwrap();
+    let old = plan_splits(&t, AsOf::Version(1), None, u64::MAX)
+        .await
+        .unwrap();
     assert_eq!((old.version, old.splits.len()), (1, 4));
     assert_eq!(rows_of_splits(&t, &old, None).await, 1000);
     // A path that is not alive at the version is refused.
-    let e = scan_split(&t, 1, &all.splits[4].paths, None).await.err().unwrap();
+    let e = scan_split(&t, 1, &all.splits[4].paths, None)
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::FileNotAlive { version: 1, .. }), "{e}");
 }
 
@@ -681,10 +696,14 @@ async fn a_merge_tables_splits_hold_whole_partitions_and_read_exact() {
     assert_eq!(s.splits[0].paths.len(), 3);
     assert_eq!(rows_of_splits(&t, &s, None).await, 150);
     // A key filter prunes files whose keys it excludes; the read still has the newest row.
-    let k = plan_splits(&t, AsOf::Latest, Some("id = 120"), 1).await.unwrap();
+    let k = plan_splits(&t, AsOf::Latest, Some("id = 120"), 1)
+        .await
+        .unwrap();
     assert_eq!(k.splits[0].paths.len(), 1);
     assert_eq!(rows_of_splits(&t, &k, Some("id = 120")).await, 1);
-    let newest = plan_splits(&t, AsOf::Latest, Some("id = 5"), 1).await.unwrap();
+    let newest = plan_splits(&t, AsOf::Latest, Some("id = 5"), 1)
+        .await
+        .unwrap();
     assert_eq!(newest.splits[0].paths.len(), 2);
     let batches: Vec<RecordBatch> = {
         use futures::TryStreamExt;

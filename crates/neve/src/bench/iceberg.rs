@@ -10,11 +10,11 @@ use std::time::Instant;
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use futures::TryStreamExt;
-use object_store::ObjectStoreExt;
 use neve_core::iceberg::SyncOptions;
 use neve_core::log::TableSettings;
 use neve_core::write::NoProgress;
 use neve_core::{CreateOptions, InsertOptions, Table, TableBuilder, TableLocation};
+use object_store::ObjectStoreExt;
 use serde_json::json;
 
 use super::{load_taxi, median, taxi, taxi_layout};
@@ -146,9 +146,7 @@ async fn at_many_commits(root: &str, commits: u64, runs: usize) -> Result<()> {
     );
     let with = TableBuilder::new(location.clone()).build();
     let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
-    quiet
-        .create(with_iceberg(CreateOptions::default()))
-        .await?;
+    quiet.create(with_iceberg(CreateOptions::default())).await?;
     let bar = indicatif::ProgressBar::new(commits);
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -162,7 +160,12 @@ async fn at_many_commits(root: &str, commits: u64, runs: usize) -> Result<()> {
             for i in 0..n {
                 let b = one_row(&schema, (w << 32 | i) as i64)?;
                 table
-                    .insert_batches(schema.clone(), vec![b], &InsertOptions::default(), Arc::new(NoProgress))
+                    .insert_batches(
+                        schema.clone(),
+                        vec![b],
+                        &InsertOptions::default(),
+                        Arc::new(NoProgress),
+                    )
                     .await?;
                 bar.inc(1);
             }
@@ -184,15 +187,21 @@ async fn at_many_commits(root: &str, commits: u64, runs: usize) -> Result<()> {
     let full_s = t.elapsed().as_secs_f64();
     let json_bytes = location
         .store
-        .head(&location.child(&format!("metadata/v{}.metadata.json", full.metadata_version)))
+        .head(&location.child(&format!(
+            "metadata/v{}.metadata.json",
+            full.metadata_version
+        )))
         .await
         .map_err(neve_core::Error::from)?
         .size;
     let (mut with_s, mut without_s, mut sync_s) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs {
         // With the metadata written by the commit; then without, and the sync on its own.
-        with_s.push(timed_insert(&with, schema.clone(), vec![one_row(&schema, -(i as i64))?]).await?);
-        without_s.push(timed_insert(&quiet, schema.clone(), vec![one_row(&schema, -(i as i64))?]).await?);
+        with_s
+            .push(timed_insert(&with, schema.clone(), vec![one_row(&schema, -(i as i64))?]).await?);
+        without_s.push(
+            timed_insert(&quiet, schema.clone(), vec![one_row(&schema, -(i as i64))?]).await?,
+        );
         let t = Instant::now();
         quiet.iceberg_sync(&SyncOptions::default()).await?;
         sync_s.push(t.elapsed().as_secs_f64());
@@ -223,7 +232,8 @@ async fn at_many_commits(root: &str, commits: u64, runs: usize) -> Result<()> {
 async fn read_half(a: &BenchIcebergArgs, python: &str) -> Result<()> {
     let (Some(jar), Some(table)) = (&a.jar, &a.read_table) else {
         return Err(CliError::Usage(
-            "the read half needs --jar (Iceberg's Spark runtime) and --read-table (a local folder)".into(),
+            "the read half needs --jar (Iceberg's Spark runtime) and --read-table (a local folder)"
+                .into(),
         ));
     };
     let t = Table::at(table)?;
@@ -247,8 +257,18 @@ async fn read_half(a: &BenchIcebergArgs, python: &str) -> Result<()> {
         "bench/iceberg.py",
         &dir.path().join("iceberg.py"),
         &[
-            "--neve-bin", &me, "--table", table, "--queries", &queries, "--jar", jar,
-            "--python", python, "--runs", &runs,
+            "--neve-bin",
+            &me,
+            "--table",
+            table,
+            "--queries",
+            &queries,
+            "--jar",
+            jar,
+            "--python",
+            python,
+            "--runs",
+            &runs,
         ],
     )
     .await?;
