@@ -641,11 +641,9 @@ impl IcebergWriter {
         let puts = writes
             .into_iter()
             .map(|(key, bytes)| self.put_once(key, bytes));
-        for written in futures::future::try_join_all(puts).await? {
-            if let Some(len) = written {
-                run.report.files_written += 1;
-                run.report.bytes_written += len;
-            }
+        for len in futures::future::try_join_all(puts).await?.into_iter().flatten() {
+            run.report.files_written += 1;
+            run.report.bytes_written += len;
         }
         crate::failpoint::hit("iceberg:after-manifests");
 
