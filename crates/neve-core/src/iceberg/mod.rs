@@ -641,7 +641,11 @@ impl IcebergWriter {
         let puts = writes
             .into_iter()
             .map(|(key, bytes)| self.put_once(key, bytes));
-        for len in futures::future::try_join_all(puts).await?.into_iter().flatten() {
+        for len in futures::future::try_join_all(puts)
+            .await?
+            .into_iter()
+            .flatten()
+        {
             run.report.files_written += 1;
             run.report.bytes_written += len;
         }
