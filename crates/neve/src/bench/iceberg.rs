@@ -147,35 +147,7 @@ async fn at_many_commits(root: &str, commits: u64, runs: usize) -> Result<()> {
     let with = TableBuilder::new(location.clone()).build();
     let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
     quiet.create(with_iceberg(CreateOptions::default())).await?;
-    let bar = indicatif::ProgressBar::new(commits);
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let writers = 4u64;
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let (table, schema, bar) = (quiet.clone(), schema.clone(), bar.clone());
-        let n = commits / writers + u64::from(w < commits % writers);
-        tasks.push(tokio::spawn(async move {
-            for i in 0..n {
-                let b = one_row(&schema, (w << 32 | i) as i64)?;
-                table
-                    .insert_batches(
-                        schema.clone(),
-                        vec![b],
-                        &InsertOptions::default(),
-                        Arc::new(NoProgress),
-                    )
-                    .await?;
-                bar.inc(1);
-            }
-            Ok::<_, CliError>(())
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| CliError::Usage(e.to_string()))??;
-    }
-    bar.finish_and_clear();
+    super::log::one_row_commits(quiet.clone(), commits, 4).await?;
 
     let t = Instant::now();
     let full = quiet

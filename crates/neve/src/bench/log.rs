@@ -55,19 +55,21 @@ pub async fn run(a: BenchLogArgs) -> Result<()> {
 async fn build(a: &BenchLogArgs) -> Result<()> {
     let table = Arc::new(Table::at(&a.table)?);
     table.create(CreateOptions::default()).await?;
+    one_row_commits(table, a.commits, a.writers).await
+}
+
+/// `commits` one-row commits (a column `n`) by `writers` concurrent committers, with a
+/// progress bar on a terminal.
+pub(super) async fn one_row_commits(table: Arc<Table>, commits: u64, writers: usize) -> Result<()> {
     let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
-    let bar = indicatif::ProgressBar::new(a.commits);
+    let bar = indicatif::ProgressBar::new(commits);
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let per = a.commits / a.writers.max(1) as u64;
+    let writers = writers.max(1) as u64;
     let mut tasks = Vec::new();
-    for w in 0..a.writers.max(1) as u64 {
-        let n = if w == 0 {
-            a.commits - per * (a.writers.max(1) as u64 - 1)
-        } else {
-            per
-        };
+    for w in 0..writers {
+        let n = commits / writers + u64::from(w < commits % writers);
         let table = table.clone();
         let schema = schema.clone();
         let bar = bar.clone();
