@@ -198,6 +198,7 @@ async fn unknown_outcome(loc: TableLocation) {
         fail_after: AtomicU32::new(0),
         fail_before: AtomicU32::new(0),
         exists_after: AtomicU32::new(0),
+        hidden_from_listings: Default::default(),
     });
     let floc = TableLocation {
         store: flaky.clone(),
@@ -329,11 +330,33 @@ struct Flaky {
     /// Next N commit PUTs land, then report `AlreadyExists` (what a client's own retry of a
     /// landed conditional PUT sees).
     exists_after: AtomicU32,
+    /// Listings leave out log entries whose name ends so (what a local directory read while
+    /// writers create entries can do).
+    hidden_from_listings: std::sync::Mutex<Option<String>>,
 }
 
 impl fmt::Display for Flaky {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Flaky({})", self.inner)
+    }
+}
+
+impl Flaky {
+    fn hide(
+        &self,
+        listed: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        use futures::StreamExt;
+        let hidden = self.hidden_from_listings.lock().unwrap().clone();
+        listed
+            .filter(move |m| {
+                let keep = match (m, &hidden) {
+                    (Ok(m), Some(h)) => !m.location.as_ref().ends_with(h.as_str()),
+                    _ => true,
+                };
+                std::future::ready(keep)
+            })
+            .boxed()
     }
 }
 
@@ -394,14 +417,14 @@ impl ObjectStore for Flaky {
         self.inner.delete_stream(locations)
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
+        self.hide(self.inner.list(prefix))
     }
     fn list_with_offset(
         &self,
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
+        self.hide(self.inner.list_with_offset(prefix, offset))
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.inner.list_with_delimiter(prefix).await
@@ -451,7 +474,52 @@ macro_rules! conformance {
     };
 }
 
+/// A listing that shows version N+1 but not N (a directory read while writers create
+/// entries): readers still replay every version.
+async fn listing_gap(loc: TableLocation) {
+    let flaky = Arc::new(Flaky {
+        inner: loc.store.clone(),
+        fail_after: AtomicU32::new(0),
+        fail_before: AtomicU32::new(0),
+        exists_after: AtomicU32::new(0),
+        hidden_from_listings: Default::default(),
+    });
+    let floc = TableLocation {
+        store: flaky.clone(),
+        ..loc.clone()
+    };
+    let t = build(&floc, 9);
+    t.create(CreateOptions::default()).await.unwrap();
+    for id in 1..=3 {
+        let (s, b) = batch(&[id], &["eu"]);
+        insert(&t, s, b).await.unwrap();
+    }
+    *flaky.hidden_from_listings.lock().unwrap() = Some("00000000000000000002.json".into());
+    let mut listed: Vec<u64> = t
+        .log()
+        .list(None)
+        .await
+        .unwrap()
+        .commits
+        .into_iter()
+        .collect();
+    listed.sort();
+    assert_eq!(listed, vec![0, 1, 2, 3]);
+    let fresh = build(&floc, 10);
+    let snap = fresh.snapshot().await.unwrap();
+    assert_eq!((snap.version, snap.rows()), (3, 3));
+    assert_eq!(
+        fresh
+            .snapshot_as_of(neve_core::AsOf::Version(2))
+            .await
+            .unwrap()
+            .rows(),
+        2
+    );
+}
+
 conformance!(
+    listing_gap,
     roundtrip,
     create_only_put,
     checkpoint_tail,
