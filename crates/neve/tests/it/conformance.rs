@@ -193,17 +193,7 @@ async fn racing_writers(loc: TableLocation) {
 /// A commit PUT that landed but reported failure is recognised by its id, not written twice;
 /// one that failed before landing is retried.
 async fn unknown_outcome(loc: TableLocation) {
-    let flaky = Arc::new(Flaky {
-        inner: loc.store.clone(),
-        fail_after: AtomicU32::new(0),
-        fail_before: AtomicU32::new(0),
-        exists_after: AtomicU32::new(0),
-        hidden_from_listings: Default::default(),
-    });
-    let floc = TableLocation {
-        store: flaky.clone(),
-        ..loc.clone()
-    };
+    let (flaky, floc) = Flaky::over(&loc);
     let t = build(&floc, 6);
     t.create(CreateOptions::default()).await.unwrap();
     flaky.fail_after.store(1, Ordering::SeqCst);
@@ -342,6 +332,22 @@ impl fmt::Display for Flaky {
 }
 
 impl Flaky {
+    /// A store over `loc`'s that injects nothing until told, and `loc` on it.
+    fn over(loc: &TableLocation) -> (Arc<Flaky>, TableLocation) {
+        let flaky = Arc::new(Flaky {
+            inner: loc.store.clone(),
+            fail_after: AtomicU32::new(0),
+            fail_before: AtomicU32::new(0),
+            exists_after: AtomicU32::new(0),
+            hidden_from_listings: Default::default(),
+        });
+        let floc = TableLocation {
+            store: flaky.clone(),
+            ..loc.clone()
+        };
+        (flaky, floc)
+    }
+
     fn hide(
         &self,
         listed: BoxStream<'static, object_store::Result<ObjectMeta>>,
@@ -477,17 +483,7 @@ macro_rules! conformance {
 /// A listing that shows version N+1 but not N (a directory read while writers create
 /// entries): readers still replay every version.
 async fn listing_gap(loc: TableLocation) {
-    let flaky = Arc::new(Flaky {
-        inner: loc.store.clone(),
-        fail_after: AtomicU32::new(0),
-        fail_before: AtomicU32::new(0),
-        exists_after: AtomicU32::new(0),
-        hidden_from_listings: Default::default(),
-    });
-    let floc = TableLocation {
-        store: flaky.clone(),
-        ..loc.clone()
-    };
+    let (flaky, floc) = Flaky::over(&loc);
     let t = build(&floc, 9);
     t.create(CreateOptions::default()).await.unwrap();
     for id in 1..=3 {
