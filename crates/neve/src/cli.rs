@@ -594,6 +594,9 @@ pub struct BenchSemanticsArgs {
     pub python: String,
     #[arg(long)]
     pub keep: bool,
+    /// Load the tables, time nothing and keep them (to profile a query on unmerged data).
+    #[arg(long)]
+    pub load_only: bool,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 }

@@ -431,3 +431,102 @@ async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
         ]]
     );
 }
+
+#[tokio::test]
+async fn a_merged_file_with_tombstones_is_read_without_a_merge_and_key_filters_go_below_it() {
+    let t = TableBuilder::new(TableLocation::memory("live")).build();
+    t.create(CreateOptions {
+        sort_by: vec!["k".into(), "v".into()],
+        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
+        merge: Some(
+            "replace(key = [k], version = v, deleted = del)"
+                .parse()
+                .unwrap(),
+        ),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Three versions of keys 0..40; the last deletes every fourth key.
+    for i in 0..3 {
+        let rows: Vec<Row> = (0..40)
+            .map(|k| Row {
+                g: 0,
+                k,
+                v: i,
+                del: i == 2 && k % 4 == 0,
+                x: k * 10 + i,
+            })
+            .collect();
+        insert_rows(&t, &rows).await;
+    }
+    let live: Vec<i64> = (0..40).filter(|k| k % 4 != 0).collect();
+    let sum: i64 = live.iter().map(|k| k * 10 + 2).sum();
+    async fn explain(e: &QueryEngine, sql: &str) -> String {
+        rows_of(e, &format!("EXPLAIN {sql}"))
+            .await
+            .concat()
+            .join(" ")
+    }
+    let mut e = QueryEngine::new();
+    e.register_table("t", &t, None).await.unwrap();
+    // Unmerged: the lookup's key filter runs on each file's rows, under the merge.
+    let plan = explain(&e, "SELECT x FROM t WHERE k = 5").await;
+    assert!(plan.contains("NeveMergeExec"), "{plan}");
+    assert_eq!(
+        rows_of(&e, "SELECT x FROM t WHERE k = 5").await,
+        vec![vec!["52".to_string()]]
+    );
+    assert_eq!(
+        rows_of(&e, "SELECT x FROM t WHERE k = 4").await,
+        Vec::<Vec<String>>::new()
+    );
+
+    t.merge(
+        &MergeOptions {
+            min_files: 2,
+            ..Default::default()
+        },
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
+    let files = t.snapshot().await.unwrap().files;
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        files.values().next().unwrap().rows,
+        40,
+        "tombstones are kept"
+    );
+    let mut e = QueryEngine::new();
+    e.register_table("t", &t, None).await.unwrap();
+    for sql in [
+        "SELECT count(*), sum(x) FROM t",
+        "SELECT count(*) FROM t",
+        "SELECT x FROM t WHERE k = 5",
+    ] {
+        let plan = explain(&e, sql).await;
+        assert!(!plan.contains("NeveMergeExec"), "{sql}: {plan}");
+    }
+    assert_eq!(
+        rows_of(&e, "SELECT count(*), sum(x) FROM t").await,
+        vec![vec![live.len().to_string(), sum.to_string()]]
+    );
+    assert_eq!(
+        rows_of(&e, "SELECT count(*) FROM t").await,
+        vec![vec![live.len().to_string()]]
+    );
+    assert_eq!(
+        rows_of(&e, "SELECT k, x FROM t WHERE k < 6 ORDER BY k").await,
+        vec![
+            vec!["1".to_string(), "12".to_string()],
+            vec!["2".to_string(), "22".to_string()],
+            vec!["3".to_string(), "32".to_string()],
+            vec!["5".to_string(), "52".to_string()],
+        ]
+    );
+    assert_eq!(
+        rows_of(&e, "SELECT * FROM t WHERE k = 8").await,
+        Vec::<Vec<String>>::new()
+    );
+}

@@ -22,6 +22,7 @@ use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::reassign_expr_columns;
 use datafusion::physical_expr::{
     EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
 };
@@ -42,11 +43,21 @@ use crate::storage::TableLocation;
 /// A file's partition values, to group files by partition.
 pub(crate) type PartitionKey<'a> = Vec<(&'a String, &'a Option<String>)>;
 
-/// How the files of one query split: those read as they are, and per partition the runs
-/// that are merged.
+/// How the files of one query split: those read as they are, those read as they are but for
+/// their tombstones, and per partition the runs that are merged.
 pub(crate) struct MergedFiles<'a> {
     pub plain: Vec<&'a AddFile>,
+    /// One row per key, no other file's keys, but deleted keys kept as tombstones (a merge
+    /// keeps them while the table has a version column): read with the deleted rows dropped.
+    pub live: Vec<&'a AddFile>,
     pub merged: Vec<Vec<&'a AddFile>>,
+}
+
+impl MergedFiles<'_> {
+    /// Whether the files' row counts are the rows an exact read returns.
+    pub fn counts_exactly(&self) -> bool {
+        self.merged.is_empty() && self.live.is_empty()
+    }
 }
 
 /// Split `files` (each with its index in `stats`) into files read as they are and runs to
@@ -69,6 +80,7 @@ pub(crate) fn split<'a>(
     let deleted_stats = spec.deleted().map(|d| stats.column(d));
     let mut out = MergedFiles {
         plain: Vec::new(),
+        live: Vec::new(),
         merged: Vec::new(),
     };
     for (_, mut part) in by_partition {
@@ -91,6 +103,8 @@ pub(crate) fn split<'a>(
             };
             if alone && no_tombstones {
                 out.plain.push(f);
+            } else if alone {
+                out.live.push(f);
             } else {
                 run.push(f);
             }
@@ -146,7 +160,8 @@ pub(crate) struct MergeScan<'a> {
     pub spec: &'a MergeSpec,
     /// The query's columns (indices into `schema`); all when `None`.
     pub projection: Option<&'a Vec<usize>>,
-    /// Key filters, used to skip row groups and pages.
+    /// Key filters (on `schema`): they skip row groups and pages, and filter rows before the
+    /// merge.
     pub predicate: Option<Arc<dyn PhysicalExpr>>,
     pub partitions: usize,
 }
@@ -241,8 +256,10 @@ impl MergeExec {
                     }
                     (p, r) => p.clone().or(r),
                 };
-                if let Some(p) = predicate {
-                    source = source.with_predicate(p);
+                if let Some(p) = &predicate {
+                    // Key filters select whole keys, so they filter rows before the merge:
+                    // in the decoder, which reads the other columns only for matching rows.
+                    source = source.with_predicate(p.clone()).with_pushdown_filters(true);
                 }
                 let config = FileScanConfigBuilder::new(scan.store_url.clone(), Arc::new(source))
                     .with_file_groups(groups)
@@ -252,10 +269,11 @@ impl MergeExec {
                     .with_output_ordering(vec![key_order(schema, true)])
                     .build();
                 let mut plan: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
-                if let Some(r) = range(&read_schema)? {
-                    // Pages outside the range are skipped; the rows of the pages at its ends
-                    // are filtered here.
-                    plan = Arc::new(FilterExec::try_new(r, plan).map_err(super::query_error)?);
+                if let Some(p) = predicate {
+                    // The decoder applies what it can; this applies the rest (it is cheap on
+                    // rows that already pass).
+                    let p = reassign_expr_columns(p, &read_schema).map_err(super::query_error)?;
+                    plan = Arc::new(FilterExec::try_new(p, plan).map_err(super::query_error)?);
                 }
                 if run.len() > 1 {
                     // Equal keys in file order, the files in commit order: the later row is the

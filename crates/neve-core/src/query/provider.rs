@@ -141,7 +141,7 @@ impl SnapshotTable {
             .enumerate()
             .map(|(i, f)| (i, f.as_ref()))
             .collect();
-        super::merged::split(spec, stats, files).merged.is_empty()
+        super::merged::split(spec, stats, files).counts_exactly()
     }
 
     /// The snapshot, once its file list is read.
@@ -567,6 +567,59 @@ impl SnapshotTable {
         format.create_physical_plan(state, config).await
     }
 
+    /// Scan `files` (each one row per key, see [`super::merged::MergedFiles::live`]) without
+    /// the rows of deleted keys.
+    async fn live_scan(
+        &self,
+        state: &dyn Session,
+        spec: &crate::merge::MergeSpec,
+        files: Vec<&crate::log::AddFile>,
+        projection: Option<&Vec<usize>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        use datafusion::logical_expr::Operator;
+        use datafusion::physical_expr::expressions::{
+            BinaryExpr, Column as PhysicalColumn, Literal,
+        };
+        use datafusion::physical_expr::PhysicalExpr;
+        use datafusion::physical_plan::filter::FilterExec;
+        use datafusion::physical_plan::projection::ProjectionExec;
+        let deleted = spec
+            .deleted()
+            .expect("only a spec with a deleted flag keeps tombstones");
+        let d = self.scan_schema.index_of(deleted)?;
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.scan_schema.fields().len()).collect(),
+        };
+        let mut read = wanted.clone();
+        let at = match read.iter().position(|&i| i == d) {
+            Some(at) => at,
+            None => {
+                read.push(d);
+                read.len() - 1
+            }
+        };
+        let scan = self.plain_scan(state, files, Some(&read), None).await?;
+        // Not deleted: false or null.
+        let keep = Arc::new(BinaryExpr::new(
+            Arc::new(PhysicalColumn::new(deleted, at)),
+            Operator::IsDistinctFrom,
+            Arc::new(Literal::new(true.into())),
+        ));
+        let filtered: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(keep, scan)?);
+        if read.len() == wanted.len() {
+            return Ok(filtered);
+        }
+        let schema = filtered.schema();
+        let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..wanted.len())
+            .map(|i| {
+                let name = schema.field(i).name().clone();
+                (Arc::new(PhysicalColumn::new(&name, i)) as _, name)
+            })
+            .collect();
+        Ok(Arc::new(ProjectionExec::try_new(exprs, filtered)?))
+    }
+
     /// An exact read of a table with merge semantics (see `merged.rs`).
     async fn merged_scan(
         &self,
@@ -589,12 +642,20 @@ impl SnapshotTable {
         tracing::debug!(
             table = %self.location.display,
             plain = split.plain.len(),
+            live = split.live.len(),
             runs = split.merged.len(),
             "merged scan"
         );
-        let plain = self
+        let mut plain = self
             .plain_scan(state, split.plain, projection, None)
             .await?;
+        if !split.live.is_empty() {
+            let live = self.live_scan(state, spec, split.live, projection).await?;
+            plain = match plain.downcast_ref::<EmptyExec>() {
+                Some(_) => live,
+                None => datafusion::physical_plan::union::UnionExec::try_new(vec![plain, live])?,
+            };
+        }
         if split.merged.is_empty() {
             return Ok(plain);
         }
