@@ -220,10 +220,17 @@ impl MergeExec {
             }))
             .expect("a key has a column")
         };
-        // A large run on fewer runs than the query has partitions is split by ranges of its
-        // first key column, each merged on its own: a key's rows all fall in one range.
+        // A large run on fewer runs than the cores is split by ranges of its first key column,
+        // each merged on its own: a key's rows all fall in one range. Not more ranges than
+        // cores: each range decodes every file's dictionary pages again (with 8 ranges on 2
+        // cores an exact `count(*)` of 100 files took twice the time of 2). Not at all under
+        // key filters: they already bound the rows, and each range would open every file.
         let slots = scan.partitions.max(1);
-        let splits = (slots / runs.len().max(1)).max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let splits = match scan.predicate {
+            Some(_) => 1,
+            None => (slots.min(cores) / runs.len().max(1)).max(1),
+        };
         let bytes = |r: &Vec<&AddFile>| r.iter().map(|f| f.size).sum::<u64>();
         let first_key = &scan.spec.key()[0];
         let mut plans: Vec<(u64, Arc<dyn ExecutionPlan>)> = Vec::new();
