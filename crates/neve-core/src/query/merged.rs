@@ -164,6 +164,9 @@ pub(crate) struct MergeScan<'a> {
     /// merge.
     pub predicate: Option<Arc<dyn PhysicalExpr>>,
     pub partitions: usize,
+    /// Opens the files through the session's footer cache, as plain scans do, so a kept table
+    /// handle does not read every file's footer and page index again.
+    pub reader: Arc<dyn datafusion::datasource::physical_plan::ParquetFileReaderFactory>,
 }
 
 impl MergeExec {
@@ -256,7 +259,8 @@ impl MergeExec {
                     })
                     .collect();
                 let mut source = ParquetSource::new(schema.clone())
-                    .with_metadata_size_hint(super::provider::FOOTER_HINT);
+                    .with_metadata_size_hint(super::provider::FOOTER_HINT)
+                    .with_parquet_file_reader_factory(scan.reader.clone());
                 let predicate = match (&scan.predicate, range(schema)?) {
                     (Some(p), Some(r)) => {
                         Some(datafusion::physical_expr::conjunction([p.clone(), r]))

@@ -684,6 +684,12 @@ impl SnapshotTable {
                 projection,
                 predicate,
                 partitions: state.config().target_partitions(),
+                reader: Arc::new(
+                    datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory::new(
+                        state.runtime_env().object_store(&self.store_url)?,
+                        state.runtime_env().cache_manager.get_file_metadata_cache(),
+                    ),
+                ),
             },
             split.merged,
         )
