@@ -383,29 +383,36 @@ async fn a_spec_change_that_would_change_answers_is_refused() {
     assert!(e.contains("merge spec names it"), "{e}");
 }
 
-#[tokio::test]
-async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
-    let t = TableBuilder::new(TableLocation::memory("ranges")).build();
+/// An unpartitioned table of `spec` sorted by `k, v`, with three inserts of versions 0, 1 and 2
+/// of keys `0..keys` (`x = k * 10 + version`); the last deletes the keys `deleted` picks.
+async fn three_versions(name: &str, spec: &str, keys: i64, deleted: fn(i64) -> bool) -> Table {
+    let t = TableBuilder::new(TableLocation::memory(name)).build();
     t.create(CreateOptions {
         sort_by: vec!["k".into(), "v".into()],
         schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
-        merge: Some("replace(key = [k], version = v)".parse().unwrap()),
+        merge: Some(spec.parse().unwrap()),
         ..Default::default()
     })
     .await
     .unwrap();
     for i in 0..3 {
-        let rows: Vec<Row> = (0..50)
+        let rows: Vec<Row> = (0..keys)
             .map(|k| Row {
                 g: 0,
                 k,
                 v: i,
-                del: false,
+                del: i == 2 && deleted(k),
                 x: k * 10 + i,
             })
             .collect();
         insert_rows(&t, &rows).await;
     }
+    t
+}
+
+#[tokio::test]
+async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
+    let t = three_versions("ranges", "replace(key = [k], version = v)", 50, |_| false).await;
     let mut e = QueryEngine::new();
     e.register_table("t", &t, None).await.unwrap();
     let plan = rows_of(&e, "EXPLAIN SELECT count(*), sum(x) FROM t")
@@ -434,32 +441,9 @@ async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
 
 #[tokio::test]
 async fn a_merged_file_with_tombstones_is_read_without_a_merge_and_key_filters_go_below_it() {
-    let t = TableBuilder::new(TableLocation::memory("live")).build();
-    t.create(CreateOptions {
-        sort_by: vec!["k".into(), "v".into()],
-        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
-        merge: Some(
-            "replace(key = [k], version = v, deleted = del)"
-                .parse()
-                .unwrap(),
-        ),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    // Three versions of keys 0..40; the last deletes every fourth key.
-    for i in 0..3 {
-        let rows: Vec<Row> = (0..40)
-            .map(|k| Row {
-                g: 0,
-                k,
-                v: i,
-                del: i == 2 && k % 4 == 0,
-                x: k * 10 + i,
-            })
-            .collect();
-        insert_rows(&t, &rows).await;
-    }
+    // The last of three versions deletes every fourth key.
+    let spec = "replace(key = [k], version = v, deleted = del)";
+    let t = three_versions("live", spec, 40, |k| k % 4 == 0).await;
     let live: Vec<i64> = (0..40).filter(|k| k % 4 != 0).collect();
     let sum: i64 = live.iter().map(|k| k * 10 + 2).sum();
     async fn explain(e: &QueryEngine, sql: &str) -> String {
