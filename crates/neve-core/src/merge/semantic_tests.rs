@@ -440,7 +440,7 @@ async fn a_large_run_is_merged_in_key_ranges_on_every_core() {
 }
 
 #[tokio::test]
-async fn a_merged_file_with_tombstones_is_read_without_a_merge_and_key_filters_go_below_it() {
+async fn a_merged_file_with_tombstones_is_read_without_a_merge() {
     // The last of three versions deletes every fourth key.
     let spec = "replace(key = [k], version = v, deleted = del)";
     let t = three_versions("live", spec, 40, |k| k % 4 == 0).await;
@@ -454,7 +454,8 @@ async fn a_merged_file_with_tombstones_is_read_without_a_merge_and_key_filters_g
     }
     let mut e = QueryEngine::new();
     e.register_table("t", &t, None).await.unwrap();
-    // Unmerged: the lookup's key filter runs on each file's rows, under the merge.
+    // Unmerged: lookups go through the merge (their key filter runs on each file's rows
+    // first), and find a live key's last version and nothing of a deleted key.
     let plan = explain(&e, "SELECT x FROM t WHERE k = 5").await;
     assert!(plan.contains("NeveMergeExec"), "{plan}");
     assert_eq!(

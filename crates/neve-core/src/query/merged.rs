@@ -229,10 +229,9 @@ impl MergeExec {
         // cores an exact `count(*)` of 100 files took twice the time of 2). Not at all under
         // key filters: they already bound the rows, and each range would open every file.
         let slots = scan.partitions.max(1);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let splits = match scan.predicate {
             Some(_) => 1,
-            None => (slots.min(cores) / runs.len().max(1)).max(1),
+            None => (slots.min(super::cores()) / runs.len().max(1)).max(1),
         };
         let bytes = |r: &Vec<&AddFile>| r.iter().map(|f| f.size).sum::<u64>();
         let first_key = &scan.spec.key()[0];

@@ -94,10 +94,7 @@ impl QueryEngine {
         // Scan partitions are also the I/O concurrency: with one per core, a scan of many
         // files on S3 waits on one request per core at a time. More partitions keep requests
         // in flight while the cores decode.
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
-        let mut config = config.with_target_partitions(scan_partitions(cores));
+        let mut config = config.with_target_partitions(scan_partitions(cores()));
         if let Some(rows) = limits.batch_rows {
             config = config.with_batch_size(rows);
         }
@@ -496,6 +493,17 @@ fn plain_strings(df: DataFrame) -> datafusion::error::Result<DataFrame> {
 }
 
 /// Partitions of a query plan: `NEVE_SCAN_PARTITIONS`, or four per core (at least 8).
+/// The cores this process may use, read once: `available_parallelism` reads the cgroup's
+/// files on every call, and plans ask for it per query.
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    })
+}
+
 fn scan_partitions(cores: usize) -> usize {
     std::env::var("NEVE_SCAN_PARTITIONS")
         .ok()

@@ -580,9 +580,7 @@ impl SnapshotTable {
         use datafusion::physical_expr::expressions::{
             BinaryExpr, Column as PhysicalColumn, Literal,
         };
-        use datafusion::physical_expr::PhysicalExpr;
-        use datafusion::physical_plan::filter::FilterExec;
-        use datafusion::physical_plan::projection::ProjectionExec;
+        use datafusion::physical_plan::filter::FilterExecBuilder;
         let deleted = spec
             .deleted()
             .expect("only a spec with a deleted flag keeps tombstones");
@@ -606,18 +604,13 @@ impl SnapshotTable {
             Operator::IsDistinctFrom,
             Arc::new(Literal::new(true.into())),
         ));
-        let filtered: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(keep, scan)?);
-        if read.len() == wanted.len() {
-            return Ok(filtered);
-        }
-        let schema = filtered.schema();
-        let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..wanted.len())
-            .map(|i| {
-                let name = schema.field(i).name().clone();
-                (Arc::new(PhysicalColumn::new(&name, i)) as _, name)
-            })
-            .collect();
-        Ok(Arc::new(ProjectionExec::try_new(exprs, filtered)?))
+        // The flag leaves with the filter when the query did not ask for it.
+        let projection = (read.len() > wanted.len()).then(|| (0..wanted.len()).collect());
+        Ok(Arc::new(
+            FilterExecBuilder::new(keep, scan)
+                .apply_projection(projection)?
+                .build()?,
+        ))
     }
 
     /// An exact read of a table with merge semantics (see `merged.rs`).
