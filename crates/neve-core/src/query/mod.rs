@@ -5,6 +5,7 @@
 //! statistics before any is opened; Parquet row groups and pages are pruned by DataFusion;
 //! `count(*)` that the log can answer exactly is answered from it.
 
+mod catalog;
 mod constant;
 mod counting;
 mod dialect;
@@ -273,20 +274,9 @@ impl QueryEngine {
             None => TableReference::bare(table),
         };
         let provider = self.ctx.table_provider(name).await.map_err(query_error)?;
-        let fields: Vec<Field> = provider
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| {
-                let t = if provider::is_view(f.data_type()) {
-                    provider::plain(f.data_type())
-                } else {
-                    f.data_type().clone()
-                };
-                f.as_ref().clone().with_data_type(t)
-            })
-            .collect();
-        Ok(Arc::new(Schema::new(fields)))
+        let schema = catalog::plain_schema(&provider.schema());
+        // Without the table's metadata, as before: callers list columns.
+        Ok(Arc::new(Schema::new(schema.fields().clone())))
     }
 
     /// Register a loaded snapshot as `table`, in `schema` when given (created if new), so
@@ -363,6 +353,9 @@ impl QueryEngine {
         let statement = self.parse(sql)?;
         let plan = state
             .statement_to_plan(statement)
+            .await
+            .map_err(query_error)?;
+        let plan = catalog::own_types(&state, plan)
             .await
             .map_err(query_error)?;
         if self.read_only {

@@ -306,6 +306,59 @@ async fn strings_are_scanned_as_views_and_returned_as_the_table_types() {
 }
 
 #[tokio::test]
+async fn catalog_statements_show_the_tables_own_types() {
+    let t = table().await;
+    let e = engine(&t).await;
+    let strings = |b: &[RecordBatch], col: usize| -> Vec<String> {
+        b.iter()
+            .flat_map(|b| {
+                let c = arrow::compute::cast(b.column(col), &DataType::Utf8).unwrap();
+                c.as_string::<i32>()
+                    .iter()
+                    .map(|v| v.unwrap_or("").to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let expected = ["Int64", "Timestamp(µs)", "Utf8", "Float64"];
+
+    let b = e.collect("DESCRIBE t").await.unwrap();
+    assert_eq!(strings(&b, 0), ["id", "ts", "kind", "fare"]);
+    assert_eq!(strings(&b, 1), expected);
+
+    let b = e
+        .collect(
+            "SELECT column_name, data_type FROM information_schema.columns \
+             WHERE table_name = 't' ORDER BY ordinal_position",
+        )
+        .await
+        .unwrap();
+    assert_eq!(strings(&b, 1), expected);
+    let b = e.collect("SHOW COLUMNS FROM t").await.unwrap();
+    let at = b[0].schema().index_of("data_type").unwrap();
+    assert_eq!(strings(&b, at), expected);
+
+    // In a subquery, and beside a scan of the table itself, which still reads views.
+    let b = e
+        .collect(
+            "SELECT count(*) FROM t WHERE kind IN (SELECT data_type FROM information_schema.columns \
+             WHERE column_name = 'kind') OR kind = 'a'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(int(&b, 0), vec![655]);
+    let b = e
+        .collect(
+            "SELECT c.data_type, count(*) FROM t JOIN information_schema.columns c \
+             ON c.column_name = 'kind' AND c.table_name = 't' GROUP BY 1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(strings(&b, 0), ["Utf8"]);
+    assert_eq!(int(&b, 1), vec![1310]);
+}
+
+#[tokio::test]
 async fn errors_say_what_and_where() {
     let t = table().await;
     let e = engine(&t).await;

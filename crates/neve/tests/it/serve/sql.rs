@@ -171,6 +171,12 @@ async fn sql_answers_in_every_format_as_neve_sql_does() {
         .map(|r| r["column_name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(cols, ["id", "region", "v"]);
+    // The table's own types, not the view types scans read strings as.
+    let types: Vec<_> = rows_of(&body)
+        .iter()
+        .map(|r| r["data_type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(types[1], "Utf8");
 }
 
 async fn json_rows(r: reqwest::Response) -> serde_json::Value {
