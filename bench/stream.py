@@ -2,8 +2,10 @@
 
 Seed 002's workload: `range(ROWS)`, one 64-bit integer, streamed
   (a) as Arrow IPC over HTTP to a Rust client (`neve bench stream-client`),
-  (b) over Flight SQL to the ADBC Python driver,
+  (b) over Flight SQL to the ADBC Python driver, and to arrow-flight's Rust client,
   (c) as NDJSON (fewer rows),
+and, for the ADBC client's bound, the same rows from pyarrow's Flight server (C++), which sends
+one prebuilt batch again and again;
 against the ceiling measured in the same run: the same number of bytes over one loopback TCP
 connection between two processes. Time, rows/s, GB/s, client and server peak RSS.
 Then `SELECT *` of a taxi table (MB/s, time to first byte), and the latency of `count(*)` and
@@ -53,8 +55,9 @@ class Server:
 
 
 def rust_client(neve_bin, url, sql, fmt):
-    out = subprocess.run([neve_bin, "bench", "stream-client", "--url", url, "--token", TOKEN,
-                          "--sql", sql, "--format", fmt], capture_output=True, text=True)
+    where = ["--flight", url] if fmt == "flight" else ["--url", url, "--format", fmt]
+    out = subprocess.run([neve_bin, "bench", "stream-client", *where, "--token", TOKEN,
+                          "--sql", sql], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -64,6 +67,8 @@ import json, resource, sys, time
 import adbc_driver_flightsql.dbapi as f
 t = time.perf_counter()
 conn = f.connect(sys.argv[1], db_kwargs={"adbc.flight.sql.authorization_header": "Bearer " + sys.argv[2]}, autocommit=True)
+# Python, pyarrow and the driver (a Go runtime) loaded and connected, before any result.
+start_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 cur = conn.cursor()
 cur.execute(sys.argv[3])
 reader = cur.fetch_record_batch()
@@ -75,8 +80,59 @@ for b in reader:
     nbytes += b.nbytes
 secs = time.perf_counter() - t
 print(json.dumps({"rows": rows, "bytes": nbytes, "seconds": secs, "first_byte_s": first or secs,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                  "start_rss_mb": start_mb}))
 """
+
+# The ADBC client's bound: pyarrow's Flight server (C++ gRPC) sending the same rows as
+# `range(N)`, in batches of the size neve serve sends, built once and sent again and again: no
+# query, no encoding beyond gRPC's. It answers the driver's GetSqlInfo at connect with no info.
+BOUND_SERVER = r"""
+import sys
+import pyarrow as pa, pyarrow.flight as fl
+ROWS, BATCH = int(sys.argv[1]), 131072
+batch = pa.record_batch([pa.array(range(BATCH), pa.int64())], names=["value"])
+SQL_INFO = pa.schema([
+    pa.field("info_name", pa.uint32(), nullable=False),
+    pa.field("value", pa.dense_union([
+        pa.field("string_value", pa.utf8()), pa.field("bool_value", pa.bool_()),
+        pa.field("bigint_value", pa.int64()), pa.field("int32_bitmask", pa.int32()),
+        pa.field("string_list", pa.list_(pa.utf8())),
+        pa.field("int32_to_int32_list_map", pa.map_(pa.int32(), pa.list_(pa.int32())))]),
+        nullable=False)])
+
+class Server(fl.FlightServerBase):
+    def get_flight_info(self, context, descriptor):
+        if b"CommandGetSqlInfo" in descriptor.command:
+            return fl.FlightInfo(SQL_INFO, descriptor, [fl.FlightEndpoint(b"info", [])], 0, -1)
+        return fl.FlightInfo(batch.schema, descriptor, [fl.FlightEndpoint(b"rows", [])], ROWS, -1)
+
+    def do_get(self, context, ticket):
+        if ticket.ticket == b"info":
+            return fl.RecordBatchStream(SQL_INFO.empty_table())
+        def batches():
+            left = ROWS
+            while left > 0:
+                n = min(left, BATCH)
+                yield batch if n == BATCH else batch.slice(0, n)
+                left -= n
+        return fl.GeneratorStream(batch.schema, batches())
+
+s = Server("grpc://127.0.0.1:0")
+print(s.port, flush=True)
+s.serve()
+"""
+
+
+class BoundServer:
+    def __init__(self, rows):
+        self.proc = subprocess.Popen([sys.executable, "-c", BOUND_SERVER, str(rows)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.grpc = f"grpc://127.0.0.1:{self.proc.stdout.readline().strip()}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
 
 
 def flight_client(grpc, sql):
@@ -140,6 +196,7 @@ def main():
         print(f"loaded {a.taxi_rows:,} taxi rows into {taxi}", file=sys.stderr)
 
     server = Server(neve, warehouse)
+    bound = BoundServer(a.rows)
     results = []
     try:
         cases = [
@@ -147,6 +204,10 @@ def main():
              lambda: rust_client(neve, server.url, f"SELECT value FROM range({a.rows})", "arrow")),
             ("Flight SQL (ADBC Python)", a.rows,
              lambda: flight_client(server.grpc, f"SELECT value FROM range({a.rows})")),
+            ("Flight SQL (Rust client)", a.rows,
+             lambda: rust_client(neve, server.grpc, f"SELECT value FROM range({a.rows})", "flight")),
+            ("Flight, ADBC from pyarrow (bound)", a.rows,
+             lambda: flight_client(bound.grpc, "rows")),
             ("NDJSON over HTTP (Rust client)", a.ndjson_rows,
              lambda: rust_client(neve, server.url, f"SELECT value FROM range({a.ndjson_rows})", "ndjson")),
             ("taxi SELECT * as Arrow over HTTP", a.taxi_rows,
@@ -155,10 +216,11 @@ def main():
         arrow_bytes = None
         for name, rows, run in cases:
             runs = []
+            pid = bound.proc.pid if "bound" in name else server.proc.pid
             for i in range(a.runs):
-                reset_peak(server.proc.pid)
+                reset_peak(pid)
                 r = run()
-                r["server_peak_rss_mb"] = peak_rss_mb(server.proc.pid)
+                r["server_peak_rss_mb"] = peak_rss_mb(pid)
                 assert r["rows"] == rows, (name, r)
                 runs.append(r)
                 print(f"  {name} run {i + 1}: {r['seconds']:.2f}s, {r['bytes'] / 1e9:.2f} GB, client "
@@ -190,6 +252,7 @@ def main():
             latency.append((label, via_server, via_cli))
     finally:
         server.stop()
+        bound.stop()
 
     print(f"\nceiling: {c['bytes'] / 1e9:.2f} GB over one loopback TCP connection in "
           f"{c['seconds']:.2f}s = {ceiling_gbs:.2f} GB/s (medians of {a.runs})")
@@ -200,6 +263,9 @@ def main():
         print(f"{r['name']:<36} {int(r['rows']):>12,} {r['seconds']:>7.2f}s {r['rows'] / r['seconds'] / 1e6:>8.1f} "
               f"{gbs:>6.2f} {gbs / ceiling_gbs:>9.0%} {r['first_byte_s'] * 1e3:>7.0f}ms "
               f"{int(r['peak_rss_mb']):>9} {int(r['server_peak_rss_mb']):>9}")
+    for r in results:
+        if "start_rss_mb" in r:
+            print(f"{r['name']}: the client held {int(r['start_rss_mb'])} MB connected, before any result")
     print(f"\n{'latency on the hot taxi table':<36} {'neve serve':>11} {'neve sql':>9} {'ratio':>6}")
     for label, s, cli in latency:
         print(f"{label:<36} {s * 1e3:>9.1f}ms {cli * 1e3:>7.1f}ms {cli / s:>5.1f}x")

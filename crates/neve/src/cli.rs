@@ -558,6 +558,10 @@ pub struct BenchStreamClientArgs {
     /// arrow or ndjson.
     #[arg(long, default_value = "arrow")]
     pub format: String,
+    /// A Flight SQL endpoint (`grpc://host:port`): run `--sql` there with arrow-flight's
+    /// client and read every endpoint's stream.
+    #[arg(long)]
+    pub flight: Option<String>,
     /// Listen here, print the address, read one connection to its end.
     #[arg(long)]
     pub sink: Option<String>,

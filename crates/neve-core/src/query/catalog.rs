@@ -14,8 +14,8 @@ use datafusion::catalog::information_schema::{InformationSchemaProvider, INFORMA
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, SchemaProvider, Session, TableProvider,
 };
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::not_impl_err;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result;
 use datafusion::execution::SessionState;
@@ -75,7 +75,8 @@ fn is_information_schema(scan: &TableScan) -> bool {
 
 fn reads_information_schema(plan: &LogicalPlan) -> bool {
     plan.exists(|p| {
-        Ok(matches!(p, LogicalPlan::TableScan(s) if is_information_schema(s))
+        Ok(
+            matches!(p, LogicalPlan::TableScan(s) if is_information_schema(s))
             // Subqueries in filters (`... WHERE x IN (SELECT ... FROM information_schema...)`).
             || p.expressions().iter().any(|e| {
                 e.exists(|e| {
@@ -87,14 +88,19 @@ fn reads_information_schema(plan: &LogicalPlan) -> bool {
                     })
                 })
                 .unwrap_or(false)
-            }))
+            }),
+        )
     })
     .unwrap_or(false)
 }
 
 /// `schema` with view types as the plain types they stand for.
 pub(crate) fn plain_schema(schema: &SchemaRef) -> SchemaRef {
-    if !schema.fields().iter().any(|f| provider::is_view(f.data_type())) {
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| provider::is_view(f.data_type()))
+    {
         return schema.clone();
     }
     let fields: Vec<Field> = schema

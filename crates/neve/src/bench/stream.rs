@@ -82,6 +82,8 @@ pub async fn client(a: BenchStreamClientArgs) -> Result<()> {
             left -= n as u64;
         }
         return Ok(());
+    } else if let Some(endpoint) = &a.flight {
+        flight(endpoint, &a.token, &a.sql, started).await?
     } else {
         let url = a
             .url
@@ -135,6 +137,45 @@ pub async fn client(a: BenchStreamClientArgs) -> Result<()> {
         (rows, bytes, first.unwrap_or(0.0))
     };
     print_line(rows, bytes, first_byte, started.elapsed().as_secs_f64())
+}
+
+/// Run `sql` over Flight SQL and decode every batch: rows, bytes of Arrow data, first batch.
+async fn flight(
+    endpoint: &str,
+    token: &str,
+    sql: &str,
+    started: Instant,
+) -> Result<(u64, u64, f64)> {
+    use arrow_flight::sql::client::FlightSqlServiceClient;
+    use futures::TryStreamExt;
+    let failed = |e: &dyn std::fmt::Display| CliError::Usage(format!("flight: {e}"));
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.replace("grpc://", "http://"))
+        .map_err(|e| failed(&e))?
+        .connect()
+        .await
+        .map_err(|e| failed(&e))?;
+    let mut client = FlightSqlServiceClient::new(channel);
+    client.set_token(token.to_string());
+    let info = client
+        .execute(sql.to_string(), None)
+        .await
+        .map_err(|e| failed(&e))?;
+    let (mut rows, mut bytes, mut first) = (0u64, 0u64, None);
+    for endpoint in info.endpoint {
+        let ticket = endpoint
+            .ticket
+            .ok_or_else(|| CliError::Usage("flight: an endpoint without a ticket".into()))?;
+        let mut stream = client.do_get(ticket).await.map_err(|e| failed(&e))?;
+        while let Some(b) = stream.try_next().await.map_err(|e| failed(&e))? {
+            first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+            rows += b.num_rows() as u64;
+            // As pyarrow's `nbytes`, which the ADBC client reports: the buffers' bytes.
+            for c in b.columns() {
+                bytes += c.to_data().get_slice_memory_size().unwrap_or(0) as u64;
+            }
+        }
+    }
+    Ok((rows, bytes, first.unwrap_or(0.0)))
 }
 
 fn print_line(rows: u64, bytes: u64, first_byte_s: f64, secs: f64) -> Result<()> {
