@@ -16,6 +16,7 @@ mod s3;
 use std::sync::Arc;
 
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use neve_core::TableLocation;
 use s3s::service::S3ServiceBuilder;
 
@@ -150,7 +151,13 @@ impl Proxy {
         let addr = self.local_addr();
         tracing::info!(%addr, "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
-        let served = axum::serve(self.listener, self.app)
+        // Objects leave as soon as they are written, not held back for the peer's ACK.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY");
+            }
+        });
+        let served = axum::serve(listener, self.app)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| Error::Listen { addr, source });
