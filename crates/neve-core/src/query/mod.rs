@@ -5,6 +5,7 @@
 //! statistics before any is opened; Parquet row groups and pages are pruned by DataFusion;
 //! `count(*)` that the log can answer exactly is answered from it.
 
+mod batch_rows;
 mod catalog;
 mod constant;
 mod counting;
@@ -49,6 +50,8 @@ pub struct QueryEngine {
     tables: Vec<(String, u64)>,
     read_only: bool,
     raw: bool,
+    /// `QueryLimits::batch_rows` and `batch_bytes`, when both are set.
+    batch_sizing: Option<(usize, usize)>,
 }
 
 impl Default for QueryEngine {
@@ -72,6 +75,11 @@ pub struct QueryLimits {
     /// Rows per batch (DataFusion's 8,192 when `None`): a server streaming results sends
     /// fewer, larger messages with more.
     pub batch_rows: Option<usize>,
+    /// With `batch_rows`: about this many bytes per batch. Each query's batches get as many
+    /// rows as fit, from DataFusion's 8,192 up to `batch_rows`, judged on the widest of its
+    /// result and its scans: every scan partition decodes a batch of all the columns it reads,
+    /// so `SELECT *` of a wide table with narrow-column batch sizes held hundreds of MB.
+    pub batch_bytes: Option<usize>,
 }
 
 /// The tables a statement names, before any is registered.
@@ -124,6 +132,7 @@ impl QueryEngine {
             tables: Vec::new(),
             read_only: limits.read_only,
             raw: false,
+            batch_sizing: limits.batch_rows.zip(limits.batch_bytes),
         }
     }
 
@@ -383,7 +392,11 @@ impl QueryEngine {
             .execute_logical_plan(plan)
             .await
             .map_err(query_error)?;
-        plain_strings(df).map_err(query_error)
+        let df = plain_strings(df).map_err(query_error)?;
+        Ok(match self.batch_sizing {
+            Some((max_rows, bytes)) => batch_rows::sized(df, max_rows, bytes),
+            None => df,
+        })
     }
 
     /// The schema of `sql`'s result (planned, not run), and of its `$1`, `$2`... parameters

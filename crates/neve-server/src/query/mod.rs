@@ -27,8 +27,11 @@ use crate::config::QueryConfig;
 use crate::error::{Error, Result};
 use crate::http::AppState;
 
-/// Rows per result batch: 128 Ki rows of 8 bytes is 1 MiB per message.
+/// Rows per result batch at most: 128 Ki rows of 8 bytes is 1 MiB per message.
 const RESULT_BATCH_ROWS: usize = 131_072;
+/// Bytes per batch: wide results get fewer rows per batch (8,192 at least), so each scan
+/// partition holds about this much, not 128 Ki rows of every column.
+const RESULT_BATCH_BYTES: usize = 1 << 20;
 
 /// The server's query side: limits, and what every query shares.
 pub struct Queries {
@@ -72,6 +75,7 @@ impl Queries {
             read_only: true,
             reads: Some(self.reads.clone()),
             batch_rows: Some(RESULT_BATCH_ROWS),
+            batch_bytes: Some(RESULT_BATCH_BYTES),
         })
     }
 }
