@@ -188,6 +188,8 @@ async fn every_snapshot_lists_the_files_alive_at_its_version() {
     let latest = t.snapshot().await.unwrap();
     let meta = newest(&location).await;
     assert_eq!(meta.neve_version(), Some(latest.version));
+    // Spark sizes splits as its Parquet reader does, not for 200 shuffle partitions.
+    assert_eq!(meta.properties["read.split.adaptive-size.enabled"], "false");
     assert_eq!(meta.current_snapshot_id, latest.version as i64);
     let ids: Vec<i64> = meta.snapshots.iter().map(|s| s.snapshot_id).collect();
     assert_eq!(ids, (1..=latest.version as i64).collect::<Vec<_>>());
