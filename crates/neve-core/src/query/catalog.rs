@@ -15,7 +15,7 @@ use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, SchemaProvider, Session, TableProvider,
 };
 use datafusion::common::not_impl_err;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result;
 use datafusion::execution::SessionState;
@@ -31,27 +31,31 @@ pub(crate) async fn own_types(state: &SessionState, plan: LogicalPlan) -> Result
             schema: plain_schema(&d.schema),
             output_schema: d.output_schema,
         })),
-        plan if reads_information_schema(&plan) => {
-            let info = InformationSchemaProvider::new(Arc::new(PlainCatalogs(
-                state.catalog_list().clone(),
-            )))
-            .with_table_functions(state.table_functions().clone());
+        plan => {
+            // Subqueries too: `... WHERE x IN (SELECT ... FROM information_schema.columns)`.
             let mut tables = Vec::new();
-            plan.apply(|p| {
+            plan.apply_with_subqueries(|p| {
                 if let LogicalPlan::TableScan(s) = p {
                     if is_information_schema(s) {
                         tables.push(s.table_name.table().to_string());
                     }
                 }
-                Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+                Ok(TreeNodeRecursion::Continue)
             })?;
+            if tables.is_empty() {
+                return Ok(plan);
+            }
+            let info = InformationSchemaProvider::new(Arc::new(PlainCatalogs(
+                state.catalog_list().clone(),
+            )))
+            .with_table_functions(state.table_functions().clone());
             let mut providers = Vec::new();
             for t in tables {
                 if let Some(p) = info.table(&t).await? {
                     providers.push((t, p));
                 }
             }
-            plan.transform_up(|p| match p {
+            plan.transform_up_with_subqueries(|p| match p {
                 LogicalPlan::TableScan(s) if is_information_schema(&s) => {
                     match providers.iter().find(|(t, _)| t == s.table_name.table()) {
                         Some((_, p)) => Ok(Transformed::yes(LogicalPlan::TableScan(TableScan {
@@ -65,33 +69,11 @@ pub(crate) async fn own_types(state: &SessionState, plan: LogicalPlan) -> Result
             })
             .map(|t| t.data)
         }
-        plan => Ok(plan),
     }
 }
 
 fn is_information_schema(scan: &TableScan) -> bool {
     scan.table_name.schema() == Some(INFORMATION_SCHEMA)
-}
-
-fn reads_information_schema(plan: &LogicalPlan) -> bool {
-    plan.exists(|p| {
-        Ok(
-            matches!(p, LogicalPlan::TableScan(s) if is_information_schema(s))
-            // Subqueries in filters (`... WHERE x IN (SELECT ... FROM information_schema...)`).
-            || p.expressions().iter().any(|e| {
-                e.exists(|e| {
-                    Ok(match e {
-                        Expr::ScalarSubquery(q) => reads_information_schema(&q.subquery),
-                        Expr::InSubquery(q) => reads_information_schema(&q.subquery.subquery),
-                        Expr::Exists(q) => reads_information_schema(&q.subquery.subquery),
-                        _ => false,
-                    })
-                })
-                .unwrap_or(false)
-            }),
-        )
-    })
-    .unwrap_or(false)
 }
 
 /// `schema` with view types as the plain types they stand for.

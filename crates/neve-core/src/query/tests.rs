@@ -349,6 +349,18 @@ async fn catalog_statements_show_the_tables_own_types() {
     assert_eq!(int(&b, 0), vec![655]);
     let b = e
         .collect(
+            "SELECT count(*) FROM t WHERE 'Utf8' IN (SELECT data_type FROM \
+             information_schema.columns WHERE column_name = 'kind')",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        int(&b, 0),
+        vec![1310],
+        "the subquery sees the table's own type"
+    );
+    let b = e
+        .collect(
             "SELECT c.data_type, count(*) FROM t JOIN information_schema.columns c \
              ON c.column_name = 'kind' AND c.table_name = 't' GROUP BY 1",
         )
