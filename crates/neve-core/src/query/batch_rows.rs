@@ -2,6 +2,7 @@
 //! one in small batches (little memory per scan partition).
 
 use arrow::datatypes::{DataType, Schema};
+use datafusion::common::config::ConfigNonZeroUsize;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::DataFrame;
@@ -12,12 +13,12 @@ const MIN_ROWS: usize = 8192;
 /// `df` with its batches sized to about `bytes`, between 8,192 rows and `max_rows`.
 pub(crate) fn sized(df: DataFrame, max_rows: usize, bytes: usize) -> DataFrame {
     let width = widest_row(df.logical_plan(), df.schema().as_arrow());
-    let rows = (bytes / width.max(1))
-        .clamp(MIN_ROWS.min(max_rows), max_rows)
-        .max(1);
+    let rows = (bytes / width.max(1)).clamp(MIN_ROWS.min(max_rows), max_rows);
     let (mut state, plan) = df.into_parts();
-    let config = std::mem::take(state.config_mut());
-    *state.config_mut() = config.with_batch_size(rows);
+    // Zero rows (a `batch_rows` of 0) is no size: the session's stays.
+    if let Ok(rows) = ConfigNonZeroUsize::try_new(rows) {
+        state.config_mut().options_mut().execution.batch_size = rows;
+    }
     DataFrame::new(state, plan)
 }
 
@@ -35,7 +36,7 @@ fn widest_row(plan: &LogicalPlan, result: &Schema) -> usize {
 
 /// An estimate of a row's bytes in memory: fixed widths as they are; strings, binaries and
 /// nested values by a typical size (their lengths are not known before reading).
-pub(crate) fn row_bytes(schema: &Schema) -> usize {
+fn row_bytes(schema: &Schema) -> usize {
     schema
         .fields()
         .iter()
