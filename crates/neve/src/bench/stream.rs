@@ -105,18 +105,18 @@ pub async fn client(a: BenchStreamClientArgs) -> Result<()> {
             .body(a.sql.clone())
             .send()
             .await
-            .map_err(|e| CliError::Usage(format!("request: {e}")))?;
+            .map_err(|e| served_failed(format!("request: {e}")))?;
         if !r.status().is_success() {
             let status = r.status();
             let text = r.text().await.unwrap_or_default();
-            return Err(CliError::Usage(format!("{status}: {text}")));
+            return Err(served_failed(format!("{status}: {text}")));
         }
         let mut decoder = arrow::ipc::reader::StreamDecoder::new();
         let (mut rows, mut bytes, mut first) = (0u64, 0u64, None);
         while let Some(chunk) = r
             .chunk()
             .await
-            .map_err(|e| CliError::Usage(format!("body: {e}")))?
+            .map_err(|e| served_failed(format!("body: {e}")))?
         {
             first.get_or_insert_with(|| started.elapsed().as_secs_f64());
             bytes += chunk.len() as u64;
@@ -148,7 +148,7 @@ async fn flight(
 ) -> Result<(u64, u64, f64)> {
     use arrow_flight::sql::client::FlightSqlServiceClient;
     use futures::TryStreamExt;
-    let failed = |e: &dyn std::fmt::Display| CliError::Usage(format!("flight: {e}"));
+    let failed = |e: &dyn std::fmt::Display| served_failed(format!("flight: {e}"));
     let channel = tonic::transport::Endpoint::from_shared(endpoint.replace("grpc://", "http://"))
         .map_err(|e| failed(&e))?
         .connect()
@@ -164,7 +164,7 @@ async fn flight(
     for endpoint in info.endpoint {
         let ticket = endpoint
             .ticket
-            .ok_or_else(|| CliError::Usage("flight: an endpoint without a ticket".into()))?;
+            .ok_or_else(|| served_failed("flight: an endpoint without a ticket".into()))?;
         let mut stream = client.do_get(ticket).await.map_err(|e| failed(&e))?;
         while let Some(b) = stream.try_next().await.map_err(|e| failed(&e))? {
             first.get_or_insert_with(|| started.elapsed().as_secs_f64());
@@ -176,6 +176,14 @@ async fn flight(
         }
     }
     Ok((rows, bytes, first.unwrap_or(0.0)))
+}
+
+/// The server being measured failed (not the arguments): exit 69, as a benchmark peer.
+fn served_failed(reason: String) -> CliError {
+    CliError::PeerFailed {
+        peer: "neve serve".into(),
+        reason,
+    }
 }
 
 fn print_line(rows: u64, bytes: u64, first_byte_s: f64, secs: f64) -> Result<()> {
