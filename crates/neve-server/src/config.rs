@@ -68,6 +68,10 @@ pub struct QueryConfig {
     /// shorten it.
     #[serde(with = "duration_text")]
     pub timeout: Duration,
+    /// Parsed Parquet footers kept between queries, shared by all of them (about 10 KB per
+    /// file of a taxi-like table); `0` turns the cache off.
+    #[serde(with = "size_text")]
+    pub footer_cache: u64,
 }
 
 impl Default for QueryConfig {
@@ -76,6 +80,7 @@ impl Default for QueryConfig {
             max_concurrent: 16,
             memory_per_query: 1 << 30,
             timeout: Duration::from_secs(300),
+            footer_cache: 64 << 20,
         }
     }
 }

@@ -239,6 +239,45 @@ async fn limit_reads_one_file() {
     assert!(read > 0 && read < total / 2, "read {read} of {total} bytes");
 }
 
+/// Engines sharing a footer cache read each file's footer once: a repeated query fetches
+/// only data, and answers the same.
+#[tokio::test]
+async fn a_shared_footer_cache_spares_later_queries_the_footers() {
+    let t = table().await;
+    let snap = t.snapshot().await.unwrap();
+    let files = snap.files.len() as u64;
+    let footers = crate::query::FooterCache::new(1 << 20);
+    let q = "SELECT kind, count(*), sum(fare) FROM t GROUP BY kind ORDER BY kind";
+    let run = |cache: Option<crate::query::FooterCache>| {
+        let t = &t;
+        async move {
+            let mut e = QueryEngine::with_limits(crate::query::QueryLimits {
+                footers: cache,
+                ..Default::default()
+            });
+            e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
+                .unwrap();
+            let b = e.collect(q).await.unwrap();
+            let text = arrow::util::pretty::pretty_format_batches(&b).unwrap().to_string();
+            (text, e.reads().requests(), e.reads().bytes())
+        }
+    };
+    let (plain, plain_requests, plain_bytes) = run(None).await;
+    assert!(footers.is_empty());
+    let (first, first_requests, first_bytes) = run(Some(footers.clone())).await;
+    assert_eq!(footers.len() as u64, files, "one entry per file read");
+    let (second, second_requests, second_bytes) = run(Some(footers.clone())).await;
+    assert_eq!(first, plain);
+    assert_eq!(second, plain);
+    assert_eq!((first_requests, first_bytes), (plain_requests, plain_bytes));
+    assert_eq!(
+        second_requests,
+        plain_requests - files,
+        "one footer request fewer per file"
+    );
+    assert!(second_bytes < plain_bytes, "{second_bytes} of {plain_bytes}");
+}
+
 #[tokio::test]
 async fn time_travel_sees_the_old_snapshot() {
     let t = table().await;

@@ -17,7 +17,7 @@ use arrow::array::RecordBatch;
 use futures::StreamExt;
 use neve_core::query::query_error;
 
-use neve_core::query::{QueryLimits, ReadCounter};
+use neve_core::query::{FooterCache, QueryLimits, ReadCounter};
 use neve_core::{AsOf, QueryEngine, TableLocation};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -40,15 +40,18 @@ pub struct Queries {
     /// Bytes and requests read by every query so far (the `query_read_bytes` metric).
     pub reads: Arc<ReadCounter>,
     exported: AtomicU64,
+    footers: Option<FooterCache>,
 }
 
 impl Queries {
     pub fn new(config: QueryConfig) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(config.max_concurrent)),
-            config,
             reads: Arc::new(ReadCounter::default()),
             exported: AtomicU64::new(0),
+            footers: (config.footer_cache > 0)
+                .then(|| FooterCache::new(config.footer_cache as usize)),
+            config,
         }
     }
 
@@ -76,6 +79,7 @@ impl Queries {
             reads: Some(self.reads.clone()),
             batch_rows: Some(RESULT_BATCH_ROWS),
             batch_bytes: Some(RESULT_BATCH_BYTES),
+            footers: self.footers.clone(),
         })
     }
 }
