@@ -188,6 +188,9 @@ def run_queries(t, runs):
     files = [f["url"] for f in t.files()]
     if files[0].startswith("s3://"):
         o = s3_options()
+        import duckdb_ext  # the httpfs extension's package (duckdb-ext-httpfs)
+
+        con.execute(f"SET extension_directory = '{pathlib.Path(list(duckdb_ext.__path__)[0]) / 'extensions'}'")
         con.execute("LOAD httpfs")
         con.execute(f"""CREATE SECRET m (TYPE s3, KEY_ID '{o['access_key_id']}', SECRET '{o['secret_access_key']}',
             ENDPOINT '{o['endpoint_url'].split('://')[1]}', URL_STYLE 'path', USE_SSL false, REGION '{o['region']}')""")
