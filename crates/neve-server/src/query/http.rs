@@ -7,7 +7,10 @@
 //! time limit then ends the response early (the body is cut, not closed properly), and a
 //! client that hangs up cancels the query.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+
+use arrow::array::RecordBatch;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -21,6 +24,7 @@ use crate::auth::Role;
 use crate::error::{Error, Result};
 use crate::http::AppState;
 use crate::metrics::Metrics;
+use crate::query::ipc::IpcPieces;
 use crate::query::{At, Running};
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,12 +111,11 @@ pub async fn sql(
         })
         .transpose()?;
     let started = state.start_query(&caller, &sql, at, None, timeout).await?;
-    let buf = SharedBuf::default();
-    let writer = ResultWriter::new(format, started.running.schema(), buf.clone())?;
+    let encoder = Encoder::new(format, started.running.schema())?;
     let stream = ResultStream {
         running: started.running,
-        writer: Some(writer),
-        buf,
+        encoder: Some(encoder),
+        pending: VecDeque::new(),
         metrics: state.metrics.clone(),
         sent: 0,
     };
@@ -155,17 +158,79 @@ impl std::io::Write for SharedBuf {
     }
 }
 
+/// Turns batches into the body's bytes.
+enum Encoder {
+    /// Arrow IPC: the batches' buffers themselves, no copy (`ipc.rs`).
+    Arrow(IpcPieces),
+    /// Text and Parquet: written into a buffer, sent in chunks.
+    Written {
+        writer: ResultWriter<SharedBuf>,
+        buf: SharedBuf,
+    },
+}
+
+impl Encoder {
+    fn new(format: ResultFormat, schema: arrow::datatypes::SchemaRef) -> Result<Self> {
+        Ok(match format {
+            ResultFormat::Arrow => Self::Arrow(
+                IpcPieces::try_new(&schema).map_err(|e| Error::Table(e.into()))?,
+            ),
+            _ => {
+                let buf = SharedBuf::default();
+                Self::Written {
+                    writer: ResultWriter::new(format, schema, buf.clone())?,
+                    buf,
+                }
+            }
+        })
+    }
+
+    /// Encode `batch`; what is ready to send goes to `out` (`eager`: whatever there is).
+    fn write(&mut self, batch: &RecordBatch, eager: bool, out: &mut VecDeque<Bytes>) -> Result<()> {
+        match self {
+            Self::Arrow(p) => p.encode(batch, out).map_err(|e| Error::Table(e.into())),
+            Self::Written { writer, buf } => {
+                writer.write(batch)?;
+                // Parquet holds rows until a row group is full: often nothing to send yet.
+                if eager || buf.len() >= CHUNK {
+                    let chunk = buf.take();
+                    if !chunk.is_empty() {
+                        out.push_back(Bytes::from(chunk));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The end of the result (JSON's closing bracket, Parquet's footer, Arrow's end marker).
+    fn finish(self, out: &mut VecDeque<Bytes>) -> Result<()> {
+        match self {
+            Self::Arrow(p) => p.finish(out).map_err(|e| Error::Table(e.into())),
+            Self::Written { writer, buf } => {
+                writer.finish()?;
+                let chunk = buf.take();
+                if !chunk.is_empty() {
+                    out.push_back(Bytes::from(chunk));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// A result on its way out: batches in, encoded chunks out.
 struct ResultStream {
     running: Running,
-    writer: Option<ResultWriter<SharedBuf>>,
-    buf: SharedBuf,
+    encoder: Option<Encoder>,
+    /// Encoded, not yet sent.
+    pending: VecDeque<Bytes>,
     metrics: Arc<Metrics>,
     /// Bytes sent so far.
     sent: u64,
 }
 
-/// Bytes gathered before a chunk is sent (after the first).
+/// Bytes of text or Parquet gathered before a chunk is sent (after the first).
 const CHUNK: usize = 4 << 20;
 
 type Chunk = std::result::Result<Bytes, std::io::Error>;
@@ -174,44 +239,40 @@ impl ResultStream {
     /// The next bytes to send; `None` at the end. An error cuts the response short.
     async fn next_chunk(&mut self) -> Option<Chunk> {
         loop {
-            let writer = self.writer.as_mut()?;
+            if let Some(chunk) = self.pending.pop_front() {
+                return Some(Ok(self.send(chunk)));
+            }
+            let encoder = self.encoder.as_mut()?;
             match self.running.next().await {
                 Some(Ok(b)) => {
-                    if let Err(e) = writer.write(&b) {
-                        return Some(Err(self.cut(e.into())));
+                    // The first bytes leave at once.
+                    if let Err(e) = encoder.write(&b, self.sent == 0, &mut self.pending) {
+                        return Some(Err(self.cut(e)));
                     }
                 }
                 Some(Err(e)) => {
-                    self.writer = None;
+                    self.encoder = None;
                     return Some(Err(std::io::Error::other(e.to_string())));
                 }
                 None => {
-                    let writer = self.writer.take().expect("checked above");
-                    if let Err(e) = writer.finish() {
-                        return Some(Err(self.cut(e.into())));
+                    let encoder = self.encoder.take().expect("checked above");
+                    if let Err(e) = encoder.finish(&mut self.pending) {
+                        return Some(Err(self.cut(e)));
                     }
-                    return Some(Ok(self.send(self.buf.take())));
-                }
-            }
-            // The first bytes leave at once; after them, chunks of at least CHUNK (Parquet
-            // holds rows until a row group is full: often nothing to send yet).
-            if self.sent == 0 || self.buf.len() >= CHUNK {
-                let chunk = self.buf.take();
-                if !chunk.is_empty() {
-                    return Some(Ok(self.send(chunk)));
                 }
             }
         }
     }
 
-    fn send(&mut self, chunk: Vec<u8>) -> Bytes {
+    fn send(&mut self, chunk: Bytes) -> Bytes {
         self.sent += chunk.len() as u64;
         self.metrics.query_bytes.inc_by(chunk.len() as u64);
-        Bytes::from(chunk)
+        chunk
     }
 
     fn cut(&mut self, e: Error) -> std::io::Error {
-        self.writer = None;
+        self.encoder = None;
+        self.pending.clear();
         std::io::Error::other(self.running.fail(e).to_string())
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod flight;
 pub mod http;
+mod ipc;
 mod running;
 
 pub use running::Running;
