@@ -100,7 +100,8 @@ pub struct FooterCache {
 impl FooterCache {
     /// A cache of at most `bytes` of parsed metadata.
     pub fn new(bytes: usize) -> Self {
-        let cache = datafusion::execution::cache::default_cache::DefaultCache::new(bytes).with_name("neve footers");
+        let cache = datafusion::execution::cache::default_cache::DefaultCache::new(bytes)
+            .with_name("neve footers");
         Self {
             cache: Arc::new(cache),
             limit: bytes,

@@ -258,7 +258,9 @@ async fn a_shared_footer_cache_spares_later_queries_the_footers() {
             e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
                 .unwrap();
             let b = e.collect(q).await.unwrap();
-            let text = arrow::util::pretty::pretty_format_batches(&b).unwrap().to_string();
+            let text = arrow::util::pretty::pretty_format_batches(&b)
+                .unwrap()
+                .to_string();
             (text, e.reads().requests(), e.reads().bytes())
         }
     };
@@ -275,7 +277,10 @@ async fn a_shared_footer_cache_spares_later_queries_the_footers() {
         plain_requests - files,
         "one footer request fewer per file"
     );
-    assert!(second_bytes < plain_bytes, "{second_bytes} of {plain_bytes}");
+    assert!(
+        second_bytes < plain_bytes,
+        "{second_bytes} of {plain_bytes}"
+    );
 }
 
 #[tokio::test]

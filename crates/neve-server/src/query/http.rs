@@ -172,9 +172,9 @@ enum Encoder {
 impl Encoder {
     fn new(format: ResultFormat, schema: arrow::datatypes::SchemaRef) -> Result<Self> {
         Ok(match format {
-            ResultFormat::Arrow => Self::Arrow(
-                IpcPieces::try_new(&schema).map_err(|e| Error::Table(e.into()))?,
-            ),
+            ResultFormat::Arrow => {
+                Self::Arrow(IpcPieces::try_new(&schema).map_err(|e| Error::Table(e.into()))?)
+            }
             _ => {
                 let buf = SharedBuf::default();
                 Self::Written {

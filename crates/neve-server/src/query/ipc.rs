@@ -120,7 +120,12 @@ mod tests {
     #[test]
     fn the_pieces_are_the_stream_writers_bytes() {
         let big = batch(50_000);
-        let batches = [big.clone(), big.slice(3, 20_000), batch(10), big.slice(49_990, 10)];
+        let batches = [
+            big.clone(),
+            big.slice(3, 20_000),
+            batch(10),
+            big.slice(49_990, 10),
+        ];
         let mut expected = Vec::new();
         let mut w = StreamWriter::try_new(&mut expected, &big.schema()).unwrap();
         for b in &batches {
@@ -141,11 +146,10 @@ mod tests {
             out.iter().any(|b| b.len() >= GATHER_BELOW),
             "large buffers are sent as pieces of their own"
         );
-        let read: Vec<RecordBatch> =
-            arrow::ipc::reader::StreamReader::try_new(&got[..], None)
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+        let read: Vec<RecordBatch> = arrow::ipc::reader::StreamReader::try_new(&got[..], None)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(read, batches);
     }
 
