@@ -94,7 +94,6 @@ pub struct QueryLimits {
 #[derive(Clone)]
 pub struct FooterCache {
     cache: Arc<datafusion::execution::cache::cache_manager::FileMetadataCache>,
-    limit: usize,
 }
 
 impl FooterCache {
@@ -104,7 +103,6 @@ impl FooterCache {
             .with_name("neve footers");
         Self {
             cache: Arc::new(cache),
-            limit: bytes,
         }
     }
 
@@ -119,7 +117,7 @@ impl FooterCache {
 
     /// The limit, in bytes.
     pub fn limit(&self) -> usize {
-        self.limit
+        self.cache.cache_limit()
     }
 }
 
@@ -127,7 +125,7 @@ impl std::fmt::Debug for FooterCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FooterCache")
             .field("files", &self.cache.len())
-            .field("limit", &self.limit)
+            .field("limit", &self.limit())
             .finish()
     }
 }
@@ -171,7 +169,7 @@ impl QueryEngine {
             runtime = runtime.with_cache_manager(
                 datafusion::execution::cache::cache_manager::CacheManagerConfig::default()
                     .with_file_metadata_cache(Some(footers.cache.clone()))
-                    .with_metadata_cache_limit(footers.limit),
+                    .with_metadata_cache_limit(footers.limit()),
             );
         }
         let runtime = runtime
