@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import shutil
 import statistics
 import subprocess
@@ -58,23 +59,63 @@ def timed(fn):
     return time.perf_counter() - started
 
 
-def run_neve(target, tbl, runs, stamp):
-    secs, tables = [], []
+def cpu_s():
+    """This process's CPU seconds, all threads (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed_cpu(fn):
+    """(wall seconds, CPU seconds of this process) of fn()."""
+    cpu = cpu_s()
+    wall = timed(fn)
+    return wall, cpu_s() - cpu
+
+
+def remove(address):
+    """Delete a finished run's table, so a 10M-row run does not fill the disk under MinIO."""
+    if address.startswith("s3://"):
+        import pyarrow.fs as pafs
+        o = s3_options()
+        scheme, host = o["endpoint_url"].split("://", 1)
+        fs = pafs.S3FileSystem(access_key=o["access_key_id"], secret_key=o["secret_access_key"],
+                               region=o["region"], endpoint_override=host, scheme=scheme)
+        fs.delete_dir(address[len("s3://"):])
+    else:
+        shutil.rmtree(address, ignore_errors=True)
+
+
+def run_rust(neve_bin, target, rows):
+    """One insert of the same rows through neve-core in Rust (`neve bench ingest --runs 1`):
+    its wall seconds, process CPU seconds, and the CPU seconds its parts spent sorting and in
+    the Parquet encoder."""
+    out = subprocess.run([neve_bin, "bench", "ingest", "--target", target, "--rows", str(rows), "--runs", "1",
+                          "--seed", "1", "--json"], check=True, capture_output=True, text=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"s": r["neve_runs_s"][0], "cpu_s": r["neve_cpu_runs_s"][0], "sort_s": r["neve_sort_runs_s"][0],
+            "encode_s": r["neve_encode_runs_s"][0], "cores": r["cores"]}
+
+
+def run_neve(neve_bin, target, tbl, runs, stamp, rust):
+    """neve `t.insert`, and (unless `rust` is false) the same insert in Rust, run by turns so
+    both see the machine in the same state: the Python layer's cost is their difference."""
+    py, rs, table = [], [], None
     for run in range(runs):
         address = f"{target}/py-neve-{tbl.num_rows}-{stamp}-{run}"
         t = neve.create_table(address, partition_by="month(trip_start_timestamp) as d",
                               sort_by=["payment_type", "trip_start_timestamp"])
-        secs.append(timed(lambda: t.insert(tbl)))
-        tables.append(t)
-        print(f"  neve t.insert run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
-    return secs, tables[-1]
-
-
-def run_rust(neve_bin, target, rows, runs):
-    out = subprocess.run([neve_bin, "bench", "ingest", "--target", target, "--rows", str(rows), "--runs", str(runs),
-                          "--seed", "1", "--json"], check=True, capture_output=True, text=True).stdout
-    result = json.loads(out.strip().splitlines()[-1])
-    return result["neve_runs_s"]
+        wall, cpu = timed_cpu(lambda: t.insert(tbl))
+        py.append({"s": wall, "cpu_s": cpu})
+        print(f"  neve t.insert run {run + 1}: {wall:.2f}s, CPU {cpu:.2f}s", file=sys.stderr)
+        if table is not None:
+            remove(table[0])
+        table = (address, t)
+        if rust:
+            rs.append(run_rust(neve_bin, target, tbl.num_rows))
+            r = rs[-1]
+            print(f"  neve-core in Rust run {run + 1}: {r['s']:.2f}s, CPU {r['cpu_s']:.2f}s, of which sorting "
+                  f"parts {r['sort_s']:.2f}s, the Parquet encoder {r['encode_s']:.2f}s", file=sys.stderr)
+    return py, rs, table
 
 
 def run_delta(target, tbl, runs, stamp):
@@ -93,8 +134,10 @@ def run_delta(target, tbl, runs, stamp):
                     "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
         else:
             os.makedirs(uri, exist_ok=True)
-        secs.append(timed(lambda: write_deltalake(uri, with_month, partition_by=["d"], storage_options=opts)))
-        print(f"  delta-rs write_deltalake run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
+        wall, cpu = timed_cpu(lambda: write_deltalake(uri, with_month, partition_by=["d"], storage_options=opts))
+        secs.append(wall)
+        print(f"  delta-rs write_deltalake run {run + 1}: {wall:.2f}s, CPU {cpu:.2f}s", file=sys.stderr)
+        remove(uri)
     return secs
 
 
@@ -122,6 +165,7 @@ def run_iceberg(target, tbl, runs, stamp):
         secs.append(timed(lambda: table.append(tbl)))
         print(f"  pyiceberg append run {run + 1}: {secs[-1]:.2f}s", file=sys.stderr)
         shutil.rmtree(tmp, ignore_errors=True)
+        remove(warehouse)
     return secs
 
 
@@ -228,21 +272,25 @@ def main():
         tbl = pa.Table.from_batches(pq.read_table(parquet).to_batches(max_chunksize=65_536))
         print(f"{rows:,} rows into {target}", file=sys.stderr)
         result = {"rows": rows, "target": target, "runs": a.runs}
-        neve_runs, t = run_neve(target, tbl, a.runs, stamp)
-        result["neve_runs_s"] = neve_runs
+        py, rs, (address, t) = run_neve(a.neve_bin, target, tbl, a.runs, stamp, "rust" not in skip)
+        result["neve_runs_s"] = [r["s"] for r in py]
+        result["neve_cpu_runs_s"] = [r["cpu_s"] for r in py]
+        if rs:
+            for key, field in (("rust_runs_s", "s"), ("rust_cpu_runs_s", "cpu_s"), ("rust_sort_runs_s", "sort_s"),
+                               ("rust_encode_runs_s", "encode_s")):
+                result[key] = [r[field] for r in rs]
+            result["cores"] = rs[0]["cores"]
         peers = {}
-        if "rust" not in skip:
-            result["rust_runs_s"] = run_rust(a.neve_bin, target, rows, a.runs)
         if "delta" not in skip:
             peers["delta-rs"] = run_delta(target, tbl, a.runs, stamp)
         if "iceberg" not in skip:
             peers["pyiceberg"] = run_iceberg(target, tbl, a.runs, stamp)
         # IceDB takes rows as a list of dicts: 10M of them are tens of GB of Python objects.
-        if "icedb" not in skip and a.icedb_python and target.startswith("s3://") and rows <= 1_000_000:
+        if "icedb" not in skip and a.icedb_python and a.icedb_repo and target.startswith("s3://") and rows <= 1_000_000:
             peers["IceDB"] = run_icedb(a.icedb_python, a.icedb_repo, parquet, target, a.runs, stamp)
         result["peers_runs_s"] = peers
         result["queries"] = run_queries(t, a.runs)
-        n = median(neve_runs)
+        n = median(result["neve_runs_s"])
         print(f"  neve t.insert {n:.2f}s = {rows / n:,.0f} rows/s", file=sys.stderr)
         if "rust_runs_s" in result:
             r = median(result["rust_runs_s"])
@@ -250,7 +298,19 @@ def main():
         for name, runs in peers.items():
             print(f"  {name} {median(runs):.2f}s = {rows / median(runs):,.0f} rows/s; neve rows/s / {name} rows/s = "
                   f"{median(runs) / n:.2f}x", file=sys.stderr)
+        if "rust_runs_s" in result and peers:
+            # The bound beside the target: a sorted insert must at least sort its parts and
+            # encode them, and that work cannot take less than its CPU time over the cores.
+            cores = result["cores"]
+            encode = median(result["rust_encode_runs_s"])
+            floor = median([s + e for s, e in zip(result["rust_sort_runs_s"], result["rust_encode_runs_s"])])
+            fastest = min(median(r) for r in peers.values())
+            result["floor_s"] = floor / cores
+            print(f"  bound: sorting and encoding the parts take {floor:.2f} CPU-s (the encoder alone {encode:.2f}): "
+                  f"on {cores} cores no insert ends before {floor / cores:.2f}s; 2x the fastest peer is "
+                  f"{fastest / 2:.2f}s", file=sys.stderr)
         print(json.dumps(result))
+        remove(address)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

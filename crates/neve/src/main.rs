@@ -13,7 +13,11 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    init_tracing(args.verbose);
+    let timings = matches!(
+        args.command,
+        cli::Command::Bench(cli::BenchCommand::Ingest(_))
+    );
+    init_tracing(args.verbose, timings);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -33,7 +37,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(verbose: u8) {
+/// Logs to stderr as `NEVE_LOG` (or `-v`) says; `part_timings` also sums the write path's
+/// per-part timings for `bench ingest`.
+fn init_tracing(verbose: u8, part_timings: bool) {
+    use tracing_subscriber::prelude::*;
     let default = match verbose {
         0 => "warn",
         1 => "info,neve=debug,neve_core=debug",
@@ -41,9 +48,14 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NEVE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_filter(filter);
+    let timings = part_timings
+        .then(|| bench::phases::PartTimings.with_filter(bench::phases::part_timings_filter()));
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(timings)
         .try_init();
 }

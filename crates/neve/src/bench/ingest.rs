@@ -31,12 +31,14 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
             t.elapsed().as_secs_f64()
         );
         let mut secs = Vec::new();
+        let mut phases = Vec::new();
         let mut written = 0u64;
         let mut files = 0u64;
         for run in 0..a.runs {
             let address = format!("{base}/neve-{rows}-{stamp}-{run}");
             let table = Table::at(&address)?;
             table.create(super::taxi_layout()).await?;
+            let mark = super::phases::Mark::now();
             let started = Instant::now();
             let report = table
                 .insert_batches(
@@ -47,19 +49,32 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
                 )
                 .await?;
             let s = started.elapsed().as_secs_f64();
-            eprintln!("  neve run {}: {:.2}s, {} files", run + 1, s, report.files);
+            let p = mark.phases();
+            eprintln!(
+                "  neve run {}: {:.2}s, {} files; CPU {:.2}s, of which sorting parts {:.2}s, encoding them {:.2}s",
+                run + 1, s, report.files, p.cpu_s, p.sort_s, p.encode_s
+            );
             secs.push(s);
+            phases.push(p);
             written = report.bytes;
             files = report.files;
             remove_table(&address).await?;
         }
         let neve_s = median(secs.clone());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let encode_s = median(phases.iter().map(|p| p.encode_s).collect());
         let mut result = serde_json::json!({
             "bench": "ingest", "target": base, "rows": rows, "runs": a.runs,
             "neve_median_s": neve_s, "neve_rows_per_s": rows as f64 / neve_s,
             "neve_mb_per_s_written": written as f64 / 1e6 / neve_s,
             "neve_mb_per_s_arrow": arrow_bytes as f64 / 1e6 / neve_s,
             "neve_files": files, "neve_bytes": written, "neve_runs_s": secs,
+            "neve_cpu_runs_s": phases.iter().map(|p| p.cpu_s).collect::<Vec<_>>(),
+            "neve_sort_runs_s": phases.iter().map(|p| p.sort_s).collect::<Vec<_>>(),
+            "neve_encode_runs_s": phases.iter().map(|p| p.encode_s).collect::<Vec<_>>(),
+            "cores": cores,
+            // No insert of these rows can end sooner, however fast the rest became.
+            "encode_floor_s": encode_s / cores as f64,
         });
         if !a.python.is_empty() {
             let (delta_s, delta_runs) =
@@ -76,6 +91,10 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
                 "ingest {} rows into {}: neve {:.2}s median of {} = {} rows/s, {:.1} MB/s written ({} files)",
                 count(rows as u64), base, neve_s, a.runs, count((rows as f64 / neve_s) as u64),
                 written as f64 / 1e6 / neve_s, files
+            );
+            println!(
+                "  Parquet encoding alone {:.2} CPU-s (median): on {} cores no insert of these rows ends before {:.2}s",
+                encode_s, cores, encode_s / cores as f64
             );
             if let Some(d) = result.get("delta_median_s").and_then(|v| v.as_f64()) {
                 println!(

@@ -5,6 +5,7 @@ mod ingest;
 mod log;
 mod merge;
 mod nested;
+pub mod phases;
 mod query;
 mod semantics;
 mod serve;

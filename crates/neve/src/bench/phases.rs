@@ -1,0 +1,81 @@
+//! Where an insert's time goes, for `neve bench ingest`: the write path's per-part trace
+//! events ("encoded part", with the CPU time of each part's sort and encode on its thread) summed over a run, and the
+//! process's CPU time. These give the bound a benchmark states beside its target: however fast
+//! the rest gets, an insert cannot finish before its Parquet encoding, spread over the cores.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::Context;
+
+static SORT_US: AtomicU64 = AtomicU64::new(0);
+static ENCODE_US: AtomicU64 = AtomicU64::new(0);
+
+/// The layer that sums the write path's part timings (registered for `bench ingest` only).
+pub struct PartTimings;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PartTimings {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        struct Sum;
+        impl Visit for Sum {
+            fn record_u64(&mut self, field: &Field, value: u64) {
+                match field.name() {
+                    "sort_cpu_us" => SORT_US.fetch_add(value, Ordering::Relaxed),
+                    "encode_cpu_us" => ENCODE_US.fetch_add(value, Ordering::Relaxed),
+                    _ => 0,
+                };
+            }
+            fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+        }
+        event.record(&mut Sum);
+    }
+}
+
+/// The filter [`PartTimings`] goes with: only the write path's trace events reach it.
+pub fn part_timings_filter() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new()
+        .with_target("neve_core::write", tracing::Level::TRACE)
+}
+
+/// CPU seconds spent sorting and encoding parts, summed over the write path's threads, and the
+/// process's CPU seconds (user + system), since the last call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    pub sort_s: f64,
+    pub encode_s: f64,
+    pub cpu_s: f64,
+}
+
+/// A point to measure [`Phases`] from.
+pub struct Mark {
+    cpu_s: f64,
+}
+
+impl Mark {
+    pub fn now() -> Self {
+        SORT_US.store(0, Ordering::Relaxed);
+        ENCODE_US.store(0, Ordering::Relaxed);
+        Self {
+            cpu_s: process_cpu_s(),
+        }
+    }
+
+    pub fn phases(&self) -> Phases {
+        Phases {
+            sort_s: SORT_US.load(Ordering::Relaxed) as f64 / 1e6,
+            encode_s: ENCODE_US.load(Ordering::Relaxed) as f64 / 1e6,
+            cpu_s: process_cpu_s() - self.cpu_s,
+        }
+    }
+}
+
+/// User + system CPU seconds of this process, all threads.
+fn process_cpu_s() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
