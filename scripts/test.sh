@@ -49,6 +49,7 @@ PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); prin
 export MINIO_ROOT_USER=neveadmin MINIO_ROOT_PASSWORD=nevesecret123
 "$MINIO_BIN" server --quiet --address "127.0.0.1:$PORT" --console-address "127.0.0.1:0" "$DATA" > "$DATA.log" 2>&1 &
 MINIO_PID=$!
+export NEVE_MINIO_PID=$MINIO_PID
 cleanup() {
   kill "$MINIO_PID" 2>/dev/null || true
   wait "$MINIO_PID" 2>/dev/null || true

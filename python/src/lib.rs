@@ -89,6 +89,8 @@ fn arrow_err(e: ArrowError) -> PyErr {
 /// The extension's Rust allocations (Python's own are untouched). A query opens hundreds of
 /// files, each with its metadata, schema and plan nodes: with glibc's malloc a quarter of
 /// `GROUP BY` over 924 small files went to malloc and free (BENCHMARKS.md, issue 15).
+/// Built without transparent huge pages (`no_thp`): with them, a process's first insert of 1M
+/// rows took 1.6 s instead of 0.9, its kernel faulting in and clearing huge pages.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
