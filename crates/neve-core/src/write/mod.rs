@@ -228,7 +228,15 @@ impl DataWriter {
             let num_parts = labels.len();
             let grouped = batches
                 .into_par_iter()
-                .map(|(batch, codes)| group_by_partition(batch, &codes, num_parts))
+                .map(|(batch, codes)| {
+                    let cpu = thread_cpu();
+                    let grouped = group_by_partition(batch, &codes, num_parts);
+                    tracing::trace!(
+                        group_cpu_us = (thread_cpu() - cpu).as_micros() as u64,
+                        "grouped batch"
+                    );
+                    grouped
+                })
                 .collect::<Result<Vec<_>>>();
             let grouped = match grouped {
                 Ok(g) => g,
@@ -271,6 +279,12 @@ impl DataWriter {
                             rows = part.num_rows(),
                             "encoded part"
                         );
+                        let cpu_stats = thread_cpu();
+                        let stats = batch_stats(&part);
+                        tracing::trace!(
+                            stats_cpu_us = (thread_cpu() - cpu_stats).as_micros() as u64,
+                            "part statistics"
+                        );
                         let folder = partition_path(&fields, &values);
                         let rel = if folder.is_empty() {
                             format!("_data/part-{id}.parquet")
@@ -288,7 +302,7 @@ impl DataWriter {
                             size: bytes.len() as u64,
                             rows: part.num_rows() as u64,
                             modification_time: now,
-                            stats: batch_stats(&part),
+                            stats,
                             seq: None,
                             merged: false,
                             added_version: None,

@@ -1,5 +1,5 @@
 //! Where an insert's time goes, for `neve bench ingest`: the write path's per-part trace
-//! events ("encoded part", with the CPU time of each part's sort and encode on its thread) summed over a run, and the
+//! events ("grouped batch", "encoded part", "part statistics": the CPU time of each step on its thread) summed over a run, and the
 //! process's CPU time. These give the bound a benchmark states beside its target: however fast
 //! the rest gets, an insert cannot finish before its Parquet encoding, spread over the cores.
 
@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
 
+static GROUP_US: AtomicU64 = AtomicU64::new(0);
 static SORT_US: AtomicU64 = AtomicU64::new(0);
 static ENCODE_US: AtomicU64 = AtomicU64::new(0);
+static STATS_US: AtomicU64 = AtomicU64::new(0);
 
 /// The layer that sums the write path's part timings (registered for `bench ingest` only).
 pub struct PartTimings;
@@ -20,8 +22,10 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PartTimings {
         impl Visit for Sum {
             fn record_u64(&mut self, field: &Field, value: u64) {
                 match field.name() {
+                    "group_cpu_us" => GROUP_US.fetch_add(value, Ordering::Relaxed),
                     "sort_cpu_us" => SORT_US.fetch_add(value, Ordering::Relaxed),
                     "encode_cpu_us" => ENCODE_US.fetch_add(value, Ordering::Relaxed),
+                    "stats_cpu_us" => STATS_US.fetch_add(value, Ordering::Relaxed),
                     _ => 0,
                 };
             }
@@ -37,12 +41,18 @@ pub fn part_timings_filter() -> tracing_subscriber::filter::Targets {
         .with_target("neve_core::write", tracing::Level::TRACE)
 }
 
-/// CPU seconds spent sorting and encoding parts, summed over the write path's threads, and the
+/// CPU seconds of the write path's steps, summed over its threads, and the
 /// process's CPU seconds (user + system), since the last call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phases {
+    /// Reordering each input batch by partition.
+    pub group_s: f64,
+    /// Sorting each part and gathering its rows in that order.
     pub sort_s: f64,
+    /// The Parquet encoder (arrow-rs `ArrowWriter`, zstd).
     pub encode_s: f64,
+    /// The log's per-file column statistics.
+    pub stats_s: f64,
     pub cpu_s: f64,
 }
 
@@ -53,17 +63,21 @@ pub struct Mark {
 
 impl Mark {
     pub fn now() -> Self {
-        SORT_US.store(0, Ordering::Relaxed);
-        ENCODE_US.store(0, Ordering::Relaxed);
+        for c in [&GROUP_US, &SORT_US, &ENCODE_US, &STATS_US] {
+            c.store(0, Ordering::Relaxed);
+        }
         Self {
             cpu_s: process_cpu_s(),
         }
     }
 
     pub fn phases(&self) -> Phases {
+        let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e6;
         Phases {
-            sort_s: SORT_US.load(Ordering::Relaxed) as f64 / 1e6,
-            encode_s: ENCODE_US.load(Ordering::Relaxed) as f64 / 1e6,
+            group_s: s(&GROUP_US),
+            sort_s: s(&SORT_US),
+            encode_s: s(&ENCODE_US),
+            stats_s: s(&STATS_US),
             cpu_s: process_cpu_s() - self.cpu_s,
         }
     }
