@@ -108,6 +108,18 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 static FOOTERS: LazyLock<neve_core::query::FooterCache> =
     LazyLock::new(|| neve_core::query::FooterCache::new(64 << 20));
 
+/// Ranges of data files on remote stores, kept from one query of the process to the next: a
+/// notebook or a service querying an S3 table again reads from memory. 128 MiB unless
+/// `NEVE_CHUNK_CACHE_MB` says otherwise (0 turns it off); tables in local folders have the
+/// page cache and skip it.
+static CHUNKS: LazyLock<Option<neve_core::query::ChunkCache>> = LazyLock::new(|| {
+    let mb = std::env::var("NEVE_CHUNK_CACHE_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(128);
+    (mb > 0).then(|| neve_core::query::ChunkCache::new(mb << 20))
+});
+
 /// Run `fut` to the end with the GIL released, so other Python threads go on meanwhile.
 fn run<T: Send>(
     py: Python<'_>,
@@ -419,6 +431,7 @@ async fn plan(
 ) -> neve_core::Result<SendableRecordBatchStream> {
     let mut engine = QueryEngine::with_limits(neve_core::query::QueryLimits {
         footers: Some(FOOTERS.clone()),
+        chunks: CHUNKS.clone(),
         ..Default::default()
     });
     engine.set_raw(raw);

@@ -72,6 +72,10 @@ pub struct QueryConfig {
     /// file of a taxi-like table); `0` turns the cache off.
     #[serde(with = "size_text")]
     pub footer_cache: u64,
+    /// Ranges of data files kept between queries, for tables on S3 or MinIO (a hot table's
+    /// repeated queries then read from memory); `0` turns the cache off.
+    #[serde(with = "size_text")]
+    pub chunk_cache: u64,
 }
 
 impl Default for QueryConfig {
@@ -81,6 +85,7 @@ impl Default for QueryConfig {
             memory_per_query: 1 << 30,
             timeout: Duration::from_secs(300),
             footer_cache: 64 << 20,
+            chunk_cache: 128 << 20,
         }
     }
 }

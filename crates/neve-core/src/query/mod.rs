@@ -7,6 +7,7 @@
 
 mod batch_rows;
 mod catalog;
+mod chunks;
 mod constant;
 mod counting;
 mod dialect;
@@ -31,6 +32,7 @@ pub use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 
+pub use chunks::ChunkCache;
 pub(crate) use constant::coerce_predicate;
 pub use counting::{CountingStore, ReadCounter};
 pub(crate) use ids::FieldIdAdapterFactory;
@@ -47,6 +49,7 @@ use crate::table::{AsOf, Table};
 pub struct QueryEngine {
     ctx: SessionContext,
     counter: Arc<ReadCounter>,
+    chunks: Option<ChunkCache>,
     tables: Vec<(String, u64)>,
     read_only: bool,
     raw: bool,
@@ -83,6 +86,9 @@ pub struct QueryLimits {
     /// Footers and page indexes kept from one query to the next (a server's, a Python
     /// session's); `None`: each engine reads and parses every footer it needs.
     pub footers: Option<FooterCache>,
+    /// Ranges of data files kept from one query to the next, for tables on a remote store
+    /// (a local folder has the page cache); `None`: every query reads its data.
+    pub chunks: Option<ChunkCache>,
 }
 
 /// Parquet footers and page indexes, parsed, shared by the engines of one process.
@@ -184,6 +190,7 @@ impl QueryEngine {
         Self {
             ctx,
             counter: Arc::new(counter),
+            chunks: limits.chunks.clone(),
             tables: Vec::new(),
             read_only: limits.read_only,
             raw: false,
@@ -289,13 +296,17 @@ impl QueryEngine {
             message: e.to_string(),
         })?;
         let parsed = url::Url::parse(&url).expect("valid url");
-        self.ctx.register_object_store(
-            &parsed,
-            Arc::new(CountingStore::new(
-                location.store.clone(),
-                self.counter.clone(),
-            )),
-        );
+        // Counted below the cache: the counts are what the store served.
+        let mut store: Arc<dyn object_store::ObjectStore> = Arc::new(CountingStore::new(
+            location.store.clone(),
+            self.counter.clone(),
+        ));
+        if let Some(chunks) = &self.chunks {
+            if !matches!(location.kind, crate::storage::StoreKind::Local { .. }) {
+                store = Arc::new(chunks::CachedStore::new(store, chunks.clone()));
+            }
+        }
+        self.ctx.register_object_store(&parsed, store);
         Ok(store_url)
     }
 

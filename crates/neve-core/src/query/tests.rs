@@ -283,6 +283,64 @@ async fn a_shared_footer_cache_spares_later_queries_the_footers() {
     );
 }
 
+/// With footers and data ranges both kept, a repeated query reads nothing from the store and
+/// answers the same; rows committed since are read (their files are new), and a cache too
+/// small to hold a range keeps nothing.
+#[tokio::test]
+async fn a_shared_chunk_cache_serves_repeated_queries_from_memory() {
+    let t = table().await;
+    let footers = crate::query::FooterCache::new(1 << 20);
+    let q = "SELECT kind, count(*), sum(fare) FROM t GROUP BY kind ORDER BY kind";
+    let run = |chunks: Option<crate::query::ChunkCache>| {
+        let (t, footers) = (&t, footers.clone());
+        async move {
+            let mut e = QueryEngine::with_limits(crate::query::QueryLimits {
+                footers: Some(footers),
+                chunks,
+                ..Default::default()
+            });
+            e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
+                .unwrap();
+            let b = e.collect(q).await.unwrap();
+            let text = arrow::util::pretty::pretty_format_batches(&b)
+                .unwrap()
+                .to_string();
+            (text, e.reads().requests())
+        }
+    };
+    let (plain, _) = run(None).await;
+    let (plain_again, data_requests) = run(None).await;
+    assert_eq!(plain_again, plain);
+    assert!(data_requests > 0, "footers cached, data still read");
+
+    let chunks = crate::query::ChunkCache::new(8 << 20);
+    let (first, first_requests) = run(Some(chunks.clone())).await;
+    assert_eq!(
+        (first.as_str(), first_requests),
+        (plain.as_str(), data_requests)
+    );
+    assert!(chunks.usage() > 0);
+    let (second, second_requests) = run(Some(chunks.clone())).await;
+    assert_eq!(second, plain);
+    assert_eq!(second_requests, 0, "everything from memory");
+
+    // New rows are new files: read, and counted in the answer.
+    let before = t.snapshot().await.unwrap().files.len();
+    insert(&t, rows(20_000, 400, 3, 10)).await;
+    let after = t.snapshot().await.unwrap().files.len();
+    let (third, third_requests) = run(Some(chunks.clone())).await;
+    assert_ne!(third, plain);
+    assert!(third_requests > 0 && third_requests <= 4 * (after - before) as u64);
+    let (fourth, fourth_requests) = run(None).await;
+    assert_eq!(third, fourth, "the same answer as without the cache");
+    assert!(fourth_requests > third_requests);
+
+    let tiny = crate::query::ChunkCache::new(16);
+    run(Some(tiny.clone())).await;
+    let (_, tiny_requests) = run(Some(tiny)).await;
+    assert_eq!(tiny_requests, fourth_requests, "nothing kept");
+}
+
 #[tokio::test]
 async fn time_travel_sees_the_old_snapshot() {
     let t = table().await;

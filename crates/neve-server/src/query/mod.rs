@@ -18,7 +18,7 @@ use arrow::array::RecordBatch;
 use futures::StreamExt;
 use neve_core::query::query_error;
 
-use neve_core::query::{FooterCache, QueryLimits, ReadCounter};
+use neve_core::query::{ChunkCache, FooterCache, QueryLimits, ReadCounter};
 use neve_core::{AsOf, QueryEngine, TableLocation};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -42,6 +42,7 @@ pub struct Queries {
     pub reads: Arc<ReadCounter>,
     exported: AtomicU64,
     footers: Option<FooterCache>,
+    chunks: Option<ChunkCache>,
 }
 
 impl Queries {
@@ -52,6 +53,7 @@ impl Queries {
             exported: AtomicU64::new(0),
             footers: (config.footer_cache > 0)
                 .then(|| FooterCache::new(config.footer_cache as usize)),
+            chunks: (config.chunk_cache > 0).then(|| ChunkCache::new(config.chunk_cache as usize)),
             config,
         }
     }
@@ -81,6 +83,7 @@ impl Queries {
             batch_rows: Some(RESULT_BATCH_ROWS),
             batch_bytes: Some(RESULT_BATCH_BYTES),
             footers: self.footers.clone(),
+            chunks: self.chunks.clone(),
         })
     }
 }
