@@ -8,15 +8,10 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectMeta};
 
 type Key = (Path, u64, u64);
 
@@ -80,145 +75,89 @@ impl fmt::Debug for ChunkCache {
     }
 }
 
-/// Serves ranges of data files from a [`ChunkCache`], reading the rest through `inner`.
-#[derive(Debug)]
-pub(crate) struct CachedStore {
-    inner: Arc<dyn ObjectStore>,
-    cache: ChunkCache,
-}
-
-impl CachedStore {
-    pub fn new(inner: Arc<dyn ObjectStore>, cache: ChunkCache) -> Self {
-        Self { inner, cache }
-    }
-}
-
 /// Data files are immutable; everything else (the log, Iceberg metadata) is not.
 fn cacheable(path: &Path) -> bool {
     path.parts().any(|p| p.as_ref() == "_data")
 }
 
-impl fmt::Display for CachedStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Cached({})", self.inner)
+fn from_bytes(bytes: Bytes, meta: ObjectMeta, range: Range<u64>) -> GetResult {
+    let stream = futures::stream::once(async move { Ok(bytes) });
+    GetResult {
+        payload: GetResultPayload::Stream(Box::pin(stream)),
+        meta,
+        range,
+        attributes: Default::default(),
     }
 }
 
-#[async_trait::async_trait]
-impl ObjectStore for CachedStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        // Plain bounded range reads only (what the Parquet reader does); a conditional or
-        // open-ended read goes to the store as it is.
+/// The cache's side of a store's reads ([`super::CountingStore`] asks it first, and counts only
+/// what the store serves).
+impl ChunkCache {
+    /// The range a single read asks for, when the cache may answer or keep it: a plain bounded
+    /// read of a data file (what the Parquet reader does). Conditional and open-ended reads go
+    /// to the store as they are.
+    pub(crate) fn range_of(path: &Path, options: &GetOptions) -> Option<Range<u64>> {
         let plain = !options.head
             && options.if_match.is_none()
             && options.if_none_match.is_none()
             && options.if_modified_since.is_none()
             && options.if_unmodified_since.is_none()
             && options.version.is_none();
-        let Some(GetRange::Bounded(range)) = options.range.clone().filter(|_| plain) else {
-            return self.inner.get_opts(location, options).await;
-        };
-        if !cacheable(location) {
-            return self.inner.get_opts(location, options).await;
+        match &options.range {
+            Some(GetRange::Bounded(r)) if plain && cacheable(path) => Some(r.clone()),
+            _ => None,
         }
-        if let Some(Chunk {
-            meta: Some(meta),
-            bytes,
-        }) = self.cache.get(location, &range)
-        {
-            let stream = futures::stream::once(async move { Ok(bytes) });
-            return Ok(GetResult {
-                payload: GetResultPayload::Stream(Box::pin(stream)),
-                meta,
-                range,
-                attributes: Default::default(),
-            });
+    }
+
+    /// A kept answer to a single read of `range`, if one came with the object's metadata.
+    pub(crate) fn hit(&self, path: &Path, range: &Range<u64>) -> Option<GetResult> {
+        match self.get(path, range)? {
+            Chunk {
+                meta: Some(meta),
+                bytes,
+            } => Some(from_bytes(bytes, meta, range.clone())),
+            _ => None,
         }
-        let r = self.inner.get_opts(location, options).await?;
-        let (meta, attributes, got) = (r.meta.clone(), r.attributes.clone(), r.range.clone());
+    }
+
+    /// Keep what a single read returned, and pass it on.
+    pub(crate) async fn keep(&self, path: &Path, r: GetResult) -> object_store::Result<GetResult> {
+        let (meta, attributes, range) = (r.meta.clone(), r.attributes.clone(), r.range.clone());
         let bytes = r.bytes().await?;
-        self.cache.put(location, &got, Some(meta.clone()), &bytes);
-        let stream = futures::stream::once(async move { Ok(bytes) });
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(Box::pin(stream)),
-            meta,
-            range: got,
-            attributes,
+        self.put(path, &range, Some(meta.clone()), &bytes);
+        let mut out = from_bytes(bytes, meta, range);
+        out.attributes = attributes;
+        Ok(out)
+    }
+
+    /// Per range, its kept bytes (`None`: to read), when `path` is a data file.
+    pub(crate) fn lookup(&self, path: &Path, ranges: &[Range<u64>]) -> Option<Vec<Option<Bytes>>> {
+        cacheable(path).then(|| {
+            ranges
+                .iter()
+                .map(|r| self.get(path, r).map(|c| c.bytes))
+                .collect()
         })
     }
-    async fn get_ranges(
+
+    /// Fill the gaps of `out` with `got`, the store's answers to `missing` (the gaps' ranges in
+    /// order), keeping them.
+    pub(crate) fn fill(
         &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        if !cacheable(location) {
-            return self.inner.get_ranges(location, ranges).await;
-        }
-        let mut out: Vec<Option<Bytes>> = ranges
-            .iter()
-            .map(|r| self.cache.get(location, r).map(|c| c.bytes))
-            .collect();
-        let missing: Vec<Range<u64>> = ranges
-            .iter()
-            .zip(&out)
-            .filter(|(_, b)| b.is_none())
-            .map(|(r, _)| r.clone())
-            .collect();
-        if !missing.is_empty() {
-            let got = self.inner.get_ranges(location, &missing).await?;
-            let mut got = missing.iter().zip(got);
-            for slot in out.iter_mut().filter(|b| b.is_none()) {
-                let (r, b) = got.next().expect("one response per missing range");
-                self.cache.put(location, r, None, &b);
-                *slot = Some(b);
-            }
-        }
-        Ok(out.into_iter().map(|b| b.expect("filled")).collect())
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        path: &Path,
+        missing: &[Range<u64>],
+        got: Vec<Bytes>,
+        out: Vec<Option<Bytes>>,
+    ) -> Vec<Bytes> {
+        let mut got = missing.iter().zip(got);
+        out.into_iter()
+            .map(|slot| {
+                slot.unwrap_or_else(|| {
+                    let (r, b) = got.next().expect("one answer per missing range");
+                    self.put(path, r, None, &b);
+                    b
+                })
+            })
+            .collect()
     }
 }

@@ -1,5 +1,6 @@
 //! An object store wrapper that counts the bytes and requests a query reads, so `neve sql`
-//! and `neve bench query` can report what a query cost in storage traffic.
+//! and `neve bench query` can report what a query cost in storage traffic; given a
+//! [`ChunkCache`], it answers from it first and counts only what the store serves.
 
 use std::fmt;
 use std::ops::Range;
@@ -8,6 +9,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
+
+use super::ChunkCache;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -52,11 +55,22 @@ impl ReadCounter {
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     counter: Arc<ReadCounter>,
+    chunks: Option<ChunkCache>,
 }
 
 impl CountingStore {
     pub fn new(inner: Arc<dyn ObjectStore>, counter: Arc<ReadCounter>) -> Self {
-        Self { inner, counter }
+        Self {
+            inner,
+            counter,
+            chunks: None,
+        }
+    }
+
+    /// Reads of data files are answered from `chunks` when it holds them, and kept there.
+    pub fn with_chunks(mut self, chunks: ChunkCache) -> Self {
+        self.chunks = Some(chunks);
+        self
     }
 }
 
@@ -89,22 +103,54 @@ impl ObjectStore for CountingStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let head = options.head;
+        let cached = self
+            .chunks
+            .as_ref()
+            .zip(ChunkCache::range_of(location, &options));
+        if let Some((chunks, range)) = &cached {
+            if let Some(hit) = chunks.hit(location, range) {
+                return Ok(hit);
+            }
+        }
         let r = self.inner.get_opts(location, options).await?;
         let bytes = if head { 0 } else { r.range.end - r.range.start };
         tracing::trace!(%location, range = ?r.range, "get");
         self.counter.add(bytes, 1);
-        Ok(r)
+        match cached {
+            Some((chunks, _)) => chunks.keep(location, r).await,
+            None => Ok(r),
+        }
     }
     async fn get_ranges(
         &self,
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
-        let r = self.inner.get_ranges(location, ranges).await?;
+        let kept = self
+            .chunks
+            .as_ref()
+            .and_then(|c| Some((c, c.lookup(location, ranges)?)));
+        let missing: Vec<Range<u64>> = match &kept {
+            Some((_, out)) => ranges
+                .iter()
+                .zip(out)
+                .filter(|(_, b)| b.is_none())
+                .map(|(r, _)| r.clone())
+                .collect(),
+            None => ranges.to_vec(),
+        };
+        let r = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.inner.get_ranges(location, &missing).await?
+        };
         let bytes: u64 = r.iter().map(|b| b.len() as u64).sum();
-        tracing::trace!(%location, ?ranges, "get_ranges");
-        self.counter.add(bytes, ranges.len() as u64);
-        Ok(r)
+        tracing::trace!(%location, ranges = ?missing, "get_ranges");
+        self.counter.add(bytes, missing.len() as u64);
+        Ok(match kept {
+            Some((chunks, out)) => chunks.fill(location, &missing, r, out),
+            None => r,
+        })
     }
     fn delete_stream(
         &self,

@@ -297,16 +297,13 @@ impl QueryEngine {
         })?;
         let parsed = url::Url::parse(&url).expect("valid url");
         // Counted below the cache: the counts are what the store served.
-        let mut store: Arc<dyn object_store::ObjectStore> = Arc::new(CountingStore::new(
-            location.store.clone(),
-            self.counter.clone(),
-        ));
+        let mut store = CountingStore::new(location.store.clone(), self.counter.clone());
         if let Some(chunks) = &self.chunks {
             if !matches!(location.kind, crate::storage::StoreKind::Local { .. }) {
-                store = Arc::new(chunks::CachedStore::new(store, chunks.clone()));
+                store = store.with_chunks(chunks.clone());
             }
         }
-        self.ctx.register_object_store(&parsed, store);
+        self.ctx.register_object_store(&parsed, Arc::new(store));
         Ok(store_url)
     }
 
