@@ -239,6 +239,20 @@ async fn limit_reads_one_file() {
     assert!(read > 0 && read < total / 2, "read {read} of {total} bytes");
 }
 
+/// `GROUP BY kind` over `t` in a fresh engine with `limits`: the answer as text, and the
+/// requests and bytes it read from the store.
+async fn by_kind(t: &Table, limits: crate::query::QueryLimits) -> (String, u64, u64) {
+    let mut e = QueryEngine::with_limits(limits);
+    e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
+        .unwrap();
+    let q = "SELECT kind, count(*), sum(fare) FROM t GROUP BY kind ORDER BY kind";
+    let b = e.collect(q).await.unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&b)
+        .unwrap()
+        .to_string();
+    (text, e.reads().requests(), e.reads().bytes())
+}
+
 /// Engines sharing a footer cache read each file's footer once: a repeated query fetches
 /// only data, and answers the same.
 #[tokio::test]
@@ -247,22 +261,14 @@ async fn a_shared_footer_cache_spares_later_queries_the_footers() {
     let snap = t.snapshot().await.unwrap();
     let files = snap.files.len() as u64;
     let footers = crate::query::FooterCache::new(1 << 20);
-    let q = "SELECT kind, count(*), sum(fare) FROM t GROUP BY kind ORDER BY kind";
-    let run = |cache: Option<crate::query::FooterCache>| {
-        let t = &t;
-        async move {
-            let mut e = QueryEngine::with_limits(crate::query::QueryLimits {
-                footers: cache,
+    let run = |footers: Option<crate::query::FooterCache>| {
+        by_kind(
+            &t,
+            crate::query::QueryLimits {
+                footers,
                 ..Default::default()
-            });
-            e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
-                .unwrap();
-            let b = e.collect(q).await.unwrap();
-            let text = arrow::util::pretty::pretty_format_batches(&b)
-                .unwrap()
-                .to_string();
-            (text, e.reads().requests(), e.reads().bytes())
-        }
+            },
+        )
     };
     let (plain, plain_requests, plain_bytes) = run(None).await;
     assert!(footers.is_empty());
@@ -290,22 +296,16 @@ async fn a_shared_footer_cache_spares_later_queries_the_footers() {
 async fn a_shared_chunk_cache_serves_repeated_queries_from_memory() {
     let t = table().await;
     let footers = crate::query::FooterCache::new(1 << 20);
-    let q = "SELECT kind, count(*), sum(fare) FROM t GROUP BY kind ORDER BY kind";
     let run = |chunks: Option<crate::query::ChunkCache>| {
-        let (t, footers) = (&t, footers.clone());
+        let limits = crate::query::QueryLimits {
+            footers: Some(footers.clone()),
+            chunks,
+            ..Default::default()
+        };
+        let t = &t;
         async move {
-            let mut e = QueryEngine::with_limits(crate::query::QueryLimits {
-                footers: Some(footers),
-                chunks,
-                ..Default::default()
-            });
-            e.register_snapshot("t", t.location().clone(), t.snapshot().await.unwrap())
-                .unwrap();
-            let b = e.collect(q).await.unwrap();
-            let text = arrow::util::pretty::pretty_format_batches(&b)
-                .unwrap()
-                .to_string();
-            (text, e.reads().requests())
+            let (text, requests, _) = by_kind(t, limits).await;
+            (text, requests)
         }
     };
     let (plain, _) = run(None).await;
