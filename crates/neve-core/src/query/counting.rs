@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
-
-use super::ChunkCache;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
+
+use super::ChunkCache;
 
 /// Bytes and GET requests read through a [`CountingStore`].
 #[derive(Debug, Default)]

@@ -296,7 +296,7 @@ impl QueryEngine {
             message: e.to_string(),
         })?;
         let parsed = url::Url::parse(&url).expect("valid url");
-        // Counted below the cache: the counts are what the store served.
+        // Reads the cache answers are not counted: the counts are what the store served.
         let mut store = CountingStore::new(location.store.clone(), self.counter.clone());
         if let Some(chunks) = &self.chunks {
             if !matches!(location.kind, crate::storage::StoreKind::Local { .. }) {
