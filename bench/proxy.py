@@ -13,6 +13,7 @@ chdb and boto3 in this Python. Prints one line per measurement and a JSON summar
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -29,6 +30,37 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) a process has used, from /proc; 0 without a pid."""
+    if not pid:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu():
+    """CPU seconds of this process: chdb runs in it, on its own threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class CpuMeter:
+    """CPU seconds used during a measurement by chdb (this process), the proxy, Toxiproxy and
+    MinIO: on a 2-core machine their sum over the cores is a floor under the wall time."""
+
+    def __init__(self, pids):
+        self.pids = pids
+
+    def __enter__(self):
+        self.t0 = {"chdb": self_cpu(), **{k: proc_cpu(p) for k, p in self.pids.items()}}
+        return self
+
+    def __exit__(self, *exc):
+        t1 = {"chdb": self_cpu(), **{k: proc_cpu(p) for k, p in self.pids.items()}}
+        self.cpu = {k: t1[k] - self.t0[k] for k in t1}
 
 
 def api(base, path, body):
@@ -71,13 +103,21 @@ class NeveProxy:
         assert "listening on" in line, line
         self.url = line.split()[-1]
 
-    def served_bytes(self):
-        """Object bytes this proxy has sent to clients (its Prometheus counter)."""
+    def counters(self):
+        """This proxy's Prometheus counters: served bytes, client requests (all operations),
+        upstream GETs and bytes."""
+        out = {"served": 0, "requests": 0, "upstream_requests": 0, "upstream_bytes": 0}
         with urllib.request.urlopen(f"{self.url}/_neve/metrics") as r:
             for line in r.read().decode().splitlines():
-                if line.startswith("neve_proxy_served_bytes_total "):
-                    return int(float(line.split()[1]))
-        raise AssertionError("no neve_proxy_served_bytes_total")
+                name, _, value = line.rpartition(" ")
+                key = {"neve_proxy_served_bytes_total": "served",
+                       "neve_proxy_upstream_requests_total": "upstream_requests",
+                       "neve_proxy_upstream_bytes_total": "upstream_bytes"}.get(name)
+                if name.startswith("neve_proxy_requests_total{"):
+                    key = "requests"
+                if key:
+                    out[key] += int(float(value))
+        return out
 
     def stop(self):
         self.proc.terminate()
@@ -214,6 +254,7 @@ def main():
             s3_floor[(q, threads)] = statistics.median(chdb_time(sql)[0] for _ in range(a.runs))
             print(f"  {q} max_threads={threads}: MinIO on loopback {s3_floor[(q, threads)]:.2f}s", file=sys.stderr)
 
+    minio_pid = int(os.environ.get("NEVE_MINIO_PID") or 0)
     upstream = urllib.parse.urlsplit(minio).netloc
     link_proc, link = start_link(a.toxiproxy, upstream, a.latency_ms, a.rate_kbs)
     results = []
@@ -222,26 +263,37 @@ def main():
             for threads in [int(t) for t in a.threads.split(",")]:
                 for q in ("scan", "point"):
                     cold, hot, direct, served, answers = [], [], [], [], set()
+                    cpu = {"cold": [], "hot": [], "direct": []}
+                    counts = {"cold": [], "hot": []}
                     for run in range(a.runs):
                         p = NeveProxy(a.neve_bin, warehouse, link, cache_dir)
+                        pids = {"proxy": p.proc.pid, "toxiproxy": link_proc.pid, "minio": minio_pid}
                         try:
                             sql = queries(f"{p.url}/{name}/**/*.parquet", KEY, SECRET, threads)[q]
-                            s, out = chdb_time(sql)
-                            cold.append(s)
-                            answers.add(out)
-                            before = p.served_bytes()
-                            s, out = chdb_time(sql)
-                            hot.append(s)
-                            answers.add(out)
-                            served.append(p.served_bytes() - before)
+                            for mode, times in (("cold", cold), ("hot", hot)):
+                                before = p.counters()
+                                with CpuMeter(pids) as m:
+                                    s, out = chdb_time(sql)
+                                after = p.counters()
+                                times.append(s)
+                                answers.add(out)
+                                cpu[mode].append(m.cpu)
+                                counts[mode].append({k: after[k] - before[k] for k in after})
+                            served.append(counts["hot"][-1]["served"])
                         finally:
                             p.stop()
                         sql = queries(f"{link}/{bucket}/{table_key}/_data/**/*.parquet", mkey, msecret, threads)[q]
-                        s, out = chdb_time(sql)
+                        with CpuMeter({"toxiproxy": link_proc.pid, "minio": minio_pid}) as m:
+                            s, out = chdb_time(sql)
                         direct.append(s)
                         answers.add(out)
+                        cpu["direct"].append(m.cpu)
+                        fmt = lambda c: " ".join(f"{k} {v:.2f}" for k, v in c.items())
                         print(f"  {q} max_threads={threads} run {run + 1}: proxy cold {cold[-1]:.2f}s hot {hot[-1]:.2f}s, "
-                              f"direct {direct[-1]:.2f}s", file=sys.stderr)
+                              f"direct {direct[-1]:.2f}s; CPU-s cold: {fmt(cpu['cold'][-1])}; hot: {fmt(cpu['hot'][-1])}; "
+                              f"direct: {fmt(cpu['direct'][-1])}; cold requests {counts['cold'][-1]['requests']}, "
+                              f"upstream GETs {counts['cold'][-1]['upstream_requests']} "
+                              f"({counts['cold'][-1]['upstream_bytes'] / 1e9:.2f} GB)", file=sys.stderr)
                     assert len(answers) == 1, f"different answers: {answers}"
                     r = {"query": q, "max_threads": threads, "cold_s": statistics.median(cold),
                          "hot_s": statistics.median(hot), "direct_s": statistics.median(direct),
@@ -251,6 +303,20 @@ def main():
                     r["minio_loopback_s"] = s3_floor[(q, threads)]
                     r["hot_served_bytes"] = statistics.median(served)
                     r["cold_over_direct"] = r["cold_s"] / r["direct_s"]
+                    # Medians of each process's CPU seconds, per mode; the floors they set on
+                    # 2 cores: a hot read cannot end before chdb's own CPU is spent, whatever
+                    # the proxy costs; a cold read not before everyone's.
+                    r["cpu"] = {mode: {k: statistics.median(c[k] for c in runs) for k in runs[0]}
+                                for mode, runs in cpu.items()}
+                    r["cold_counts"] = {k: statistics.median(c[k] for c in counts["cold"]) for k in counts["cold"][0]}
+                    cores = os.cpu_count()
+                    r["hot_floor_s"] = r["cpu"]["hot"]["chdb"] / cores
+                    r["hot_over_cold_max"] = r["cold_s"] / r["hot_floor_s"]
+                    r["cold_floor_s"] = sum(r["cpu"]["cold"].values()) / cores
+                    r["direct_floor_s"] = sum(r["cpu"]["direct"].values()) / cores
+                    print(f"  {q} max_threads={threads}: hot floor (chdb CPU {r['cpu']['hot']['chdb']:.2f} s / {cores} cores) "
+                          f"{r['hot_floor_s']:.3f}s, so hot/cold <= {r['hot_over_cold_max']:.2f}x; "
+                          f"CPU floor cold {r['cold_floor_s']:.2f}s, direct {r['direct_floor_s']:.2f}s", file=sys.stderr)
                     results.append(r)
             # Listing: a table of `list_files` files through the proxy (cold: a fresh proxy,
             # then warm) and its `_data/` directly, on the same link.
@@ -279,14 +345,16 @@ def main():
     print(f"\nlink: {a.latency_ms} ms before each response, {a.rate_kbs / 1024:.0f} MB/s per connection; "
           f"medians of {a.runs}")
     print(f"{'measure':<22} {'proxy cold':>11} {'proxy hot':>10} {'direct':>9} {'local files':>12} "
-          f"{'MinIO loopback':>15} {'hot/cold':>9} {'cold/direct':>12} {'hot/local':>10} {'hot GB sent':>12}")
+          f"{'MinIO loopback':>15} {'hot/cold':>9} {'cold/direct':>12} {'hot/local':>10} {'hot GB sent':>12} "
+          f"{'hot floor':>10} {'hot/cold max':>13}")
     for r in results:
         label = r["query"] if r["query"] == "list" else f"{r['query']} max_threads={r['max_threads']}"
         local = r.get("local_files_s")
         print(f"{label:<22} {r['cold_s']:>10.3f}s {r['hot_s']:>9.3f}s {r['direct_s']:>8.3f}s "
               + (f"{local:>11.3f}s {r['minio_loopback_s']:>14.3f}s " if local else f"{'':>12} {'':>15} ")
               + f"{r['cold_s'] / r['hot_s']:>8.2f}x {r['cold_s'] / r['direct_s']:>11.2f}x "
-              + (f"{r['hot_s'] / local:>9.2f}x {r['hot_served_bytes'] / 1e9:>11.2f}" if local else ""))
+              + (f"{r['hot_s'] / local:>9.2f}x {r['hot_served_bytes'] / 1e9:>11.2f} "
+                 f"{r['hot_floor_s']:>9.3f}s {r['hot_over_cold_max']:>12.2f}x" if local else ""))
     print(json.dumps({"table": a.table, "rows": info["rows"], "files": info["files"], "results": results}))
 
 

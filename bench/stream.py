@@ -33,6 +33,19 @@ def peak_rss_mb(pid):
     return 0
 
 
+def proc_cpu(pid):
+    """CPU seconds (user + system) a process has used, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    """CPU seconds of this process's finished children: the clients, and the ceiling's ends."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def reset_peak(pid):
     """Start the process's peak RSS over from its current RSS (Linux clear_refs)."""
     with open(f"/proc/{pid}/clear_refs", "w") as f:
@@ -219,12 +232,16 @@ def main():
             pid = bound.proc.pid if "bound" in name else server.proc.pid
             for i in range(a.runs):
                 reset_peak(pid)
+                cpu0 = (proc_cpu(pid), children_cpu())
                 r = run()
+                r["server_cpu_s"] = proc_cpu(pid) - cpu0[0]
+                r["client_cpu_s"] = children_cpu() - cpu0[1]
                 r["server_peak_rss_mb"] = peak_rss_mb(pid)
                 assert r["rows"] == rows, (name, r)
                 runs.append(r)
                 print(f"  {name} run {i + 1}: {r['seconds']:.2f}s, {r['bytes'] / 1e9:.2f} GB, client "
-                      f"{r['peak_rss_mb']} MB, server {r['server_peak_rss_mb']} MB", file=sys.stderr)
+                      f"{r['peak_rss_mb']} MB, server {r['server_peak_rss_mb']} MB; CPU server "
+                      f"{r['server_cpu_s']:.2f}s, client {r['client_cpu_s']:.2f}s", file=sys.stderr)
             m = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
             m.update(name=name, runs=[x["seconds"] for x in runs])
             results.append(m)
@@ -232,7 +249,9 @@ def main():
                 arrow_bytes = m["bytes"]
         ceil = []
         for i in range(a.runs):
+            cpu0 = children_cpu()
             c = ceiling(neve, int(arrow_bytes))
+            c["cpu_s"] = children_cpu() - cpu0
             ceil.append(c)
             print(f"  ceiling run {i + 1}: {c['seconds']:.2f}s for {c['bytes'] / 1e9:.2f} GB", file=sys.stderr)
         c = {k: statistics.median(x[k] for x in ceil) for k in ceil[0]}
@@ -257,12 +276,17 @@ def main():
     print(f"\nceiling: {c['bytes'] / 1e9:.2f} GB over one loopback TCP connection in "
           f"{c['seconds']:.2f}s = {ceiling_gbs:.2f} GB/s (medians of {a.runs})")
     print(f"{'stream':<36} {'rows':>12} {'time':>8} {'Mrows/s':>8} {'GB/s':>6} {'of ceiling':>10} "
-          f"{'1st byte':>9} {'client MB':>9} {'server MB':>9}")
+          f"{'1st byte':>9} {'client MB':>9} {'server MB':>9} {'CPU-s srv':>9} {'CPU-s cli':>9} {'CPU floor':>9}")
+    cores = os.cpu_count()
     for r in results:
         gbs = r["bytes"] / r["seconds"] / 1e9
+        # Both ends share the cores: no stream of theirs ends before their CPU time is spent.
+        floor = (r["server_cpu_s"] + r["client_cpu_s"]) / cores
         print(f"{r['name']:<36} {int(r['rows']):>12,} {r['seconds']:>7.2f}s {r['rows'] / r['seconds'] / 1e6:>8.1f} "
               f"{gbs:>6.2f} {gbs / ceiling_gbs:>9.0%} {r['first_byte_s'] * 1e3:>7.0f}ms "
-              f"{int(r['peak_rss_mb']):>9} {int(r['server_peak_rss_mb']):>9}")
+              f"{int(r['peak_rss_mb']):>9} {int(r['server_peak_rss_mb']):>9} {r['server_cpu_s']:>9.2f} "
+              f"{r['client_cpu_s']:>9.2f} {floor:>8.2f}s")
+    print(f"ceiling's two ends: {c['cpu_s']:.2f} CPU-s for {c['bytes'] / 1e9:.2f} GB")
     for r in results:
         if "start_rss_mb" in r:
             print(f"{r['name']}: the client held {int(r['start_rss_mb'])} MB connected, before any result")

@@ -111,14 +111,21 @@ static FOOTERS: LazyLock<neve_core::query::FooterCache> =
 /// Ranges of data files on remote stores, kept from one query of the process to the next: a
 /// notebook or a service querying an S3 table again reads from memory. 128 MiB unless
 /// `NEVE_CHUNK_CACHE_MB` says otherwise (0 turns it off); tables in local folders have the
-/// page cache and skip it.
-static CHUNKS: LazyLock<Option<neve_core::query::ChunkCache>> = LazyLock::new(|| {
-    let mb = std::env::var("NEVE_CHUNK_CACHE_MB")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(128);
-    (mb > 0).then(|| neve_core::query::ChunkCache::new(mb << 20))
-});
+/// page cache and skip it. A value that is not a whole number fails every query, naming the
+/// variable, rather than quietly using the default.
+static CHUNKS: LazyLock<Result<Option<neve_core::query::ChunkCache>, String>> =
+    LazyLock::new(|| {
+        let mb = match std::env::var("NEVE_CHUNK_CACHE_MB") {
+            Ok(v) => v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&mb| mb <= 1 << 30)
+                .ok_or_else(|| format!("'{v}' is not a whole number of MiB (0 turns it off)"))?,
+            Err(_) => 128,
+        };
+        Ok((mb > 0).then(|| neve_core::query::ChunkCache::new(mb << 20)))
+    });
 
 /// Run `fut` to the end with the GIL released, so other Python threads go on meanwhile.
 fn run<T: Send>(
@@ -429,9 +436,15 @@ async fn plan(
     as_of: Option<AsOf>,
     raw: bool,
 ) -> neve_core::Result<SendableRecordBatchStream> {
+    let chunks = CHUNKS
+        .clone()
+        .map_err(|reason| neve_core::Error::InvalidSetting {
+            name: "NEVE_CHUNK_CACHE_MB".into(),
+            reason,
+        })?;
     let mut engine = QueryEngine::with_limits(neve_core::query::QueryLimits {
         footers: Some(FOOTERS.clone()),
-        chunks: CHUNKS.clone(),
+        chunks,
         ..Default::default()
     });
     engine.set_raw(raw);

@@ -76,3 +76,24 @@ def test_bad_storage_options(s3_address, minio_options):
     assert isinstance(e.value, (neve.StorageError, neve.InvalidInputError)), type(e.value)
     with pytest.raises(neve.NotFoundError):
         neve.Table(s3_address, storage_options=minio_options)
+
+
+def test_a_bad_chunk_cache_size_is_named_not_ignored(tmp_path):
+    # Read once per process, so a fresh interpreter gets the bad value.
+    import subprocess
+    import sys
+
+    code = (
+        "import neve, pyarrow as pa, sys\n"
+        f"t = neve.create_table({str(tmp_path / 't')!r})\n"
+        "t.insert(pa.table({'a': [1]}))\n"
+        "try:\n"
+        "    t.sql('SELECT a FROM t')\n"
+        "except neve.InvalidInputError as e:\n"
+        "    print(e)\n"
+        "    sys.exit(3)\n"
+    )
+    env = {**__import__("os").environ, "NEVE_CHUNK_CACHE_MB": "lots"}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert p.returncode == 3, p.stderr
+    assert "NEVE_CHUNK_CACHE_MB" in p.stdout and "lots" in p.stdout

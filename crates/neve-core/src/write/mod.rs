@@ -408,7 +408,8 @@ async fn upload(
 mod tests;
 
 /// CPU time of the calling thread, for the per-part trace: what sorting and encoding a part
-/// cost, whatever else shared the cores meanwhile. Zero where the platform has no such clock.
+/// cost, whatever else shared the cores meanwhile. Zero where the platform has no such clock,
+/// and when nothing listens to the trace (no system call then).
 fn thread_cpu() -> std::time::Duration {
     #[cfg(unix)]
     {
@@ -417,7 +418,9 @@ fn thread_cpu() -> std::time::Duration {
             tv_nsec: 0,
         };
         // SAFETY: clock_gettime only writes the timespec it is given.
-        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+        if tracing::enabled!(tracing::Level::TRACE)
+            && unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0
+        {
             return std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
         }
     }
