@@ -1,7 +1,9 @@
 //! The block cache (foyer's hybrid cache): aligned blocks of data files, keyed by path, ETag
-//! and block number, in memory and optionally on a local disk, both bounded. Data files are
+//! and byte range, in memory and optionally on a local disk, both bounded. Data files are
 //! immutable, so an entry never goes stale. Concurrent misses on one block share one upstream
-//! GET (foyer runs the first caller's fetch and hands its result to every waiter).
+//! GET (foyer runs the first caller's fetch and hands its result to every waiter). A file's
+//! last block takes in a tail shorter than half a block: its own GET would cost a whole round
+//! trip for a few bytes.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -23,13 +25,19 @@ use crate::metrics::Metrics;
 /// Blocks read ahead of the one being sent, per request.
 const READ_AHEAD: usize = 4;
 
-/// One aligned block of one version of a file.
+/// One block of one version of a file, named by its byte range: a key means the same bytes
+/// whatever the block size was when it was cached (the disk part outlives restarts).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BlockKey {
     pub path: Arc<str>,
     pub etag: Arc<str>,
-    pub index: u64,
+    pub start: u64,
+    pub len: u64,
 }
+
+/// Leads every key on disk; keys of an older layout (block numbers) do not decode, so foyer
+/// drops them when it recovers the disk cache.
+const KEY_FORMAT: u64 = u64::MAX - 2;
 
 fn put_str(w: &mut impl std::io::Write, s: &str) -> foyer::Result<()> {
     (s.len() as u64).encode(w)?;
@@ -47,21 +55,30 @@ fn get_str(r: &mut impl std::io::Read) -> foyer::Result<Arc<str>> {
 /// How a key is written on the cache's disk.
 impl Code for BlockKey {
     fn encode(&self, w: &mut impl std::io::Write) -> foyer::Result<()> {
+        KEY_FORMAT.encode(w)?;
         put_str(w, &self.path)?;
         put_str(w, &self.etag)?;
-        self.index.encode(w)
+        self.start.encode(w)?;
+        self.len.encode(w)
     }
 
     fn decode(r: &mut impl std::io::Read) -> foyer::Result<Self> {
+        if u64::decode(r)? != KEY_FORMAT {
+            return Err(foyer::Error::new(
+                foyer::ErrorKind::Parse,
+                "cache key of an older layout",
+            ));
+        }
         Ok(Self {
             path: get_str(r)?,
             etag: get_str(r)?,
-            index: u64::decode(r)?,
+            start: u64::decode(r)?,
+            len: u64::decode(r)?,
         })
     }
 
     fn estimated_size(&self) -> usize {
-        24 + self.path.len() + self.etag.len()
+        48 + self.path.len() + self.etag.len()
     }
 }
 
@@ -187,15 +204,45 @@ impl BlockCache {
         }))
     }
 
+    /// How many blocks a file of `size` bytes has.
+    fn block_count(&self, size: u64) -> u64 {
+        let b = self.block_size;
+        let n = size.div_ceil(b);
+        if n > 1 && size - (n - 1) * b < b / 2 {
+            n - 1
+        } else {
+            n
+        }
+    }
+
+    /// The key of block `index` of a file.
+    fn key(&self, path: &str, etag: &Arc<str>, size: u64, index: u64) -> BlockKey {
+        let start = index * self.block_size;
+        let end = if index + 1 >= self.block_count(size) {
+            size
+        } else {
+            start + self.block_size
+        };
+        BlockKey {
+            path: Arc::from(path),
+            etag: etag.clone(),
+            start,
+            len: end - start,
+        }
+    }
+
+    /// Every block's key of one version of a file.
+    pub fn keys_of(&self, path: &Path, etag: &str, size: u64) -> Vec<BlockKey> {
+        let etag: Arc<str> = Arc::from(etag);
+        (0..self.block_count(size))
+            .map(|i| self.key(path.as_ref(), &etag, size, i))
+            .collect()
+    }
+
     /// One block, from the cache or (once, however many ask) from the store.
     async fn block(&self, file: &FileBlocks, index: u64) -> Result<Bytes, object_store::Error> {
-        let key = BlockKey {
-            path: Arc::from(file.path.as_ref()),
-            etag: file.etag.clone(),
-            index,
-        };
-        let start = index * self.block_size;
-        let range = start..(start + self.block_size).min(file.size);
+        let key = self.key(file.path.as_ref(), &file.etag, file.size, index);
+        let range = key.start..key.start + key.len;
         let (store, path, metrics) = (file.store.clone(), file.path.clone(), self.metrics.clone());
         let entry = self
             .cache
@@ -232,7 +279,9 @@ impl BlockCache {
             return futures::stream::empty().boxed();
         }
         let b = self.block_size;
-        let (first, last) = (range.start / b, (range.end - 1) / b);
+        let count = self.block_count(file.size);
+        let block_of = |offset: u64| (offset / b).min(count.saturating_sub(1));
+        let (first, last) = (block_of(range.start), block_of(range.end - 1));
         let this = self.clone();
         futures::stream::iter(first..=last)
             .map(move |i| {
@@ -251,14 +300,8 @@ impl BlockCache {
 
     /// Drop every cached block of one version of a file; how many there were.
     pub fn drop_file(&self, path: &Path, etag: &str, size: u64) -> u64 {
-        let mut key = BlockKey {
-            path: Arc::from(path.as_ref()),
-            etag: Arc::from(etag),
-            index: 0,
-        };
         let mut dropped = 0;
-        for index in 0..size.div_ceil(self.block_size) {
-            key.index = index;
+        for key in self.keys_of(path, etag, size) {
             if self.cache.contains(&key) {
                 dropped += 1;
             }

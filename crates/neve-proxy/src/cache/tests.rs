@@ -224,13 +224,7 @@ fn blocks_of_files_removed_past_the_readable_window_are_dropped() {
                         size: f.size,
                     };
                     collect(cache.read(file.clone(), 0..f.size)).await;
-                    for index in 0..f.size.div_ceil(BLOCK) {
-                        keys.push(BlockKey {
-                            path: Arc::from(file.path.as_ref()),
-                            etag: file.etag.clone(),
-                            index,
-                        });
-                    }
+                    keys.extend(cache.keys_of(&file.path, &file.etag, f.size));
                 }
                 keys
             }
@@ -284,4 +278,56 @@ fn blocks_of_files_removed_past_the_readable_window_are_dropped() {
         // Once only.
         assert_eq!(past.sweep(now + 3_000), 0);
     });
+}
+
+/// A tail shorter than half a block rides with the block before it (one GET, not two); a
+/// longer one is a block of its own. Either way the bytes are the file's.
+#[test]
+fn a_short_tail_joins_the_last_block() {
+    runtime().block_on(async {
+        for (len, gets) in [
+            (BLOCK + BLOCK / 4, 1),
+            (BLOCK + BLOCK / 2, 2),
+            (3 * BLOCK + 1, 3),
+            (BLOCK / 3, 1),
+        ] {
+            let data: Vec<u8> = (0..len as usize).map(|i| (i * 7 % 253) as u8).collect();
+            let file = file_of(&data, "t.parquet").await;
+            let metrics = Arc::new(Metrics::new());
+            let cache = Arc::new(
+                BlockCache::new(&settings(16 << 20), metrics.clone())
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+            // The footer first, as readers do, then the whole file.
+            let tail = collect(cache.read(file.clone(), len - 8..len)).await;
+            assert_eq!(tail, data[data.len() - 8..]);
+            assert_eq!(collect(cache.read(file.clone(), 0..len)).await, data);
+            assert_eq!(metrics.upstream_requests.get(), gets, "file of {len} bytes");
+            let keys = cache.keys_of(&file.path, &file.etag, len);
+            assert_eq!(keys.len() as u64, gets);
+            assert_eq!(keys.iter().map(|k| k.len).sum::<u64>(), len);
+        }
+    });
+}
+
+/// Keys name byte ranges, so a disk cache written with another block size is never read as
+/// this one's blocks; keys of the older layout (block numbers) do not decode.
+#[test]
+fn keys_name_byte_ranges_and_the_older_layout_does_not_decode() {
+    let key = BlockKey {
+        path: Arc::from("t/_data/part-1.parquet"),
+        etag: Arc::from("\"e1\""),
+        start: 1 << 20,
+        len: 300_000,
+    };
+    let mut buf = Vec::new();
+    key.encode(&mut buf).unwrap();
+    assert_eq!(BlockKey::decode(&mut buf.as_slice()).unwrap(), key);
+    let mut old = Vec::new();
+    put_str(&mut old, &key.path).unwrap();
+    put_str(&mut old, &key.etag).unwrap();
+    1u64.encode(&mut old).unwrap();
+    assert!(BlockKey::decode(&mut old.as_slice()).is_err());
 }
