@@ -15,6 +15,7 @@ Medians of --runs runs.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
