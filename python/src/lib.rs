@@ -121,7 +121,9 @@ static CHUNKS: LazyLock<Result<Option<neve_core::query::ChunkCache>, String>> =
                 .parse::<usize>()
                 .ok()
                 .filter(|&mb| mb <= 1 << 30)
-                .ok_or_else(|| format!("'{v}' is not a whole number of MiB (0 turns it off)"))?,
+                .ok_or_else(|| {
+                    format!("'{v}' is not a whole number of MiB up to 2^30 (0 turns it off)")
+                })?,
             Err(_) => 128,
         };
         Ok((mb > 0).then(|| neve_core::query::ChunkCache::new(mb << 20)))
