@@ -152,16 +152,6 @@ pub(crate) fn opt(v: Option<Value>) -> Value {
     }
 }
 
-/// A map with int keys, as [`int_map`] declares it.
-pub(crate) fn int_map_value(entries: Vec<(i32, Value)>) -> Value {
-    Value::Array(
-        entries
-            .into_iter()
-            .map(|(k, v)| Value::Record(vec![("key".into(), Value::Int(k)), ("value".into(), v)]))
-            .collect(),
-    )
-}
-
 fn zigzag(n: i64, out: &mut Vec<u8>) {
     let mut z = ((n << 1) ^ (n >> 63)) as u64;
     loop {
@@ -188,18 +178,43 @@ pub(crate) fn container(
     marker: [u8; 16],
     records: Vec<Value>,
 ) -> Result<Vec<u8>> {
+    let text = schema.to_string();
+    let parsed = parse_schema(&text)?;
+    container_with(&parsed, &text, metadata, marker, |w| {
+        for r in records {
+            w.append_value(r)?;
+        }
+        Ok(())
+    })
+}
+
+/// Parse a schema built by this module.
+pub(crate) fn parse_schema(text: &str) -> Result<Schema> {
+    Schema::parse_str(text).map_err(|e| Error::IcebergMetadata {
+        path: "(avro)".into(),
+        reason: format!("schema: {e}"),
+    })
+}
+
+/// An object container of `parsed` (whose JSON is `text`): the header written here, the
+/// records by `fill` into the crate's writer.
+pub(crate) fn container_with(
+    parsed: &Schema,
+    text: &str,
+    metadata: &[(&str, String)],
+    marker: [u8; 16],
+    fill: impl FnOnce(&mut Writer<'_, Vec<u8>>) -> apache_avro::AvroResult<()>,
+) -> Result<Vec<u8>> {
     let bad = |reason: String| Error::IcebergMetadata {
         path: "(avro)".into(),
         reason,
     };
-    let schema_text = schema.to_string();
-    let parsed = Schema::parse_str(&schema_text).map_err(|e| bad(format!("schema: {e}")))?;
     let mut header = b"Obj\x01".to_vec();
     let mut meta: Vec<(&str, &[u8])> = metadata
         .iter()
         .map(|(k, v)| (*k, v.as_bytes()))
         .chain([
-            ("avro.schema", schema_text.as_bytes()),
+            ("avro.schema", text.as_bytes()),
             ("avro.codec", &b"null"[..]),
         ])
         .collect();
@@ -212,15 +227,13 @@ pub(crate) fn container(
     zigzag(0, &mut header);
     header.extend_from_slice(&marker);
     let mut w = Writer::builder()
-        .schema(&parsed)
+        .schema(parsed)
         .writer(header)
         .marker(marker)
         .has_header(true)
         .build()
         .map_err(|e| bad(e.to_string()))?;
-    for r in records {
-        w.append_value(r).map_err(|e| bad(format!("record: {e}")))?;
-    }
+    fill(&mut w).map_err(|e| bad(format!("record: {e}")))?;
     w.into_inner().map_err(|e| bad(e.to_string()))
 }
 

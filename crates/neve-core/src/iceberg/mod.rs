@@ -41,6 +41,9 @@ const HINT: &str = "metadata/version-hint.text";
 /// How often a sync tries for the next metadata number against other syncs.
 const MAX_ATTEMPTS: u32 = 20;
 
+/// How long a writer builds on the metadata it wrote without reading it back.
+const CACHE_MS: i64 = 60_000;
+
 /// Snapshots the metadata lists when the table's `iceberg_max_snapshots` is unset: the
 /// metadata file is rewritten by every commit, and each snapshot adds about 400 bytes to it.
 pub const DEFAULT_MAX_SNAPSHOTS: u64 = 500;
@@ -170,6 +173,21 @@ pub struct IcebergWriter {
     location: TableLocation,
     log: LogStore,
     clock: Arc<dyn Clock>,
+    /// What this writer last wrote, so that the sync after its next commit need not read it
+    /// back (two round trips fewer on a writer that commits in a stream).
+    last: Arc<std::sync::Mutex<Option<Written>>>,
+}
+
+/// Metadata `n` as this writer wrote it, and the manifest list of the version it describes.
+#[derive(Debug)]
+struct Written {
+    /// When (ms since the epoch): it is used for a minute at most, far inside any gc grace,
+    /// so gc never deletes a newer metadata file a stale copy could be written over.
+    at_ms: i64,
+    n: u64,
+    neve_version: u64,
+    metadata: TableMetadata,
+    list: Bytes,
 }
 
 /// One sync's state: the layout of the current schema and the manifests it knows.
@@ -180,6 +198,8 @@ struct Run<'a> {
     known: HashMap<String, (ManifestInfo, bool)>,
     /// The previous version's manifest list, read while the newest metadata was found.
     prefetched: Option<(u64, Option<Bytes>)>,
+    /// The manifest list written last, and its version.
+    list: Option<(u64, Bytes)>,
     report: SyncReport,
 }
 
@@ -189,6 +209,7 @@ impl IcebergWriter {
             location,
             log,
             clock,
+            last: Arc::default(),
         }
     }
 
@@ -200,6 +221,25 @@ impl IcebergWriter {
 
     /// Bring `metadata/` up to `latest` (a snapshot just committed, say).
     pub async fn sync_to(&self, latest: &Snapshot, opts: &SyncOptions) -> Result<SyncReport> {
+        self.sync_inner(latest, None, opts).await
+    }
+
+    /// Right after this process committed `latest`, with the commit's `info` when it is at
+    /// that version: the commit is not read back.
+    pub(crate) async fn sync_committed(
+        &self,
+        latest: &Snapshot,
+        info: Option<&CommitInfo>,
+    ) -> Result<SyncReport> {
+        self.sync_inner(latest, info, &SyncOptions::default()).await
+    }
+
+    async fn sync_inner(
+        &self,
+        latest: &Snapshot,
+        info: Option<&CommitInfo>,
+        opts: &SyncOptions,
+    ) -> Result<SyncReport> {
         types::check_table(&latest.metadata.schema, &latest.metadata.partition_by)?;
         let retention_ms = latest.metadata.settings.log_retention_hours as i64 * 3_600_000;
         let cutoff = opts
@@ -212,16 +252,35 @@ impl IcebergWriter {
                 .version
                 .checked_sub(1)
                 .filter(|&v| v > 0 && attempt == 0);
-            let (current, prefetched) = futures::join!(self.current(), async {
-                match previous {
-                    Some(v) => Some((v, self.get(&manifest_list_key(v)).await)),
-                    None => None,
-                }
+            // This writer's own last metadata, when it describes the version before: nobody
+            // else can have described anything newer, and if another sync wrote the next
+            // number anyway the create-only PUT below fails and the next attempt reads.
+            let mine = self.last.lock().expect("iceberg cache").take().filter(|w| {
+                !opts.full
+                    && previous == Some(w.neve_version)
+                    && self.clock.now_millis() - w.at_ms < CACHE_MS
             });
-            let (n, hint, prev) = current?;
-            let prefetched = match prefetched {
-                Some((v, bytes)) => Some((v, bytes?)),
-                None => None,
+            let (n, hint, prev, prefetched) = match mine {
+                Some(w) => (
+                    w.n,
+                    w.n,
+                    Some(w.metadata),
+                    Some((w.neve_version, Some(w.list))),
+                ),
+                None => {
+                    let (current, prefetched) = futures::join!(self.current(), async {
+                        match previous {
+                            Some(v) => Some((v, self.get(&manifest_list_key(v)).await)),
+                            None => None,
+                        }
+                    });
+                    let (n, hint, prev) = current?;
+                    let prefetched = match prefetched {
+                        Some((v, bytes)) => Some((v, bytes?)),
+                        None => None,
+                    };
+                    (n, hint, prev, prefetched)
+                }
             };
             // Snapshots gc expired stay expired, even in a rebuild: their files may be gone.
             let floor = prev
@@ -250,9 +309,13 @@ impl IcebergWriter {
                 layout: None,
                 known: HashMap::new(),
                 prefetched,
+                list: None,
                 report: SyncReport::default(),
             };
-            let (metadata, added) = self.build(&mut run, latest, prev, cutoff, floor).await?;
+            let info = info.filter(|_| attempt == 0);
+            let (metadata, added) = self
+                .build(&mut run, latest, info, prev, cutoff, floor)
+                .await?;
             let body = serde_json::to_vec(&metadata).expect("metadata serializes");
             let key = metadata_key(n + 1);
             let len = body.len() as u64;
@@ -281,6 +344,15 @@ impl IcebergWriter {
             report.metadata_file = self.location.file_url(&key);
             report.snapshots = metadata.snapshots.len();
             report.snapshots_added = added;
+            if let Some((v, list)) = run.list.filter(|(v, _)| *v == latest.version) {
+                *self.last.lock().expect("iceberg cache") = Some(Written {
+                    at_ms: self.clock.now_millis(),
+                    n: n + 1,
+                    neve_version: v,
+                    metadata,
+                    list,
+                });
+            }
             tracing::debug!(?report, "iceberg sync");
             return Ok(report);
         }
@@ -385,6 +457,7 @@ impl IcebergWriter {
         &self,
         run: &mut Run<'_>,
         latest: &Snapshot,
+        info: Option<&CommitInfo>,
         prev: Option<TableMetadata>,
         cutoff: i64,
         floor: Option<i64>,
@@ -414,7 +487,7 @@ impl IcebergWriter {
                 // The common case, right after a commit: the previous manifests are known
                 // from their list; only this version's new chunks are written.
                 self.learn_list(run, latest.version - 1).await?;
-                self.snapshot_entry(run, latest, None, &mut entries, &mut schemas)
+                self.snapshot_entry(run, latest, info, &mut entries, &mut schemas)
                     .await?;
             } else {
                 let mut snap = match start_after.filter(|&s| s + 1 >= lowest) {
@@ -614,7 +687,7 @@ impl IcebergWriter {
                 schema_text.clone(),
                 schema_id,
                 spec,
-            );
+            )?;
             run.layout = Some((schema_text, layout));
         }
         schemas.insert(schema_id, schema);
@@ -622,18 +695,31 @@ impl IcebergWriter {
         let mut writes = Vec::new();
         {
             let (_, layout) = run.layout.as_ref().expect("layout");
+            // Known manifests are reused; the new ones (an insert's own, or a rebuild's
+            // many) are encoded in parallel.
+            let mut todo = Vec::new();
             for chunk in chunks(&snap.files) {
                 let (key, _) = chunk_key(layout, &chunk);
                 match run.known.get(&key) {
-                    Some((info, _)) => infos.push(info.clone()),
+                    Some((info, _)) => infos.push(Some(info.clone())),
                     None => {
-                        let (info, bytes) = build_manifest(layout, &chunk)?;
-                        writes.push((info.key.clone(), bytes));
-                        infos.push(info);
+                        todo.push((infos.len(), chunk));
+                        infos.push(None);
                     }
                 }
             }
+            use rayon::prelude::*;
+            let built: Vec<_> = todo
+                .into_par_iter()
+                .map(|(at, chunk)| build_manifest(layout, &chunk).map(|b| (at, b)))
+                .collect();
+            for b in built {
+                let (at, (info, bytes)) = b?;
+                writes.push((info.key.clone(), bytes));
+                infos[at] = Some(info);
+            }
         }
+        let infos: Vec<ManifestInfo> = infos.into_iter().flatten().collect();
         for i in &infos {
             run.known
                 .entry(i.key.clone())
@@ -645,6 +731,7 @@ impl IcebergWriter {
         let list_key = manifest_list_key(snap.version);
         // Readers reach the manifests and the list only through the metadata file written
         // after them, so they are all PUT at once.
+        run.list = Some((snap.version, Bytes::from(list.clone())));
         writes.push((list_key.clone(), list));
         let puts = writes
             .into_iter()

@@ -511,3 +511,55 @@ async fn gc_expires_snapshots_and_deletes_only_metadata_no_kept_snapshot_needs()
         .count();
     assert_eq!((lists, metadata), (1, 1), "{left:?}");
 }
+
+#[tokio::test]
+async fn a_writer_builds_on_its_own_metadata_and_never_over_a_sync_it_did_not_see() {
+    let counter = Arc::new(crate::query::ReadCounter::default());
+    let store = Arc::new(crate::query::CountingStore::new(
+        Arc::new(object_store::memory::InMemory::new()),
+        counter.clone(),
+    ));
+    let location = TableLocation::with_store(store, "t", crate::storage::StoreKind::Memory);
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), true).await;
+    insert(&t, &clock, 0, 5).await;
+    insert(&t, &clock, 5, 5).await;
+    // The sync after a commit builds on the metadata this writer wrote a second ago...
+    let before = counter.requests();
+    insert(&t, &clock, 10, 5).await;
+    let cached = counter.requests() - before;
+    // ...and reads it back (the hint, the metadata, the previous manifest list) once that
+    // is older than a minute.
+    clock.advance(60_000);
+    let before = counter.requests();
+    insert(&t, &clock, 15, 5).await;
+    let read_back = counter.requests() - before;
+    assert!(read_back >= cached + 3, "{read_back} GETs against {cached}");
+    assert_eq!(newest(&location).await.neve_version(), Some(4));
+
+    // Another process rebuilds the metadata behind the writer's back (same version, next
+    // number): the writer's create-only PUT of that number fails, and it builds on the
+    // rebuild instead of over it.
+    let other = TableBuilder::new(location.clone())
+        .with_clock(clock.clone())
+        .build();
+    let rebuilt = other
+        .iceberg_sync(&SyncOptions {
+            full: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    insert(&t, &clock, 20, 5).await;
+    let meta = newest(&location).await;
+    assert_eq!(meta.neve_version(), Some(5));
+    let n: u64 = String::from_utf8(read(&location, HINT).await)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(n, rebuilt.metadata_version + 1);
+    for v in 1..=5 {
+        assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
+    }
+}

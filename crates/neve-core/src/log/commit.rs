@@ -68,13 +68,13 @@ impl Committer {
 
     /// After a commit: the table's Iceberg metadata, when it has some. A failure is logged
     /// and left to the next sync: the commit stands either way.
-    async fn after_commit(&self, snapshot: &Snapshot) {
+    /// `info` is the commit's, when `snapshot` is at its version.
+    async fn after_commit(&self, snapshot: &Snapshot, info: Option<&CommitInfo>) {
         if !snapshot.metadata.settings.iceberg {
             return;
         }
         let Some(w) = &self.iceberg else { return };
-        let opts = crate::iceberg::SyncOptions::default();
-        if let Err(e) = w.sync_to(snapshot, &opts).await {
+        if let Err(e) = w.sync_committed(snapshot, info).await {
             tracing::warn!(
                 version = snapshot.version,
                 error = %e,
@@ -199,7 +199,7 @@ impl Committer {
                 tracing::debug!(version, attempts, operation, "committed");
                 self.maybe_checkpoint(snapshot, info.summary.files_removed)
                     .await;
-                self.after_commit(snapshot).await;
+                self.after_commit(snapshot, Some(&info)).await;
                 return Ok(CommitOutcome {
                     version,
                     commit_id,
@@ -212,7 +212,8 @@ impl Committer {
             if let Some(mine) = newer.iter().find(|c| c.info.commit_id == commit_id) {
                 self.maybe_checkpoint(snapshot, mine.info.summary.files_removed)
                     .await;
-                self.after_commit(snapshot).await;
+                let info = (mine.version == snapshot.version).then_some(&mine.info);
+                self.after_commit(snapshot, info).await;
                 return Ok(CommitOutcome {
                     version: mine.version,
                     commit_id,
