@@ -23,7 +23,8 @@ struct Row {
     g: i64,
     k: i64,
     v: i64,
-    del: bool,
+    /// A null flag does not delete.
+    del: Option<bool>,
     x: i64,
 }
 
@@ -52,7 +53,7 @@ fn batch(rows: &[Row]) -> RecordBatch {
             col(|r| r.g),
             col(|r| r.k),
             col(|r| r.v),
-            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.del)))),
+            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.del))),
             col(|r| r.x),
         ],
     )
@@ -64,7 +65,11 @@ fn batch(rows: &[Row]) -> RecordBatch {
 fn insert() -> impl Strategy<Value = Step> {
     prop::collection::btree_map(
         (0i64..2, 0i64..12),
-        (0i64..4, prop::bool::weighted(0.15), -50i64..100),
+        (
+            0i64..4,
+            prop::option::weighted(0.8, prop::bool::weighted(0.15)),
+            -50i64..100,
+        ),
         1..10,
     )
     .prop_map(|m| {
@@ -107,7 +112,7 @@ fn model(spec: &MergeSpec, inserts: &[Vec<Row>]) -> BTreeMap<(i64, i64), Vec<Str
         }
     }
     out.into_iter()
-        .filter(|(_, (r, _))| !(matches!(spec, MergeSpec::Replace { .. }) && r.del))
+        .filter(|(_, (r, _))| !(matches!(spec, MergeSpec::Replace { .. }) && r.del == Some(true)))
         .map(|(key, (r, c))| {
             let mut row = vec![
                 r.g.to_string(),
@@ -359,7 +364,7 @@ async fn a_spec_change_that_would_change_answers_is_refused() {
         g: 0,
         k: 1,
         v: 1,
-        del: false,
+        del: Some(false),
         x: 1,
     }];
     insert_rows(&t, &rows).await;
@@ -401,7 +406,7 @@ async fn three_versions(name: &str, spec: &str, keys: i64, deleted: fn(i64) -> b
                 g: 0,
                 k,
                 v: i,
-                del: i == 2 && deleted(k),
+                del: Some(i == 2 && deleted(k)),
                 x: k * 10 + i,
             })
             .collect();

@@ -578,7 +578,7 @@ impl SnapshotTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         use datafusion::logical_expr::Operator;
         use datafusion::physical_expr::expressions::{
-            BinaryExpr, Column as PhysicalColumn, Literal,
+            BinaryExpr, Column as PhysicalColumn, IsNullExpr, NotExpr,
         };
         use datafusion::physical_plan::filter::FilterExecBuilder;
         let deleted = spec
@@ -598,12 +598,22 @@ impl SnapshotTable {
             }
         };
         let scan = self.plain_scan(state, files, Some(&read), None).await?;
-        // Not deleted: false or null.
-        let keep = Arc::new(BinaryExpr::new(
-            Arc::new(PhysicalColumn::new(deleted, at)),
-            Operator::IsDistinctFrom,
-            Arc::new(Literal::new(true.into())),
-        ));
+        // Not deleted: false or null. Written with bitwise kernels (`NOT d`, or `NOT d OR d
+        // IS NULL` when the flag may be null): `d IS DISTINCT FROM true` compares row by row
+        // and took a sixth of a scan of a merged table.
+        let flag: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
+            Arc::new(PhysicalColumn::new(deleted, at));
+        let not_deleted = Arc::new(NotExpr::new(flag.clone()));
+        let keep: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
+            if self.scan_schema.field(d).is_nullable() {
+                Arc::new(BinaryExpr::new(
+                    not_deleted,
+                    Operator::Or,
+                    Arc::new(IsNullExpr::new(flag)),
+                ))
+            } else {
+                not_deleted
+            };
         // The flag leaves with the filter when the query did not ask for it.
         let projection = (read.len() > wanted.len()).then(|| (0..wanted.len()).collect());
         Ok(Arc::new(
