@@ -279,7 +279,9 @@ impl Default for TableSettings {
             checkpoint_interval: 50,
             strict_schema: false,
             compression: "zstd(1)".into(),
-            row_group_rows: 1 << 20,
+            // Several row groups in a file of a million rows, so one file is scanned on every
+            // core (DuckDB's default is 122,880); a million-row group is read by one.
+            row_group_rows: 1 << 17,
             log_retention_hours: 7 * 24,
             merge_min_files: None,
             merge_target_file_size: None,
