@@ -42,8 +42,9 @@ pub(crate) struct Layout<'a> {
     /// The manifest schema's JSON and the schema parsed once for every manifest.
     manifest_text: String,
     manifest_parsed: apache_avro::Schema,
-    /// The spec's field names as Avro names.
+    /// The spec's field names as Avro names, and its fields' JSON.
     avro_names: Vec<String>,
+    spec_fields: String,
     /// Hash of everything above that goes into a manifest.
     salt: [u8; 32],
 }
@@ -58,19 +59,21 @@ impl<'a> Layout<'a> {
     ) -> Result<Self> {
         let manifest_text = manifest_schema(&spec).to_string();
         let manifest_parsed = parse_schema(&manifest_text)?;
+        let spec_json = super::types::spec_json(&spec);
         let mut h = Sha256::new();
         h.update(b"neve iceberg manifest 1\n");
         h.update(location.file_url("").as_bytes());
         h.update(b"\n");
         h.update(schema_json.as_bytes());
         h.update(b"\n");
-        h.update(super::types::spec_json(&spec).to_string().as_bytes());
+        h.update(spec_json.to_string().as_bytes());
         Ok(Self {
             location,
             schema_json,
             schema_id,
             stat_fields: stat_fields(schema),
             avro_names: spec.iter().map(|f| avro_field_name(&f.name)).collect(),
+            spec_fields: spec_json["fields"].to_string(),
             spec,
             manifest_text,
             manifest_parsed,
@@ -144,11 +147,12 @@ pub(crate) fn chunk_key(layout: &Layout, chunk: &[&AddFile]) -> (String, [u8; 32
 }
 
 /// The manifest of one chunk: its bytes and how the manifest list describes it.
+/// `(key, digest)` is the chunk's [`chunk_key`], which the caller has already computed.
 pub(crate) fn build_manifest(
     layout: &Layout,
     chunk: &[&AddFile],
+    (key, digest): (String, [u8; 32]),
 ) -> Result<(ManifestInfo, Vec<u8>)> {
-    let (key, digest) = chunk_key(layout, chunk);
     let added_snapshot = chunk.iter().map(|f| version_of(f)).max().unwrap_or(0);
     let min_sequence = chunk.iter().map(|f| version_of(f)).min().unwrap_or(0);
     let mut info = ManifestInfo {
@@ -233,11 +237,10 @@ pub(crate) fn build_manifest(
         .into_iter()
         .map(|(null, lo, hi)| (null, lo.map(|d| d.to_bytes()), hi.map(|d| d.to_bytes())))
         .collect();
-    let spec_fields = super::types::spec_json(&layout.spec)["fields"].to_string();
     let meta = [
         ("schema", layout.schema_json.clone()),
         ("schema-id", layout.schema_id.to_string()),
-        ("partition-spec", spec_fields),
+        ("partition-spec", layout.spec_fields.clone()),
         ("partition-spec-id", "0".to_string()),
         ("format-version", "2".to_string()),
         ("content", "data".to_string()),

@@ -185,7 +185,6 @@ struct Written {
     /// so gc never deletes a newer metadata file a stale copy could be written over.
     at_ms: i64,
     n: u64,
-    neve_version: u64,
     metadata: TableMetadata,
     list: Bytes,
 }
@@ -257,16 +256,15 @@ impl IcebergWriter {
             // number anyway the create-only PUT below fails and the next attempt reads.
             let mine = self.last.lock().expect("iceberg cache").take().filter(|w| {
                 !opts.full
-                    && previous == Some(w.neve_version)
+                    && previous.is_some()
+                    && previous == w.metadata.neve_version()
                     && self.clock.now_millis() - w.at_ms < CACHE_MS
             });
             let (n, hint, prev, prefetched) = match mine {
-                Some(w) => (
-                    w.n,
-                    w.n,
-                    Some(w.metadata),
-                    Some((w.neve_version, Some(w.list))),
-                ),
+                Some(w) => {
+                    let v = previous.expect("filtered on it");
+                    (w.n, w.n, Some(w.metadata), Some((v, Some(w.list))))
+                }
                 None => {
                     let (current, prefetched) = futures::join!(self.current(), async {
                         match previous {
@@ -344,11 +342,11 @@ impl IcebergWriter {
             report.metadata_file = self.location.file_url(&key);
             report.snapshots = metadata.snapshots.len();
             report.snapshots_added = added;
-            if let Some((v, list)) = run.list.filter(|(v, _)| *v == latest.version) {
+            // Kept when the list written last is the one of the version the metadata describes.
+            if let Some((_, list)) = run.list.filter(|(v, _)| *v == latest.version) {
                 *self.last.lock().expect("iceberg cache") = Some(Written {
                     at_ms: self.clock.now_millis(),
                     n: n + 1,
-                    neve_version: v,
                     metadata,
                     list,
                 });
@@ -434,7 +432,7 @@ impl IcebergWriter {
 
     /// PUT `bytes` at `key` unless it is there (equal names hold equal content): the bytes
     /// written, if it was not.
-    async fn put_once(&self, key: String, bytes: Vec<u8>) -> Result<Option<u64>> {
+    async fn put_once(&self, key: String, bytes: Bytes) -> Result<Option<u64>> {
         let len = bytes.len() as u64;
         let put = self
             .location
@@ -699,11 +697,11 @@ impl IcebergWriter {
             // many) are encoded in parallel.
             let mut todo = Vec::new();
             for chunk in chunks(&snap.files) {
-                let (key, _) = chunk_key(layout, &chunk);
-                match run.known.get(&key) {
+                let named = chunk_key(layout, &chunk);
+                match run.known.get(&named.0) {
                     Some((info, _)) => infos.push(Some(info.clone())),
                     None => {
-                        todo.push((infos.len(), chunk));
+                        todo.push((infos.len(), chunk, named));
                         infos.push(None);
                     }
                 }
@@ -711,11 +709,11 @@ impl IcebergWriter {
             use rayon::prelude::*;
             let built: Vec<_> = todo
                 .into_par_iter()
-                .map(|(at, chunk)| build_manifest(layout, &chunk).map(|b| (at, b)))
+                .map(|(at, chunk, named)| build_manifest(layout, &chunk, named).map(|b| (at, b)))
                 .collect();
             for b in built {
                 let (at, (info, bytes)) = b?;
-                writes.push((info.key.clone(), bytes));
+                writes.push((info.key.clone(), Bytes::from(bytes)));
                 infos[at] = Some(info);
             }
         }
@@ -731,7 +729,8 @@ impl IcebergWriter {
         let list_key = manifest_list_key(snap.version);
         // Readers reach the manifests and the list only through the metadata file written
         // after them, so they are all PUT at once.
-        run.list = Some((snap.version, Bytes::from(list.clone())));
+        let list = Bytes::from(list);
+        run.list = Some((snap.version, list.clone()));
         writes.push((list_key.clone(), list));
         let puts = writes
             .into_iter()

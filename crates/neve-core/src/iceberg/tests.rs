@@ -116,9 +116,14 @@ fn long(v: &Value) -> i64 {
 }
 
 async fn newest(location: &TableLocation) -> TableMetadata {
-    let hint = String::from_utf8(read(location, HINT).await).unwrap();
-    let n: u64 = hint.trim().parse().unwrap();
+    let n = hint(location).await;
     serde_json::from_slice(&read(location, &metadata_key(n)).await).unwrap()
+}
+
+/// The metadata number `version-hint.text` names.
+async fn hint(location: &TableLocation) -> u64 {
+    let hint = String::from_utf8(read(location, HINT).await).unwrap();
+    hint.trim().parse().unwrap()
 }
 
 /// The files (as readers address them) and rows snapshot `version` lists, through its
@@ -284,11 +289,7 @@ async fn concurrent_syncs_leave_one_chain_that_describes_the_latest_version() {
         assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
     }
     // Every number of the chain holds complete, readable metadata.
-    let n: u64 = String::from_utf8(read(&location, HINT).await)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let n = hint(&location).await;
     for i in 1..=n {
         let m: TableMetadata =
             serde_json::from_slice(&read(&location, &metadata_key(i)).await).unwrap();
@@ -553,11 +554,7 @@ async fn a_writer_builds_on_its_own_metadata_and_never_over_a_sync_it_did_not_se
     insert(&t, &clock, 20, 5).await;
     let meta = newest(&location).await;
     assert_eq!(meta.neve_version(), Some(5));
-    let n: u64 = String::from_utf8(read(&location, HINT).await)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let n = hint(&location).await;
     assert_eq!(n, rebuilt.metadata_version + 1);
     for v in 1..=5 {
         assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
