@@ -64,6 +64,10 @@ def test_local_pyarrow_reads_what_neve_wrote(tmp_path, neve, fmt):
         md = pq.ParquetFile(f["url"]).metadata
         assert md.row_group(0).column(0).compression == "ZSTD"
         assert md.row_group(0).column(0).statistics is not None
+        # A rising key is stored without a dictionary; repeated strings keep theirs.
+        names = [md.schema.column(i).name for i in range(md.num_columns)]
+        assert not md.row_group(0).column(names.index("id")).has_dictionary_page
+        assert md.row_group(0).column(names.index("payment_type")).has_dictionary_page
 
 
 def test_duckdb_reads_neve_table_on_minio(tmp_path, neve, duck, s3_prefix):

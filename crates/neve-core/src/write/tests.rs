@@ -187,3 +187,103 @@ fn an_error_inside_a_list_names_the_row_that_holds_it() {
     );
     assert!(err.contains("out of range for int8"), "{err}");
 }
+
+#[test]
+fn dictionaries_are_kept_only_where_values_repeat() {
+    use arrow::array::{ArrayRef, TimestampMicrosecondArray};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let n = 5_000i64;
+    // Nearly distinct numbers: rising with a few repeats and nulls (a sort key), rising
+    // timestamps, falling. Numbers of a few values, and of a thousand values in random order.
+    // Distinct and repeating strings.
+    let cols: Vec<(&str, ArrayRef, bool)> = vec![
+        (
+            "key",
+            Arc::new(Int64Array::from_iter(
+                (0..n).map(|i| (i % 50 != 7).then_some(i - i % 20 / 19)),
+            )),
+            false,
+        ),
+        (
+            "at",
+            Arc::new(TimestampMicrosecondArray::from_iter_values(
+                (0..n).map(|i| 1_700_000_000_000_000 + i * 1_000),
+            )),
+            false,
+        ),
+        (
+            "small",
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 7))),
+            true,
+        ),
+        (
+            "falling",
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| -i))),
+            false,
+        ),
+        (
+            "noise",
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| {
+                ((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as i64 % 1009
+            }))),
+            true,
+        ),
+        // Distinct in its first 1,024 rows, 1,500 values in all: judged on the whole part.
+        (
+            "cycle",
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 1500))),
+            true,
+        ),
+        (
+            "id",
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("u{i}")),
+            )),
+            false,
+        ),
+        (
+            "plan",
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| ["a", "b"][i as usize % 2]),
+            )),
+            true,
+        ),
+    ];
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .map(|(name, a, _)| Field::new(*name, a.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch =
+        RecordBatch::try_new(schema.clone(), cols.iter().map(|c| c.1.clone()).collect()).unwrap();
+    let props = super::encode::writer_properties(
+        parquet::basic::Compression::UNCOMPRESSED,
+        1 << 17,
+        &schema,
+        &[0],
+    );
+    let bytes = bytes::Bytes::from(super::encode_parquet(&batch, props).unwrap());
+    let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+    let group = reader.metadata().row_group(0);
+    for (i, (name, _, dictionary)) in cols.iter().enumerate() {
+        let chunk = group.column(i);
+        assert_eq!(
+            chunk.dictionary_page_offset().is_some(),
+            *dictionary,
+            "{name}: {:?}",
+            chunk.encodings().collect::<Vec<_>>()
+        );
+    }
+    // Whatever the encoding, the values read back are the values written.
+    let back: Vec<RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    assert_eq!(
+        arrow::compute::concat_batches(&schema, &back).unwrap(),
+        batch
+    );
+}

@@ -186,7 +186,10 @@ fn blocks_of_files_removed_past_the_readable_window_are_dropped() {
         table.create(CreateOptions::default()).await.unwrap();
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
         for i in 0..3i64 {
-            let ids: Vec<i64> = (i * 50_000..(i + 1) * 50_000).collect();
+            // Scrambled, so the file does not compress below a few blocks.
+            let ids: Vec<i64> = (i * 50_000..(i + 1) * 50_000)
+                .map(|j| (j as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as i64)
+                .collect();
             let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ids))])
                 .unwrap();
             table
