@@ -287,3 +287,34 @@ fn dictionaries_are_kept_only_where_values_repeat() {
         batch
     );
 }
+
+#[test]
+fn pages_hold_at_most_8192_rows() {
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from_iter_values(0..20_000))],
+    )
+    .unwrap();
+    let props = super::encode::writer_properties(
+        parquet::basic::Compression::UNCOMPRESSED,
+        1 << 17,
+        &schema,
+        &[0],
+    );
+    let bytes = bytes::Bytes::from(super::encode_parquet(&batch, props).unwrap());
+    let meta = ArrowReaderMetadata::load(
+        &bytes,
+        ArrowReaderOptions::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required),
+    )
+    .unwrap();
+    let index = meta.metadata().offset_index().expect("offset index");
+    let firsts: Vec<i64> = index[0][0]
+        .page_locations()
+        .iter()
+        .map(|p| p.first_row_index)
+        .collect();
+    assert_eq!(firsts, vec![0, 8192, 16384]);
+}
