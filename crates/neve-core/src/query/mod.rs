@@ -12,6 +12,7 @@ mod constant;
 mod counting;
 mod dialect;
 mod ids;
+mod indexed;
 mod merged;
 mod metadata;
 pub mod output;
@@ -124,6 +125,23 @@ impl FooterCache {
     /// The limit, in bytes.
     pub fn limit(&self) -> usize {
         self.cache.cache_limit()
+    }
+
+    /// Files whose held metadata includes the page index.
+    #[cfg(test)]
+    pub(crate) fn with_page_index(&self) -> usize {
+        self.cache
+            .list_entries()
+            .values()
+            .filter(|e| {
+                e.value
+                    .file_metadata
+                    .extra_info()
+                    .get("page_index")
+                    .map(String::as_str)
+                    == Some("true")
+            })
+            .count()
     }
 }
 

@@ -11,10 +11,9 @@ use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, Statistics};
-use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DfResult;
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -554,8 +553,15 @@ impl SnapshotTable {
         let mut stats = Statistics::new_unknown(&self.scan_schema);
         stats.num_rows = Precision::Exact(files.iter().map(|f| f.rows as usize).sum());
         stats.total_byte_size = Precision::Exact(files.iter().map(|f| f.size as usize).sum());
-        let source =
-            ParquetSource::new(self.scan_schema.clone()).with_metadata_size_hint(FOOTER_HINT);
+        // Built here, not by `ParquetFormat::create_physical_plan`, which would put back
+        // DataFusion's reader factory (see `indexed.rs`).
+        let source = ParquetSource::new(self.scan_schema.clone())
+            .with_table_parquet_options(state.table_options().parquet.clone())
+            .with_metadata_size_hint(FOOTER_HINT)
+            .with_parquet_file_reader_factory(super::indexed::reader_factory(
+                state,
+                &self.store_url,
+            )?);
         let config = FileScanConfigBuilder::new(self.store_url.clone(), Arc::new(source))
             .with_file_groups(groups)
             .with_statistics(stats)
@@ -563,8 +569,7 @@ impl SnapshotTable {
             .with_expr_adapter(Some(self.ids.clone()))
             .with_limit(limit)
             .build();
-        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
-        format.create_physical_plan(state, config).await
+        Ok(DataSourceExec::from_data_source(config))
     }
 
     /// Scan `files` (each one row per key, see [`super::merged::MergedFiles::live`]) without
@@ -687,12 +692,7 @@ impl SnapshotTable {
                 projection,
                 predicate,
                 partitions: state.config().target_partitions(),
-                reader: Arc::new(
-                    datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory::new(
-                        state.runtime_env().object_store(&self.store_url)?,
-                        state.runtime_env().cache_manager.get_file_metadata_cache(),
-                    ),
-                ),
+                reader: super::indexed::reader_factory(state, &self.store_url)?,
             },
             split.merged,
         )
