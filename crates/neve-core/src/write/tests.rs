@@ -188,6 +188,17 @@ fn an_error_inside_a_list_names_the_row_that_holds_it() {
     assert!(err.contains("out of range for int8"), "{err}");
 }
 
+/// `batch` as the write path encodes a part of a table sorted by its first column.
+fn encode_sorted_by_first(batch: &RecordBatch) -> bytes::Bytes {
+    let props = super::encode::writer_properties(
+        parquet::basic::Compression::UNCOMPRESSED,
+        1 << 17,
+        &batch.schema(),
+        &[0],
+    );
+    bytes::Bytes::from(super::encode_parquet(batch, props).unwrap())
+}
+
 #[test]
 fn dictionaries_are_kept_only_where_values_repeat() {
     use arrow::array::{ArrayRef, TimestampMicrosecondArray};
@@ -256,13 +267,7 @@ fn dictionaries_are_kept_only_where_values_repeat() {
     ));
     let batch =
         RecordBatch::try_new(schema.clone(), cols.iter().map(|c| c.1.clone()).collect()).unwrap();
-    let props = super::encode::writer_properties(
-        parquet::basic::Compression::UNCOMPRESSED,
-        1 << 17,
-        &schema,
-        &[0],
-    );
-    let bytes = bytes::Bytes::from(super::encode_parquet(&batch, props).unwrap());
+    let bytes = encode_sorted_by_first(&batch);
     let reader = SerializedFileReader::new(bytes.clone()).unwrap();
     let group = reader.metadata().row_group(0);
     for (i, (name, _, dictionary)) in cols.iter().enumerate() {
@@ -297,13 +302,7 @@ fn pages_hold_at_most_8192_rows() {
         vec![Arc::new(Int64Array::from_iter_values(0..20_000))],
     )
     .unwrap();
-    let props = super::encode::writer_properties(
-        parquet::basic::Compression::UNCOMPRESSED,
-        1 << 17,
-        &schema,
-        &[0],
-    );
-    let bytes = bytes::Bytes::from(super::encode_parquet(&batch, props).unwrap());
+    let bytes = encode_sorted_by_first(&batch);
     let meta = ArrowReaderMetadata::load(
         &bytes,
         ArrowReaderOptions::new()
