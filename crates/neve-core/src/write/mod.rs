@@ -6,6 +6,7 @@ pub(crate) mod conform;
 mod encode;
 pub mod input;
 pub(crate) mod sink;
+mod stats;
 pub mod text;
 
 use std::collections::BTreeMap;
@@ -22,9 +23,9 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    assign_batch, batch_stats, encode_parquet, gather_sorted, group_by_partition, timestamp_string,
-    writer_properties,
+    assign_batch, encode_parquet, gather_sorted, group_by_partition, writer_properties,
 };
+pub(crate) use stats::{file_stats, timestamp_string};
 
 use crate::error::{Error, Result};
 use crate::log::{AddFile, Metadata};
@@ -269,7 +270,7 @@ impl DataWriter {
                         let part = gather_sorted(&target, &slices, &sort_cols)?;
                         drop(slices);
                         let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
-                        let bytes = encode_parquet(&part, props.clone())?;
+                        let (bytes, footer) = encode_parquet(&part, props.clone())?;
                         let cpu_end = thread_cpu();
                         tracing::trace!(
                             sort_us = t_sort.as_micros() as u64,
@@ -280,7 +281,7 @@ impl DataWriter {
                             "encoded part"
                         );
                         let cpu_stats = thread_cpu();
-                        let stats = batch_stats(&part);
+                        let stats = file_stats(&part, &footer)?;
                         tracing::trace!(
                             stats_cpu_us = (thread_cpu() - cpu_stats).as_micros() as u64,
                             "part statistics"

@@ -18,9 +18,8 @@ use serde_json::Value;
 
 use datafusion::logical_expr::Expr;
 
-use super::encode::{
-    batch_stats, parse_compression, stat_paths, tune_dictionary, writer_properties,
-};
+use super::encode::{parse_compression, tune_dictionary, writer_properties};
+use super::stats::{batch_stats, stat_paths};
 use super::Progress;
 use crate::error::{Error, Result};
 use crate::log::{AddFile, ColumnStats, Metadata};

@@ -143,7 +143,7 @@ fn struct_fields_get_statistics_and_a_null_struct_counts_as_null_fields() {
         true,
     )]));
     let batch = RecordBatch::try_new(schema, vec![Arc::new(user)]).unwrap();
-    let s = super::batch_stats(&batch);
+    let s = super::stats::batch_stats(&batch);
     assert_eq!(s["user"].nulls, 1);
     assert_eq!(s["user.plan"].nulls, 2);
     assert_eq!(s["user.plan"].min, Some(serde_json::Value::from("pro")));
@@ -196,7 +196,7 @@ fn encode_sorted_by_first(batch: &RecordBatch) -> bytes::Bytes {
         &batch.schema(),
         &[0],
     );
-    bytes::Bytes::from(super::encode_parquet(batch, props).unwrap())
+    bytes::Bytes::from(super::encode_parquet(batch, props).unwrap().0)
 }
 
 #[test]
@@ -251,6 +251,17 @@ fn dictionaries_are_kept_only_where_values_repeat() {
                 (0..n).map(|i| format!("u{i}")),
             )),
             false,
+        ),
+        // 2,500 values, each about twice, in random order: distinct in its first rows, but
+        // a sample over the part repeats.
+        (
+            "taxi",
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| {
+                let mut v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                v = (v ^ (v >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                format!("{:064x}", (v ^ (v >> 29)) % 2500)
+            }))),
+            true,
         ),
         (
             "plan",
@@ -316,4 +327,167 @@ fn pages_hold_at_most_8192_rows() {
         .map(|p| p.first_row_index)
         .collect();
     assert_eq!(firsts, vec![0, 8192, 16384]);
+}
+
+/// One row of the statistics model: every kind of column the log keeps bounds for, a struct
+/// that may be null around two fields, and a list.
+type StatRow = (
+    Option<i32>,
+    Option<u64>,
+    Option<f64>,
+    Option<String>,
+    Option<i64>,
+    Option<bool>,
+    Option<i128>,
+    Option<(Option<i16>, Option<String>)>,
+    Option<Vec<Option<i64>>>,
+);
+
+fn stat_rows() -> impl Strategy<Value = Vec<StatRow>> {
+    let float = prop_oneof![
+        Just(f64::NAN),
+        Just(0.0),
+        Just(-0.0),
+        Just(f64::INFINITY),
+        -1e6..1e6f64,
+    ];
+    // Short strings, long ones (a max over 256 characters is dropped, a min truncated) and
+    // multi-byte ones.
+    let string = prop_oneof![
+        "[a-c]{0,3}",
+        "[a-z]{250,300}",
+        "[éü€😀]{60,70}",
+        "[😀]{250,260}",
+    ];
+    let row = (
+        proptest::option::of(any::<i32>()),
+        proptest::option::of(any::<u64>()),
+        proptest::option::of(float),
+        proptest::option::of(string.clone()),
+        proptest::option::of(-1_000_000_000_000i64..5_000_000_000_000_000),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(-10i128.pow(20)..10i128.pow(20)),
+        proptest::option::of((
+            proptest::option::of(any::<i16>()),
+            proptest::option::of(string),
+        )),
+        proptest::option::of(proptest::collection::vec(
+            proptest::option::of(any::<i64>()),
+            0..3,
+        )),
+    );
+    proptest::collection::vec(row, 1..60)
+}
+
+fn stat_batch(rows: &[StatRow]) -> RecordBatch {
+    use arrow::array::{
+        BooleanArray, Decimal128Array, Float64Array, Int16Array, Int32Array, ListArray,
+        StructArray, TimestampMicrosecondArray, UInt64Array,
+    };
+    use arrow::buffer::NullBuffer;
+    let user_fields = arrow::datatypes::Fields::from(vec![
+        Field::new("seats", DataType::Int16, true),
+        Field::new("plan", DataType::Utf8, true),
+    ]);
+    let user = StructArray::new(
+        user_fields.clone(),
+        vec![
+            Arc::new(Int16Array::from_iter(
+                rows.iter().map(|r| r.7.as_ref().and_then(|u| u.0)),
+            )),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.7.as_ref().and_then(|u| u.1.clone())),
+            )),
+        ],
+        Some(NullBuffer::from_iter(rows.iter().map(|r| r.7.is_some()))),
+    );
+    let tags = ListArray::from_iter_primitive::<Int64Type, _, _>(rows.iter().map(|r| r.8.clone()));
+    let columns: Vec<(&str, arrow::array::ArrayRef)> = vec![
+        (
+            "i",
+            Arc::new(Int32Array::from_iter(rows.iter().map(|r| r.0))),
+        ),
+        (
+            "u",
+            Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.1))),
+        ),
+        (
+            "f",
+            Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.2))),
+        ),
+        (
+            "s",
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.3.clone()))),
+        ),
+        (
+            "at",
+            Arc::new(
+                TimestampMicrosecondArray::from_iter(rows.iter().map(|r| r.4)).with_timezone("UTC"),
+            ),
+        ),
+        (
+            "b",
+            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.5))),
+        ),
+        (
+            "amount",
+            Arc::new(
+                Decimal128Array::from_iter(rows.iter().map(|r| r.6))
+                    .with_precision_and_scale(30, 4)
+                    .unwrap(),
+            ),
+        ),
+        ("user", Arc::new(user)),
+        ("tags", Arc::new(tags)),
+    ];
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, a)| Field::new(*name, a.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    RecordBatch::try_new(schema, columns.into_iter().map(|(_, a)| a).collect()).unwrap()
+}
+
+/// A float bound of zero: Parquet writes a min of zero as -0.0 and a max as +0.0.
+fn zero_unsigned(s: &crate::log::ColumnStats) -> crate::log::ColumnStats {
+    let fix = |v: &Option<serde_json::Value>| {
+        v.as_ref().map(|v| match v.as_f64() {
+            Some(f) if f == 0.0 && v.is_f64() => serde_json::Value::from(0.0),
+            _ => v.clone(),
+        })
+    };
+    crate::log::ColumnStats {
+        min: fix(&s.min),
+        max: fix(&s.max),
+        nulls: s.nulls,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The statistics read from the encoder's footer are those computed from the arrays (the
+    /// reference), over files of one or several row groups.
+    #[test]
+    fn footer_statistics_equal_the_arrays(rows in stat_rows(), group_rows in 1usize..70) {
+        let batch = stat_batch(&rows);
+        let props = super::encode::writer_properties(
+            parquet::basic::Compression::UNCOMPRESSED,
+            group_rows,
+            &batch.schema(),
+            &[],
+        );
+        let (_, footer) = super::encode_parquet(&batch, props).unwrap();
+        let from_footer = super::file_stats(&batch, &footer).unwrap();
+        let from_arrays = super::stats::batch_stats(&batch);
+        prop_assert_eq!(
+            from_footer.keys().collect::<Vec<_>>(),
+            from_arrays.keys().collect::<Vec<_>>()
+        );
+        for (path, expected) in &from_arrays {
+            let got = &from_footer[path];
+            prop_assert_eq!(zero_unsigned(got), zero_unsigned(expected), "{}", path);
+        }
+    }
 }
