@@ -220,8 +220,13 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
     let mut builder: Option<parquet::file::properties::WriterPropertiesBuilder> = None;
     for (f, col) in batch.schema().fields().iter().zip(batch.columns()) {
         let distinct = match f.data_type() {
-            DataType::Utf8 => strings_distinct_at_least(col.as_string::<i32>(), SAMPLE, 98),
-            _ => numbers_nearly_distinct(col, SAMPLE),
+            DataType::Utf8 => {
+                let a = col.as_string::<i32>();
+                let hash = |i: usize| twox_hash::XxHash64::oneshot(0, a.value(i).as_bytes());
+                sample_distinct(a.len(), |i| a.is_valid(i), hash)
+                    .is_some_and(|(n, d)| d * 100 >= n * 98)
+            }
+            _ => numbers_sample_distinct(col).is_some_and(|(n, d)| d * 10 >= n * 9),
         };
         if distinct {
             let b = builder
@@ -239,62 +244,65 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
 /// Values sampled to judge a column's dictionary.
 const SAMPLE: usize = 1024;
 
-/// Positions of up to `sample` non-null values at even steps over an array of `len` values;
-/// `None` when fewer than 64 (too few to judge: the column keeps its dictionary).
-fn even_sample(len: usize, sample: usize, valid: impl Fn(usize) -> bool) -> Option<Vec<usize>> {
-    let step = (len / sample).max(1);
-    let at: Vec<usize> = (0..len)
-        .step_by(step)
-        .filter(|&i| valid(i))
-        .take(sample)
-        .collect();
-    (at.len() >= 64).then_some(at)
+/// Up to [`SAMPLE`] non-null values taken at even steps over an array of `len` values, as
+/// 64-bit keys (`key` of a position): how many were taken, and how many distinct. `None` when
+/// fewer than 64 (too few to judge: the column keeps its dictionary). Counted in an
+/// open-addressing table on the stack, as this runs for every column of every file written.
+pub(super) fn sample_distinct(
+    len: usize,
+    valid: impl Fn(usize) -> bool,
+    key: impl Fn(usize) -> u64,
+) -> Option<(usize, usize)> {
+    const SLOTS: usize = 2 * SAMPLE;
+    let mut slots = [0u64; SLOTS];
+    let mut used = [false; SLOTS];
+    let (mut sampled, mut distinct) = (0, 0);
+    for i in (0..len).step_by((len / SAMPLE).max(1)) {
+        if sampled == SAMPLE {
+            break;
+        }
+        if !valid(i) {
+            continue;
+        }
+        sampled += 1;
+        let k = key(i);
+        let mut at = ((k ^ (k >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 53) as usize;
+        loop {
+            if !used[at] {
+                (used[at], slots[at]) = (true, k);
+                distinct += 1;
+                break;
+            }
+            if slots[at] == k {
+                break;
+            }
+            at = (at + 1) % SLOTS;
+        }
+    }
+    (sampled >= 64).then_some((sampled, distinct))
 }
 
-/// Whether at least `percent`% of the sampled non-null strings are distinct.
-fn strings_distinct_at_least(a: &arrow::array::StringArray, sample: usize, percent: usize) -> bool {
-    let Some(at) = even_sample(a.len(), sample, |i| a.is_valid(i)) else {
-        return false;
-    };
-    let values: Vec<&str> = at.into_iter().map(|i| a.value(i)).collect();
-    let sampled = values.len();
-    let distinct: std::collections::HashSet<&str> = values.into_iter().collect();
-    distinct.len() * 100 >= sampled * percent
-}
-
-/// Whether a column of 4- or 8-byte numbers (integers, floats, dates, times, timestamps) has
-/// at least 90% distinct values among its sample. Drawn from K values at random, a sample of
-/// 1,024 is 90% distinct only when K is above about 5,000, so a column of a few hundred or
-/// thousand values keeps its dictionary.
-fn numbers_nearly_distinct(a: &ArrayRef, sample: usize) -> bool {
+/// [`sample_distinct`] of a column of 4- or 8-byte numbers (integers, floats, dates, times,
+/// timestamps), keyed by their bits; `None` for other columns. Drawn from K values at random,
+/// a sample of 1,024 is 90% distinct only when K is above about 5,000, so a column of a few
+/// hundred or thousand values keeps its dictionary.
+fn numbers_sample_distinct(a: &ArrayRef) -> Option<(usize, usize)> {
     let width = match a.data_type().primitive_width() {
         Some(w @ (4 | 8)) if !a.data_type().is_nested() => w,
-        _ => return false,
+        _ => return None,
     };
     let data = a.to_data();
-    let Some(buffer) = data.buffers().first() else {
-        return false;
+    let bytes = data.buffers().first()?.as_slice();
+    let key = |i: usize| {
+        let i = i + data.offset();
+        let v = &bytes[i * width..(i + 1) * width];
+        if width == 8 {
+            u64::from_le_bytes(v.try_into().expect("8 bytes"))
+        } else {
+            u64::from(u32::from_le_bytes(v.try_into().expect("4 bytes")))
+        }
     };
-    let Some(at) = even_sample(a.len(), sample, |i| data.is_valid(i)) else {
-        return false;
-    };
-    let bytes = buffer.as_slice();
-    let mut values: Vec<u64> = at
-        .into_iter()
-        .map(|i| {
-            let i = i + data.offset();
-            let v = &bytes[i * width..(i + 1) * width];
-            if width == 8 {
-                u64::from_le_bytes(v.try_into().expect("8 bytes"))
-            } else {
-                u64::from(u32::from_le_bytes(v.try_into().expect("4 bytes")))
-            }
-        })
-        .collect();
-    values.sort_unstable();
-    let sampled = values.len();
-    values.dedup();
-    values.len() * 10 >= sampled * 9
+    sample_distinct(a.len(), |i| data.is_valid(i), key)
 }
 
 /// Encode one part as a Parquet file in memory; returns its bytes and its footer.

@@ -491,3 +491,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The dictionary sampler counts what a hash set of the same sample counts: up to 1,024
+    /// non-null values at even steps, none when fewer than 64.
+    #[test]
+    fn the_sampler_counts_distinct_values(
+        values in proptest::collection::vec(proptest::option::of(0u64..3000), 0..5000),
+        wide in any::<bool>(),
+    ) {
+        // Wide keys collide in the table's slots as often as narrow ones do.
+        let key = |i: usize| values[i].unwrap().wrapping_mul(if wide { 1 << 40 } else { 1 });
+        let got = super::encode::sample_distinct(values.len(), |i| values[i].is_some(), key);
+        let sample: Vec<u64> = (0..values.len())
+            .step_by((values.len() / 1024).max(1))
+            .filter(|&i| values[i].is_some())
+            .take(1024)
+            .map(key)
+            .collect();
+        let distinct = sample.iter().collect::<std::collections::HashSet<_>>().len();
+        let expected = (sample.len() >= 64).then_some((sample.len(), distinct));
+        prop_assert_eq!(got, expected);
+    }
+}
