@@ -32,8 +32,9 @@ const ADDED: i32 = 1;
 const EXISTING: i32 = 0;
 
 /// What a version's manifests are written against.
-pub(crate) struct Layout<'a> {
-    pub location: &'a TableLocation,
+#[derive(Debug)]
+pub(crate) struct Layout {
+    pub location: TableLocation,
     /// The table schema JSON (with `schema-id`), as manifests carry it.
     pub schema_json: String,
     pub schema_id: i32,
@@ -49,9 +50,9 @@ pub(crate) struct Layout<'a> {
     salt: [u8; 32],
 }
 
-impl<'a> Layout<'a> {
+impl Layout {
     pub fn new(
-        location: &'a TableLocation,
+        location: &TableLocation,
         schema: &crate::schema::TableSchema,
         schema_json: String,
         schema_id: i32,
@@ -68,7 +69,7 @@ impl<'a> Layout<'a> {
         h.update(b"\n");
         h.update(spec_json.to_string().as_bytes());
         Ok(Self {
-            location,
+            location: location.clone(),
             schema_json,
             schema_id,
             stat_fields: stat_fields(schema),
@@ -101,13 +102,23 @@ pub(crate) struct ManifestInfo {
     pub partitions: Vec<FieldSummary>,
 }
 
-/// A version's alive files cut into chunks (see the module doc).
+/// A version's alive files cut into chunks (see the module doc); what [`chunks_named`]
+/// computes, from every file.
+#[cfg(test)]
 pub(crate) fn chunks(files: &BTreeMap<String, Arc<AddFile>>) -> Vec<Vec<&AddFile>> {
     let mut all: Vec<&AddFile> = files.values().map(|f| f.as_ref()).collect();
     all.sort_by(|a, b| (version_of(a), &a.path).cmp(&(version_of(b), &b.path)));
+    let (mut out, tail) = cut(all);
+    out.extend(split_tail(tail));
+    out
+}
+
+/// Files in chunk order cut where a path hashes to a boundary: the closed chunks, and the
+/// files after the last cut.
+fn cut(files: Vec<&AddFile>) -> (Vec<Vec<&AddFile>>, Vec<&AddFile>) {
     let mut out = Vec::new();
     let mut cur: Vec<&AddFile> = Vec::new();
-    for f in all {
+    for f in files {
         cur.push(f);
         let h =
             murmur3::murmur3_32(&mut std::io::Cursor::new(f.path.as_bytes()), 0x1ceb).unwrap_or(0);
@@ -115,17 +126,138 @@ pub(crate) fn chunks(files: &BTreeMap<String, Arc<AddFile>>) -> Vec<Vec<&AddFile
             out.push(std::mem::take(&mut cur));
         }
     }
-    let mut open = false;
-    // The open tail, after the last cut: one chunk per version, so an insert writes a
-    // manifest of its own files alone until a cut folds the tail into one chunk.
-    for f in cur {
+    (out, cur)
+}
+
+/// The open tail, after the last cut: one chunk per version, so an insert writes a manifest of
+/// its own files alone until a cut folds the tail into one chunk.
+fn split_tail(tail: Vec<&AddFile>) -> Vec<Vec<&AddFile>> {
+    let mut out: Vec<Vec<&AddFile>> = Vec::new();
+    for f in tail {
         match out.last_mut() {
-            Some(last) if open && version_of(last[0]) == version_of(f) => last.push(f),
+            Some(last) if version_of(last[0]) == version_of(f) => last.push(f),
             _ => out.push(vec![f]),
         }
-        open = true;
     }
     out
+}
+
+/// A chunk's manifest key and digest ([`chunk_key`]).
+pub(crate) type ChunkName = (String, [u8; 32]);
+
+/// One chunk of a version: its manifest's name, and its files (or only their paths, for a
+/// closed chunk carried over from the version before, whose manifest is usually known).
+pub(crate) struct Chunk<'a> {
+    pub named: ChunkName,
+    pub files: ChunkFiles<'a>,
+}
+
+pub(crate) enum ChunkFiles<'a> {
+    Files(Vec<&'a AddFile>),
+    Paths(Arc<Vec<String>>),
+}
+
+impl<'a> ChunkFiles<'a> {
+    /// The files, looked up in the version's files when only their paths are kept.
+    pub fn resolve(&self, files: &'a BTreeMap<String, Arc<AddFile>>) -> Vec<&'a AddFile> {
+        match self {
+            ChunkFiles::Files(f) => f.clone(),
+            ChunkFiles::Paths(p) => p
+                .iter()
+                .filter_map(|k| files.get(k).map(|f| f.as_ref()))
+                .collect(),
+        }
+    }
+}
+
+/// How the version a sync last described was cut, so that the next version's chunks follow
+/// from the files it added, not from sorting and hashing every file of the table again (on a
+/// table of 7,500 files, 2.2 ms of each commit's sync, growing with the table).
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkMemo {
+    version: u64,
+    salt: [u8; 32],
+    files: usize,
+    /// The closed chunks, in order: name and paths.
+    closed: Vec<(ChunkName, Arc<Vec<String>>)>,
+    /// The files after the last cut, in chunk order.
+    tail: Vec<String>,
+}
+
+/// A version's chunks with their names, from `memo` when it describes the version before and
+/// this version only added files (an insert); else from every file. Returns the memo of
+/// this version too.
+pub(crate) fn chunks_named<'a>(
+    layout: &Layout,
+    version: u64,
+    files: &'a BTreeMap<String, Arc<AddFile>>,
+    memo: Option<&ChunkMemo>,
+) -> (Vec<Chunk<'a>>, ChunkMemo) {
+    let v = version as i64;
+    let incremental = memo
+        .filter(|m| m.version + 1 == version && m.salt == layout.salt && m.files <= files.len());
+    let (carried, closed, tail) = match incremental.and_then(|m| {
+        let mut added: Vec<&AddFile> = files
+            .values()
+            .map(|f| f.as_ref())
+            .filter(|f| version_of(f) == v)
+            .collect();
+        // Nothing removed: the files of earlier versions are the memo's, and every new file
+        // sorts after them.
+        if m.files + added.len() != files.len() {
+            return None;
+        }
+        added.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut run: Vec<&AddFile> = Vec::with_capacity(m.tail.len() + added.len());
+        for p in &m.tail {
+            run.push(files.get(p)?.as_ref());
+        }
+        if run.iter().any(|f| version_of(f) >= v) {
+            return None;
+        }
+        run.extend(added);
+        let (closed, tail) = cut(run);
+        Some((m.closed.clone(), closed, tail))
+    }) {
+        Some(x) => x,
+        None => {
+            let mut all: Vec<&AddFile> = files.values().map(|f| f.as_ref()).collect();
+            all.sort_by(|a, b| (version_of(a), &a.path).cmp(&(version_of(b), &b.path)));
+            let (closed, tail) = cut(all);
+            (Vec::new(), closed, tail)
+        }
+    };
+    let mut memo = ChunkMemo {
+        version,
+        salt: layout.salt,
+        files: files.len(),
+        closed: carried,
+        tail: tail.iter().map(|f| f.path.clone()).collect(),
+    };
+    let mut out: Vec<Chunk<'a>> = memo
+        .closed
+        .iter()
+        .map(|(named, paths)| Chunk {
+            named: named.clone(),
+            files: ChunkFiles::Paths(paths.clone()),
+        })
+        .collect();
+    for chunk in closed {
+        let named = chunk_key(layout, &chunk);
+        let paths = Arc::new(chunk.iter().map(|f| f.path.clone()).collect::<Vec<_>>());
+        memo.closed.push((named.clone(), paths));
+        out.push(Chunk {
+            named,
+            files: ChunkFiles::Files(chunk),
+        });
+    }
+    for chunk in split_tail(tail) {
+        out.push(Chunk {
+            named: chunk_key(layout, &chunk),
+            files: ChunkFiles::Files(chunk),
+        });
+    }
+    (out, memo)
 }
 
 fn version_of(f: &AddFile) -> i64 {
@@ -530,5 +662,46 @@ mod tests {
             "{per_commit} entries a commit for {inserted} files"
         );
         assert!(before.len() <= files.len() / CHUNK_FILES as usize * 2 + 6);
+    }
+
+    proptest::proptest! {
+        /// Chunks found from the memo of the version before are the chunks of every file:
+        /// over inserts, and commits that also remove files (a merge, a delete), which fall
+        /// back to every file.
+        #[test]
+        fn chunks_from_the_memo_are_the_chunks_of_every_file(
+            commits in proptest::collection::vec((0usize..40, 0usize..4), 1..60),
+        ) {
+            let location = TableLocation::memory("t");
+            let schema = crate::schema::TableSchema::new(vec![]);
+            let layout = Layout::new(&location, &schema, "{}".into(), 0, vec![]).unwrap();
+            let mut files = BTreeMap::new();
+            let mut memo: Option<ChunkMemo> = None;
+            for (v, (added, removed)) in commits.iter().enumerate() {
+                let v = v as u64 + 1;
+                // A remove takes every 7th alive file, from a different offset each time.
+                if *removed == 0 {
+                    let gone: Vec<String> = files.keys().skip(v as usize % 7).step_by(7).cloned().collect();
+                    for k in gone {
+                        files.remove(&k);
+                    }
+                }
+                for i in 0..*added {
+                    let (k, f) = file(format!("_data/m={}/part-{v}-{i}.parquet", i % 5), v);
+                    files.insert(k, f);
+                }
+                let (got, next) = chunks_named(&layout, v, &files, memo.as_ref());
+                let expected: Vec<(String, Vec<String>)> = chunks(&files)
+                    .iter()
+                    .map(|c| (chunk_key(&layout, c).0, c.iter().map(|f| f.path.clone()).collect()))
+                    .collect();
+                let got: Vec<(String, Vec<String>)> = got
+                    .iter()
+                    .map(|c| (c.named.0.clone(), c.files.resolve(&files).iter().map(|f| f.path.clone()).collect()))
+                    .collect();
+                proptest::prop_assert_eq!(got, expected, "version {}", v);
+                memo = Some(next);
+            }
+        }
     }
 }

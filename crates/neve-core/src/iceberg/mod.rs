@@ -32,8 +32,8 @@ use crate::storage::TableLocation;
 
 pub use types::check_table;
 
-use manifest::{build_manifest, build_manifest_list, chunk_key, chunks, manifest_list_key};
-use manifest::{Layout, ManifestInfo};
+use manifest::{build_manifest, build_manifest_list, chunks_named, manifest_list_key};
+use manifest::{Chunk, ChunkMemo, Layout, ManifestInfo};
 
 /// The folder Iceberg readers look in.
 pub const METADATA_DIR: &str = "metadata";
@@ -176,6 +176,10 @@ pub struct IcebergWriter {
     /// What this writer last wrote, so that the sync after its next commit need not read it
     /// back (two round trips fewer on a writer that commits in a stream).
     last: Arc<std::sync::Mutex<Option<Written>>>,
+    /// How the version described last was cut into chunks (see [`chunks_named`]).
+    chunk_memo: Arc<std::sync::Mutex<Option<ChunkMemo>>>,
+    /// The layout of the schema last written, with its key (see [`Run`]).
+    layout: Arc<std::sync::Mutex<Option<KeyedLayout>>>,
 }
 
 /// Metadata `n` as this writer wrote it, and the manifest list of the version it describes.
@@ -186,19 +190,32 @@ struct Written {
     at_ms: i64,
     n: u64,
     metadata: TableMetadata,
-    list: Bytes,
+    /// The manifests the version it describes lists (parsing its list back was a tenth of
+    /// a commit's sync).
+    listed: Vec<ManifestInfo>,
 }
+
+/// The previous version's manifests: its list as stored (absent if it is not), or as this
+/// writer wrote it.
+enum Listed {
+    Stored(Option<Bytes>),
+    Known(Vec<ManifestInfo>),
+}
+
+/// A layout with its key: the schema's JSON and the spec's.
+type KeyedLayout = Arc<(String, Layout)>;
 
 /// One sync's state: the layout of the current schema and the manifests it knows.
 struct Run<'a> {
     location: &'a TableLocation,
-    layout: Option<(String, Layout<'a>)>,
+    /// The layout of the schema (its JSON and spec as the key).
+    layout: Option<KeyedLayout>,
     /// Manifests by key: described, and whether they are known to be stored.
     known: HashMap<String, (ManifestInfo, bool)>,
     /// The previous version's manifest list, read while the newest metadata was found.
-    prefetched: Option<(u64, Option<Bytes>)>,
-    /// The manifest list written last, and its version.
-    list: Option<(u64, Bytes)>,
+    prefetched: Option<(u64, Listed)>,
+    /// The manifests of the list written last, and its version.
+    list: Option<(u64, Vec<ManifestInfo>)>,
     report: SyncReport,
 }
 
@@ -209,6 +226,8 @@ impl IcebergWriter {
             log,
             clock,
             last: Arc::default(),
+            chunk_memo: Arc::default(),
+            layout: Arc::default(),
         }
     }
 
@@ -263,7 +282,7 @@ impl IcebergWriter {
             let (n, hint, prev, prefetched) = match mine {
                 Some(w) => {
                     let v = previous.expect("filtered on it");
-                    (w.n, w.n, Some(w.metadata), Some((v, Some(w.list))))
+                    (w.n, w.n, Some(w.metadata), Some((v, Listed::Known(w.listed))))
                 }
                 None => {
                     let (current, prefetched) = futures::join!(self.current(), async {
@@ -274,7 +293,7 @@ impl IcebergWriter {
                     });
                     let (n, hint, prev) = current?;
                     let prefetched = match prefetched {
-                        Some((v, bytes)) => Some((v, bytes?)),
+                        Some((v, bytes)) => Some((v, Listed::Stored(bytes?))),
                         None => None,
                     };
                     (n, hint, prev, prefetched)
@@ -343,12 +362,12 @@ impl IcebergWriter {
             report.snapshots = metadata.snapshots.len();
             report.snapshots_added = added;
             // Kept when the list written last is the one of the version the metadata describes.
-            if let Some((_, list)) = run.list.filter(|(v, _)| *v == latest.version) {
+            if let Some((_, listed)) = run.list.filter(|(v, _)| *v == latest.version) {
                 *self.last.lock().expect("iceberg cache") = Some(Written {
                     at_ms: self.clock.now_millis(),
                     n: n + 1,
                     metadata,
-                    list,
+                    listed,
                 });
             }
             tracing::debug!(?report, "iceberg sync");
@@ -640,7 +659,13 @@ impl IcebergWriter {
     async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<()> {
         let key = manifest_list_key(version);
         let bytes = match run.prefetched.take() {
-            Some((v, bytes)) if v == version => bytes,
+            Some((v, Listed::Known(infos))) if v == version => {
+                for info in infos {
+                    run.known.insert(info.key.clone(), (info, true));
+                }
+                return Ok(());
+            }
+            Some((v, Listed::Stored(bytes))) if v == version => bytes,
             _ => self.get(&key).await?,
         };
         let Some(bytes) = bytes else {
@@ -677,31 +702,40 @@ impl IcebergWriter {
         let fields = types::schema_fields(&meta.schema)?;
         let (schema_id, schema) = schema_with_id(fields);
         let schema_text = schema.to_string();
-        if run.layout.as_ref().is_none_or(|(t, _)| *t != schema_text) {
-            let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
-            let layout = Layout::new(
-                run.location,
-                &meta.schema,
-                schema_text.clone(),
-                schema_id,
-                spec,
-            )?;
-            run.layout = Some((schema_text, layout));
+        let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
+        let layout_key = format!("{schema_text}\n{}", types::spec_json(&spec));
+        if run.layout.as_ref().is_none_or(|l| l.0 != layout_key) {
+            // Kept by the writer across syncs: parsing the manifest schema was a tenth of a
+            // commit's sync.
+            let kept = self.layout.lock().expect("layout").clone();
+            let layout = match kept.filter(|l| l.0 == layout_key) {
+                Some(l) => l,
+                None => {
+                    let layout =
+                        Layout::new(run.location, &meta.schema, schema_text, schema_id, spec)?;
+                    let l = Arc::new((layout_key, layout));
+                    *self.layout.lock().expect("layout") = Some(l.clone());
+                    l
+                }
+            };
+            run.layout = Some(layout);
         }
         schemas.insert(schema_id, schema);
         let mut infos = Vec::new();
         let mut writes = Vec::new();
         {
-            let (_, layout) = run.layout.as_ref().expect("layout");
+            let layout = &run.layout.as_ref().expect("layout").1;
             // Known manifests are reused; the new ones (an insert's own, or a rebuild's
             // many) are encoded in parallel.
             let mut todo = Vec::new();
-            for chunk in chunks(&snap.files) {
-                let named = chunk_key(layout, &chunk);
+            let memo = self.chunk_memo.lock().expect("chunk memo").take();
+            let (chunks, memo) = chunks_named(layout, snap.version, &snap.files, memo.as_ref());
+            *self.chunk_memo.lock().expect("chunk memo") = Some(memo);
+            for Chunk { named, files } in chunks {
                 match run.known.get(&named.0) {
                     Some((info, _)) => infos.push(Some(info.clone())),
                     None => {
-                        todo.push((infos.len(), chunk, named));
+                        todo.push((infos.len(), files.resolve(&snap.files), named));
                         infos.push(None);
                     }
                 }
@@ -729,9 +763,8 @@ impl IcebergWriter {
         let list_key = manifest_list_key(snap.version);
         // Readers reach the manifests and the list only through the metadata file written
         // after them, so they are all PUT at once.
-        let list = Bytes::from(list);
-        run.list = Some((snap.version, list.clone()));
-        writes.push((list_key.clone(), list));
+        run.list = Some((snap.version, infos));
+        writes.push((list_key.clone(), Bytes::from(list)));
         let puts = writes
             .into_iter()
             .map(|(key, bytes)| self.put_once(key, bytes));
