@@ -282,7 +282,12 @@ impl IcebergWriter {
             let (n, hint, prev, prefetched) = match mine {
                 Some(w) => {
                     let v = previous.expect("filtered on it");
-                    (w.n, w.n, Some(w.metadata), Some((v, Listed::Known(w.listed))))
+                    (
+                        w.n,
+                        w.n,
+                        Some(w.metadata),
+                        Some((v, Listed::Known(w.listed))),
+                    )
                 }
                 None => {
                     let (current, prefetched) = futures::join!(self.current(), async {
