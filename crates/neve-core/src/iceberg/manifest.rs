@@ -194,8 +194,7 @@ pub(crate) fn chunks_named<'a>(
     memo: Option<&ChunkMemo>,
 ) -> (Vec<Chunk<'a>>, ChunkMemo) {
     let v = version as i64;
-    let incremental = memo
-        .filter(|m| m.version + 1 == version && m.salt == layout.salt && m.files <= files.len());
+    let incremental = memo.filter(|m| m.version + 1 == version && m.salt == layout.salt);
     let (carried, closed, tail) = match incremental.and_then(|m| {
         let mut added: Vec<&AddFile> = files
             .values()

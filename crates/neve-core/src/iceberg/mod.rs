@@ -663,20 +663,18 @@ impl IcebergWriter {
     /// Learn the manifests snapshot `version` lists (they are stored), if its list is there.
     async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<()> {
         let key = manifest_list_key(version);
-        let bytes = match run.prefetched.take() {
-            Some((v, Listed::Known(infos))) if v == version => {
-                for info in infos {
-                    run.known.insert(info.key.clone(), (info, true));
-                }
-                return Ok(());
-            }
-            Some((v, Listed::Stored(bytes))) if v == version => bytes,
-            _ => self.get(&key).await?,
+        let listed = match run.prefetched.take() {
+            Some((v, Listed::Known(infos))) if v == version => infos,
+            Some((v, Listed::Stored(bytes))) if v == version => match bytes {
+                Some(bytes) => manifest::read_manifest_list(&key, &bytes)?,
+                None => vec![],
+            },
+            _ => match self.get(&key).await? {
+                Some(bytes) => manifest::read_manifest_list(&key, &bytes)?,
+                None => vec![],
+            },
         };
-        let Some(bytes) = bytes else {
-            return Ok(());
-        };
-        for info in manifest::read_manifest_list(&key, &bytes)? {
+        for info in listed {
             run.known.insert(info.key.clone(), (info, true));
         }
         Ok(())

@@ -1,6 +1,6 @@
-//! CPU side of the write path: conform batches to the table schema, assign rows to
-//! partitions, sort each part by the sort keys, encode Parquet and compute the per-column
-//! statistics the log records.
+//! CPU side of the write path: assign rows to partitions, sort each part by the sort keys,
+//! choose each column's dictionary and encode Parquet (the log's statistics of the result are
+//! in `stats.rs`).
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::interleave;

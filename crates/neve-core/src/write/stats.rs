@@ -29,30 +29,51 @@ pub(crate) fn file_stats(
     batch: &RecordBatch,
     metadata: &parquet::file::metadata::ParquetMetaData,
 ) -> crate::error::Result<BTreeMap<String, ColumnStats>> {
+    walk(batch, |field, a, parent, leaf| {
+        Ok(match leaf_stats(field, leaf, metadata)? {
+            Some(s) => s,
+            None => column_stats(&with_nulls(a, parent)),
+        })
+    })
+}
+
+/// Per-path statistics of a batch: `leaf_stats(field, array, nulls of the structs above it,
+/// Parquet leaf index)` for each primitive column or field, and the null count alone (a null
+/// struct counted in each of its fields) for structs, lists and maps.
+fn walk(
+    batch: &RecordBatch,
+    mut leaf_stats: impl FnMut(
+        &arrow::datatypes::Field,
+        &ArrayRef,
+        Option<&arrow::buffer::NullBuffer>,
+        usize,
+    ) -> crate::error::Result<ColumnStats>,
+) -> crate::error::Result<BTreeMap<String, ColumnStats>> {
     let mut out = BTreeMap::new();
     let mut leaf = 0;
     for (f, a) in batch.schema().fields().iter().zip(batch.columns()) {
-        file_column_stats(f.name(), f, a, None, &mut leaf, metadata, &mut out)?;
+        walk_column(f.name(), f, a, None, &mut leaf, &mut leaf_stats, &mut out)?;
     }
     Ok(out)
 }
 
-fn file_column_stats(
+fn walk_column(
     path: &str,
     field: &arrow::datatypes::Field,
     a: &ArrayRef,
     parent: Option<&arrow::buffer::NullBuffer>,
     leaf: &mut usize,
-    metadata: &parquet::file::metadata::ParquetMetaData,
+    leaf_stats: &mut impl FnMut(
+        &arrow::datatypes::Field,
+        &ArrayRef,
+        Option<&arrow::buffer::NullBuffer>,
+        usize,
+    ) -> crate::error::Result<ColumnStats>,
     out: &mut BTreeMap<String, ColumnStats>,
 ) -> crate::error::Result<()> {
     use arrow::datatypes::DataType;
     if !a.data_type().is_nested() {
-        let stats = match leaf_stats(field, *leaf, metadata)? {
-            Some(s) => s,
-            None => column_stats(&with_nulls(a, parent)),
-        };
-        out.insert(path.to_string(), stats);
+        out.insert(path.to_string(), leaf_stats(field, a, parent, *leaf)?);
         *leaf += 1;
         return Ok(());
     }
@@ -69,9 +90,10 @@ fn file_column_stats(
         DataType::Struct(fields) => {
             for (f, c) in fields.iter().zip(a.as_struct().columns()) {
                 let path = format!("{path}.{}", f.name());
-                file_column_stats(&path, f, c, nulls.as_ref(), leaf, metadata, out)?;
+                walk_column(&path, f, c, nulls.as_ref(), leaf, leaf_stats, out)?;
             }
         }
+        // Lists and maps: bounds of their elements say nothing of a row.
         t => *leaf += super::encode::leaves(t),
     }
     Ok(())
@@ -129,39 +151,10 @@ fn leaf_stats(
 /// their path (`user.plan`), counting a null struct as a null in each of its fields. Lists
 /// and maps get null counts only (their elements' bounds say nothing of a row).
 pub(crate) fn batch_stats(batch: &RecordBatch) -> BTreeMap<String, ColumnStats> {
-    let mut out = BTreeMap::new();
-    for (f, a) in batch.schema().fields().iter().zip(batch.columns()) {
-        collect_stats(f.name(), a, None, &mut out);
-    }
-    out
-}
-
-fn collect_stats(
-    path: &str,
-    a: &ArrayRef,
-    parent: Option<&arrow::buffer::NullBuffer>,
-    out: &mut BTreeMap<String, ColumnStats>,
-) {
-    use arrow::datatypes::DataType;
-    let nulls = arrow::buffer::NullBuffer::union(parent, a.logical_nulls().as_ref());
-    let null_count = nulls.as_ref().map_or(0, |n| n.null_count()) as u64;
-    if !a.data_type().is_nested() {
-        out.insert(path.to_string(), column_stats(&with_nulls(a, parent)));
-        return;
-    }
-    out.insert(
-        path.to_string(),
-        ColumnStats {
-            min: None,
-            max: None,
-            nulls: null_count,
-        },
-    );
-    if let DataType::Struct(fields) = a.data_type() {
-        for (f, c) in fields.iter().zip(a.as_struct().columns()) {
-            collect_stats(&format!("{path}.{}", f.name()), c, nulls.as_ref(), out);
-        }
-    }
+    walk(batch, |_, a, parent, _| {
+        Ok(column_stats(&with_nulls(a, parent)))
+    })
+    .expect("computing from arrays cannot fail")
 }
 
 /// `a` with the nulls of the structs above it added to its own.
