@@ -91,6 +91,29 @@ def start_link(toxiproxy, upstream, latency_ms, rate_kbs):
     return proc, f"http://127.0.0.1:{link_port}"
 
 
+def start_relay(kind, binary, upstream):
+    """A process in front of `upstream` that reads and writes every byte and does nothing else
+    (the floor of any proxy in the path): `neve bench relay` (`kind` "neve") or a Toxiproxy
+    with no toxics."""
+    if kind == "neve":
+        proc = subprocess.Popen([binary, "bench", "relay", "--to", upstream], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        return proc, f"http://{proc.stdout.readline().strip()}"
+    toxiproxy = binary
+    api_port, port = free_port(), free_port()
+    proc = subprocess.Popen([toxiproxy, "-host", "127.0.0.1", "-port", str(api_port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{api_port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"{base}/version")
+            break
+        except OSError:
+            time.sleep(0.1)
+    api(base, "/proxies", {"name": "relay", "listen": f"127.0.0.1:{port}", "upstream": upstream})
+    return proc, f"http://127.0.0.1:{port}"
+
+
 class NeveProxy:
     def __init__(self, neve_bin, warehouse, link, cache_dir):
         env = {**os.environ, "AWS_ENDPOINT_URL": link, "NEVE_PROXY_ACCESS_KEY_ID": KEY,

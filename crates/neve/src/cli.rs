@@ -523,6 +523,21 @@ pub enum BenchCommand {
     /// One side of `neve bench stream` (used by its driver).
     #[command(hide = true)]
     StreamClient(BenchStreamClientArgs),
+    /// Forward every TCP connection from `--listen` to `--to`, each byte read into memory and
+    /// written out, nothing else: the least any proxy in a read's path costs (used by
+    /// `bench/proxy_ab.py --relay`).
+    #[command(hide = true)]
+    Relay(BenchRelayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchRelayArgs {
+    /// Listen here (port 0 for any); the address is printed.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// host:port every connection is forwarded to.
+    #[arg(long)]
+    pub to: String,
 }
 
 #[derive(Debug, Args)]

@@ -35,6 +35,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Iceberg(a) => iceberg::run(a).await,
         BenchCommand::Stream(a) => stream::run(a).await,
         BenchCommand::StreamClient(a) => stream::client(a).await,
+        BenchCommand::Relay(a) => stream::relay(a).await,
     }
 }
 

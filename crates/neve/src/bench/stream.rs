@@ -179,6 +179,33 @@ async fn flight(
 }
 
 /// The server being measured failed (not the arguments): exit 69, as a benchmark peer.
+/// A plain TCP relay: each connection's bytes both ways through 1 MiB buffers in memory (as a
+/// proxy that must see them, to cache or check them, would), with no parsing and no copy
+/// beyond the kernel's.
+pub async fn relay(a: crate::cli::BenchRelayArgs) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(&a.listen).await?;
+    println!("{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    loop {
+        let (mut client, _) = listener.accept().await?;
+        let to = a.to.clone();
+        tokio::spawn(async move {
+            let Ok(mut upstream) = tokio::net::TcpStream::connect(&to).await else {
+                return;
+            };
+            let _ = client.set_nodelay(true);
+            let _ = upstream.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                1 << 20,
+                1 << 20,
+            )
+            .await;
+        });
+    }
+}
+
 fn served_failed(reason: String) -> CliError {
     CliError::PeerFailed {
         peer: "neve serve".into(),
