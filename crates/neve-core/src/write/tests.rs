@@ -201,7 +201,7 @@ fn encode_sorted_by_first(batch: &RecordBatch) -> bytes::Bytes {
 
 #[test]
 fn dictionaries_are_kept_only_where_values_repeat() {
-    use arrow::array::{ArrayRef, TimestampMicrosecondArray};
+    use arrow::array::{ArrayRef, BinaryArray, TimestampMicrosecondArray};
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let n = 5_000i64;
     // Nearly distinct numbers: rising with a few repeats and nulls (a sort key), rising
@@ -267,6 +267,21 @@ fn dictionaries_are_kept_only_where_values_repeat() {
             "plan",
             Arc::new(StringArray::from_iter_values(
                 (0..n).map(|i| ["a", "b"][i as usize % 2]),
+            )),
+            true,
+        ),
+        // Hashes as bytes are judged as strings are.
+        (
+            "digest",
+            Arc::new(BinaryArray::from_iter_values((0..n).map(|i| {
+                (i as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9).to_le_bytes()
+            }))),
+            false,
+        ),
+        (
+            "kind",
+            Arc::new(BinaryArray::from_iter_values(
+                (0..n).map(|i| [b"in".as_slice(), b"out"][i as usize % 2]),
             )),
             true,
         ),
