@@ -70,36 +70,9 @@ def api(base, path, body):
         return json.loads(r.read() or b"null")
 
 
-def start_link(toxiproxy, upstream, latency_ms, rate_kbs):
-    """Toxiproxy between the reader and MinIO: `latency_ms` on the way back (so before the
-    first byte of every response) and `rate_kbs` per connection."""
-    api_port, link_port = free_port(), free_port()
-    proc = subprocess.Popen([toxiproxy, "-host", "127.0.0.1", "-port", str(api_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{api_port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"{base}/version")
-            break
-        except OSError:
-            time.sleep(0.1)
-    api(base, "/proxies", {"name": "s3", "listen": f"127.0.0.1:{link_port}", "upstream": upstream})
-    api(base, "/proxies/s3/toxics", {"name": "latency", "type": "latency", "stream": "downstream",
-                                      "attributes": {"latency": latency_ms, "jitter": 0}})
-    api(base, "/proxies/s3/toxics", {"name": "bandwidth", "type": "bandwidth", "stream": "downstream",
-                                      "attributes": {"rate": rate_kbs}})
-    return proc, f"http://127.0.0.1:{link_port}"
-
-
-def start_relay(kind, binary, upstream):
-    """A process in front of `upstream` that reads and writes every byte and does nothing else
-    (the floor of any proxy in the path): `neve bench relay` (`kind` "neve") or a Toxiproxy
-    with no toxics."""
-    if kind == "neve":
-        proc = subprocess.Popen([binary, "bench", "relay", "--to", upstream], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        return proc, f"http://{proc.stdout.readline().strip()}"
-    toxiproxy = binary
+def start_toxiproxy(toxiproxy, name, upstream):
+    """A Toxiproxy server with one proxy `name` to `upstream`, no toxics yet: the process, its
+    API's base URL and the proxy's address."""
     api_port, port = free_port(), free_port()
     proc = subprocess.Popen([toxiproxy, "-host", "127.0.0.1", "-port", str(api_port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -110,8 +83,31 @@ def start_relay(kind, binary, upstream):
             break
         except OSError:
             time.sleep(0.1)
-    api(base, "/proxies", {"name": "relay", "listen": f"127.0.0.1:{port}", "upstream": upstream})
-    return proc, f"http://127.0.0.1:{port}"
+    api(base, "/proxies", {"name": name, "listen": f"127.0.0.1:{port}", "upstream": upstream})
+    return proc, base, f"http://127.0.0.1:{port}"
+
+
+def start_link(toxiproxy, upstream, latency_ms, rate_kbs):
+    """Toxiproxy between the reader and MinIO: `latency_ms` on the way back (so before the
+    first byte of every response) and `rate_kbs` per connection."""
+    proc, base, link = start_toxiproxy(toxiproxy, "s3", upstream)
+    api(base, "/proxies/s3/toxics", {"name": "latency", "type": "latency", "stream": "downstream",
+                                      "attributes": {"latency": latency_ms, "jitter": 0}})
+    api(base, "/proxies/s3/toxics", {"name": "bandwidth", "type": "bandwidth", "stream": "downstream",
+                                      "attributes": {"rate": rate_kbs}})
+    return proc, link
+
+
+def start_relay(kind, binary, upstream):
+    """A process in front of `upstream` that reads and writes every byte and does nothing else
+    (the floor of any proxy in the path): `neve bench relay` (`kind` "neve") or a Toxiproxy
+    with no toxics."""
+    if kind == "neve":
+        proc = subprocess.Popen([binary, "bench", "relay", "--to", upstream], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        return proc, f"http://{proc.stdout.readline().strip()}"
+    proc, _, relay = start_toxiproxy(binary, "relay", upstream)
+    return proc, relay
 
 
 class NeveProxy:
