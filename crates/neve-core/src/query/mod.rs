@@ -18,6 +18,7 @@ mod metadata;
 pub mod output;
 mod provider;
 mod scan;
+mod series;
 pub mod splits;
 pub(crate) mod stats;
 
@@ -201,6 +202,7 @@ impl QueryEngine {
             .expect("a runtime with the default disk manager");
         let ctx = SessionContext::new_with_config_rt(config, runtime);
         ctx.add_optimizer_rule(Arc::new(metadata::CountFromLog));
+        series::register(&ctx);
         let counter = match &limits.reads {
             Some(parent) => ReadCounter::child_of(parent.clone()),
             None => ReadCounter::default(),
