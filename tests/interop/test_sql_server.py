@@ -213,3 +213,38 @@ def test_flight_sql_tenants_see_only_their_tables(neve_bin, s3_prefix, tmp_path)
             assert "secret" not in names
     finally:
         s.stop()
+
+
+def test_flight_sql_timeout_and_too_many_queries(neve_bin, taxi):  # noqa: F811
+    """Over Flight, a query past the time limit ends with DEADLINE_EXCEEDED, and one over the
+    concurrency limit is refused with RESOURCE_EXHAUSTED, as HTTP answers 504 and 429."""
+    import adbc_driver_manager
+
+    def refused(conn, sql):
+        with pytest.raises(adbc_driver_manager.Error) as e:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                cur.fetchall()
+        return str(e.value)
+
+    s = Server(neve_bin, taxi["table"].rpartition("/")[0], "--token", TOKEN,
+               "--query-timeout", "4s", "--max-concurrent-queries", "1")
+    try:
+        with s.adbc() as conn:
+            text = refused(conn, "SELECT count(*) FROM range(100000000000)")
+            assert "DEADLINE_EXCEEDED" in text or "DeadlineExceeded" in text, text
+            assert "4s" in text, text
+            # One query held open over HTTP, unread, takes the only slot.
+            u = urllib.parse.urlsplit(s.url)
+            held = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            held.request("POST", "/v1/sql", body=b"SELECT value FROM range(100000000000)",
+                         headers={"Authorization": f"Bearer {TOKEN}",
+                                  "Accept": "application/vnd.apache.arrow.stream"})
+            r = held.getresponse()
+            assert r.status == 200
+            r.read(1024)
+            text = refused(conn, "SELECT count(*) FROM taxi")
+            assert "RESOURCE_EXHAUSTED" in text or "ResourceExhausted" in text, text
+            held.close()
+    finally:
+        s.stop()
