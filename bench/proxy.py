@@ -100,11 +100,13 @@ def start_link(toxiproxy, upstream, latency_ms, rate_kbs):
 
 def start_relay(kind, binary, upstream):
     """A process in front of `upstream` that reads and writes every byte and does nothing else
-    (the floor of any proxy in the path): `neve bench relay` (`kind` "neve") or a Toxiproxy
-    with no toxics."""
-    if kind == "neve":
-        proc = subprocess.Popen([binary, "bench", "relay", "--to", upstream], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+    (the floor of any proxy in the path): `neve bench relay` (`kind` "neve"; "neve-keep" also
+    keeps every byte it sends back in fresh memory, as a cache that fills does: the floor of a
+    caching proxy) or a Toxiproxy with no toxics."""
+    if kind in ("neve", "neve-keep"):
+        keep = ["--keep"] if kind == "neve-keep" else []
+        proc = subprocess.Popen([binary, "bench", "relay", "--to", upstream, *keep],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         return proc, f"http://{proc.stdout.readline().strip()}"
     proc, _, relay = start_toxiproxy(binary, "relay", upstream)
     return proc, relay

@@ -9,7 +9,7 @@ through a relay in front of the link (a process that only forwards the bytes): t
     AWS_ENDPOINT_URL=http://127.0.0.1:19000 AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… \\
     python bench/proxy_ab.py --table s3://lake/w/taxi --neve-bin OLD --neve-bin NEW \\
         --toxiproxy ~/.cache/neve/toxiproxy-v2.12.0/server [--threads 32] [--rounds 2] \\
-        [--query point] [--perf perf-proxy.data] [--relay neve|toxiproxy]
+        [--query point] [--perf perf-proxy.data] [--relay neve|neve-keep|toxiproxy]
 
 The table must exist (`neve bench proxy` loads one the same way: 5 inserts of 2M rows of
 `neve bench gen --seed 1..5`, month-partitioned). Uses bench/proxy.py's link and proxy helpers.
@@ -33,18 +33,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--query", default="point", choices=["point", "scan"])
     ap.add_argument("--perf", help="record the proxy during each cold query into this file")
-    ap.add_argument("--relay", choices=["neve", "toxiproxy"],
+    ap.add_argument("--relay", choices=["neve", "neve-keep", "toxiproxy"],
                     help="also read direct through a relay in front of the link: one more process that "
                          "reads and writes every byte and does nothing else, the least any proxy in the "
-                         "path costs (`neve bench relay` of the first --neve-bin: 1 MiB reads; or a "
-                         "second Toxiproxy with no toxics)")
+                         "path costs (`neve bench relay` of the first --neve-bin: 1 MiB reads; "
+                         "neve-keep: the same, keeping every byte sent back in fresh memory, as a "
+                         "cache that fills does; or a second Toxiproxy with no toxics)")
     a = ap.parse_args()
     minio = os.environ["AWS_ENDPOINT_URL"]
     key, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
     bucket, _, table_key = a.table.removeprefix("s3://").partition("/")
     warehouse, _, name = a.table.rpartition("/")
     link_proc, link = bp.start_link(a.toxiproxy, urllib.parse.urlsplit(minio).netloc, 30, 51_200)
-    relay_proc, relay = bp.start_relay(a.relay, a.neve_bin[0] if a.relay == "neve" else a.toxiproxy,
+    relay_proc, relay = bp.start_relay(a.relay, a.neve_bin[0] if a.relay != "toxiproxy" else a.toxiproxy,
                                                urllib.parse.urlsplit(link).netloc) if a.relay else (None, None)
     try:
         for rnd in range(a.rounds):

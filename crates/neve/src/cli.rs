@@ -538,6 +538,10 @@ pub struct BenchRelayArgs {
     /// host:port every connection is forwarded to.
     #[arg(long)]
     pub to: String,
+    /// Also keep every byte that comes back from upstream in memory, until the process ends,
+    /// as a cache that fills does: the floor of a caching proxy.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]

@@ -276,13 +276,23 @@ pub async fn relay(a: crate::cli::BenchRelayArgs) -> Result<()> {
     std::io::stdout().flush()?;
     loop {
         let (mut client, _) = listener.accept().await?;
-        let to = a.to.clone();
+        let (to, keep) = (a.to.clone(), a.keep);
         tokio::spawn(async move {
             let Ok(mut upstream) = tokio::net::TcpStream::connect(&to).await else {
                 return;
             };
             let _ = client.set_nodelay(true);
             let _ = upstream.set_nodelay(true);
+            if keep {
+                let (mut client_rx, client_tx) = client.into_split();
+                let (upstream_rx, mut upstream_tx) = upstream.into_split();
+                let requests = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut client_rx, &mut upstream_tx).await;
+                });
+                forward_keeping(upstream_rx, client_tx).await;
+                requests.abort();
+                return;
+            }
             let _ = tokio::io::copy_bidirectional_with_sizes(
                 &mut client,
                 &mut upstream,
@@ -292,6 +302,43 @@ pub async fn relay(a: crate::cli::BenchRelayArgs) -> Result<()> {
             .await;
         });
     }
+}
+
+/// What `relay --keep` has forwarded, kept until the process ends.
+static KEPT: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// Forward `from` to `to` through a 1 MiB buffer, and copy each read into memory kept for
+/// good, in pieces of 1 MiB allocated as they fill: what a proxy does that caches each block
+/// it sends (one copy into fresh memory, beyond the kernel's two).
+async fn forward_keeping(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PIECE: usize = 1 << 20;
+    let mut buf = vec![0u8; PIECE];
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            match kept.last_mut() {
+                Some(piece) if piece.len() < piece.capacity() => {
+                    let take = rest.len().min(piece.capacity() - piece.len());
+                    piece.extend_from_slice(&rest[..take]);
+                    rest = &rest[take..];
+                }
+                _ => kept.push(Vec::with_capacity(PIECE)),
+            }
+        }
+    }
+    KEPT.lock().expect("not poisoned").extend(kept);
 }
 
 fn served_failed(reason: String) -> CliError {
