@@ -205,10 +205,9 @@ pub(crate) fn writer_properties(
 /// ids) looks distinct in its first thousand rows, and there the dictionary makes the file
 /// smaller and faster to write.
 /// - Strings and binaries go without when at least 98% of the sample is distinct (ids, hashes,
-///   coordinates as text). A dictionary of long values pays as
-///   soon as they repeat: on the taxi data, `taxi_id` (about half of each file's values
-///   distinct) went from 28.9 to 18.6 MB with one, and the encoder spent 8% less CPU, as zstd
-///   has fewer bytes to compress.
+///   coordinates as text). A dictionary of long values pays as soon as they repeat: on the
+///   taxi data, `taxi_id` (about half of each file's values distinct) went from 28.9 to 18.6 MB
+///   with one, and the encoder spent 8% less CPU, as zstd has fewer bytes to compress.
 /// - Numbers and times (4- or 8-byte values) go without when at least 90% of the sample is
 ///   distinct (a sort key, a sequence, event times, measurements with many digits). A
 ///   dictionary of such a column fills its 1 MiB page before it falls back, and a point lookup

@@ -4,9 +4,9 @@
 //! (or counts NDJSON lines) as it arrives, and the two ends of the ceiling.
 
 use std::io::{Read, Write};
+use std::time::Instant;
 
 use arrow::buffer::Buffer;
-use std::time::Instant;
 
 use crate::cli::{BenchStreamArgs, BenchStreamClientArgs};
 use crate::error::{CliError, Result};
