@@ -343,10 +343,11 @@ def test_anonymous_and_sigv2_requests_are_refused(lake):
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
-    req = AWSRequest(method="GET", url=f"{lake['url']}/taxi")
-    HmacV1Auth(Credentials(*ACME)).add_auth(req)
-    r = raw_request("GET", req.url, headers=dict(req.headers))
-    assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text, r.text
+    for url in (f"{lake['url']}/taxi", f"{lake['url']}/taxi?list-type=2"):
+        req = AWSRequest(method="GET", url=url)
+        HmacV1Auth(Credentials(*ACME)).add_auth(req)
+        r = raw_request("GET", req.url, headers=dict(req.headers))
+        assert r.status_code == 403 and "<Code>AccessDenied</Code>" in r.text, r.text
     # And a SigV2 presigned URL (what botocore makes when not told s3v4).
     v2 = s3(lake, signature_version="s3").generate_presigned_url(
         "list_objects", Params={"Bucket": "taxi"}, ExpiresIn=300)
@@ -398,6 +399,15 @@ def test_expired_tampered_and_overlong_presigned_urls_are_refused(neve_bin, lake
     assert r.status_code == 403 and "SignatureDoesNotMatch" in r.text, r.text
     long = c.generate_presigned_url("get_object", Params={"Bucket": "taxi", "Key": keys[0]},
                                     ExpiresIn=8 * 24 * 3600)
+    r = raw_request("GET", long)
+    assert r.status_code == 403 and "AccessDenied" in r.text, r.text
+    # The same for listings, which the proxy answers on a route of its own.
+    listing = c.generate_presigned_url("list_objects_v2", Params={"Bucket": "taxi"}, ExpiresIn=300)
+    r = raw_request("GET", listing)
+    assert r.status_code == 200 and b"<ListBucketResult" in r.content, r.text
+    r = raw_request("GET", listing.replace("X-Amz-Expires=300", "X-Amz-Expires=30000"))
+    assert r.status_code == 403 and "SignatureDoesNotMatch" in r.text, r.text
+    long = c.generate_presigned_url("list_objects_v2", Params={"Bucket": "taxi"}, ExpiresIn=8 * 24 * 3600)
     r = raw_request("GET", long)
     assert r.status_code == 403 and "AccessDenied" in r.text, r.text
 

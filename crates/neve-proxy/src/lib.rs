@@ -104,11 +104,19 @@ impl Proxy {
             metrics: metrics.clone(),
             settings: config.settings.clone(),
         };
-        let mut builder = S3ServiceBuilder::new(service);
+        let mut builder = S3ServiceBuilder::new(service.clone());
         builder.set_auth(auth::KeyStore(keys.clone()));
         builder.set_access(auth::Access {
-            keys,
+            keys: keys.clone(),
             metrics: metrics.clone(),
+        });
+        builder.set_route(listing::route::ListRoute {
+            s3: service,
+            access: auth::Access {
+                keys,
+                metrics: metrics.clone(),
+            },
+            rendered: Default::default(),
         });
         builder.set_validation(TableBucketNames);
         let s3 = axum::error_handling::HandleError::new(

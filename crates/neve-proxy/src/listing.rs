@@ -172,5 +172,7 @@ pub fn decode_token(secret: &str, bucket: &str, token: &str) -> Result<(u64, Res
     Ok((t.v, t.at))
 }
 
+pub(crate) mod route;
+
 #[cfg(test)]
 mod tests;

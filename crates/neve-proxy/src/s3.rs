@@ -21,6 +21,7 @@ use crate::listing::{self, Resume, DATA};
 use crate::metrics::Metrics;
 
 /// The proxy's S3 service.
+#[derive(Clone)]
 pub struct NeveS3 {
     pub catalog: Arc<Catalog>,
     pub keys: Arc<Keys>,
@@ -37,6 +38,19 @@ struct FileRef {
     /// ms since the epoch.
     modified: i64,
     etag: String,
+}
+
+/// [`NeveS3::list_v2`]'s answer.
+pub(crate) struct V2Page {
+    /// Everything but `contents`.
+    pub out: dto::ListObjectsV2Output,
+    pub page: listing::Page,
+    /// Keys are URL-encoded (`encoding-type=url`).
+    pub encode: bool,
+    /// The table's folder relative to the warehouse.
+    pub table: String,
+    /// Alive files in the snapshot listed.
+    pub files: usize,
 }
 
 fn timestamp(ms: i64) -> Option<Timestamp> {
@@ -159,6 +173,73 @@ impl NeveS3 {
         })
     }
 
+    /// A page of ListObjectsV2: the answer without its `Contents`, and the page they are made
+    /// of (the S3 operation and the listing route each render them their own way).
+    pub(crate) async fn list_v2(
+        &self,
+        credentials: Option<&s3s::auth::Credentials>,
+        input: &dto::ListObjectsV2Input,
+    ) -> Result<V2Page> {
+        let (key, b, table) = self.resolve(credentials, &input.bucket)?;
+        let (snap, start) = match &input.continuation_token {
+            Some(token) => {
+                let (version, at) = listing::decode_token(key.secret(), &input.bucket, token)?;
+                (
+                    self.snapshot(&input.bucket, &table, Pin::Version(version))
+                        .await?,
+                    Some(at),
+                )
+            }
+            None => (
+                self.snapshot(&input.bucket, &table, b.pin).await?,
+                input.start_after.clone().map(|after| Resume {
+                    after,
+                    prefix: false,
+                }),
+            ),
+        };
+        let Listed {
+            page,
+            max_keys,
+            prefix,
+            encode,
+        } = list_page(
+            &snap,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
+            start.as_ref(),
+            input.max_keys,
+            input.encoding_type.as_ref(),
+        )?;
+        let next = page
+            .next
+            .as_ref()
+            .map(|at| listing::encode_token(key.secret(), &input.bucket, snap.version, at));
+        let key_count = (page.contents.len() + page.common_prefixes.len()) as i32;
+        let out = dto::ListObjectsV2Output {
+            name: Some(input.bucket.clone()),
+            prefix: Some(url_encode(&prefix, encode)),
+            delimiter: input.delimiter.clone(),
+            max_keys: Some(max_keys as i32),
+            key_count: Some(key_count),
+            continuation_token: input.continuation_token.clone(),
+            start_after: input.start_after.as_deref().map(|s| url_encode(s, encode)),
+            is_truncated: Some(next.is_some()),
+            next_continuation_token: next,
+            contents: None,
+            common_prefixes: Some(prefixes(&page, encode)),
+            encoding_type: input.encoding_type.clone(),
+            ..Default::default()
+        };
+        Ok(V2Page {
+            out,
+            page,
+            encode,
+            table,
+            files: snap.files.len(),
+        })
+    }
+
     fn not_found(&self, e: Error, bucket: &str, table: &str) -> Error {
         match e {
             Error::Table(t) if t.kind() == neve_core::ErrorKind::NotFound => {
@@ -267,58 +348,13 @@ impl S3 for NeveS3 {
     ) -> S3Result<S3Response<dto::ListObjectsV2Output>> {
         self.metrics.served("ListObjectsV2");
         let t0 = Instant::now();
-        let input = req.input;
-        let (key, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
-        let (snap, start) = match &input.continuation_token {
-            Some(token) => {
-                let (version, at) = listing::decode_token(key.secret(), &input.bucket, token)?;
-                (
-                    self.snapshot(&input.bucket, &table, Pin::Version(version))
-                        .await?,
-                    Some(at),
-                )
-            }
-            None => (
-                self.snapshot(&input.bucket, &table, b.pin).await?,
-                input.start_after.clone().map(|after| Resume {
-                    after,
-                    prefix: false,
-                }),
-            ),
-        };
-        let Listed {
+        let V2Page {
+            mut out,
             page,
-            max_keys,
-            prefix,
             encode,
-        } = list_page(
-            &snap,
-            input.prefix.as_deref(),
-            input.delimiter.as_deref(),
-            start.as_ref(),
-            input.max_keys,
-            input.encoding_type.as_ref(),
-        )?;
-        let next = page
-            .next
-            .as_ref()
-            .map(|at| listing::encode_token(key.secret(), &input.bucket, snap.version, at));
-        let key_count = (page.contents.len() + page.common_prefixes.len()) as i32;
-        let out = dto::ListObjectsV2Output {
-            name: Some(input.bucket.clone()),
-            prefix: Some(url_encode(&prefix, encode)),
-            delimiter: input.delimiter.clone(),
-            max_keys: Some(max_keys as i32),
-            key_count: Some(key_count),
-            continuation_token: input.continuation_token.clone(),
-            start_after: input.start_after.as_deref().map(|s| url_encode(s, encode)),
-            is_truncated: Some(next.is_some()),
-            next_continuation_token: next,
-            contents: Some(objects(&page, encode)),
-            common_prefixes: Some(prefixes(&page, encode)),
-            encoding_type: input.encoding_type.clone(),
-            ..Default::default()
-        };
+            ..
+        } = self.list_v2(req.credentials.as_ref(), &req.input).await?;
+        out.contents = Some(objects(&page, encode));
         self.metrics
             .list_seconds
             .observe(t0.elapsed().as_secs_f64());
@@ -496,19 +532,21 @@ fn max_keys(given: Option<i32>) -> Result<usize> {
 }
 
 fn objects(page: &listing::Page, encode: bool) -> Vec<dto::Object> {
-    page.contents
-        .iter()
-        .map(|l| dto::Object {
-            key: Some(url_encode(&l.key, encode)),
-            size: Some(l.size as i64),
-            last_modified: timestamp(l.modified),
-            e_tag: Some(dto::ETag::Strong(etag_from(&[DATA, &l.key], l.size))),
-            storage_class: Some(dto::ObjectStorageClass::from_static(
-                dto::ObjectStorageClass::STANDARD,
-            )),
-            ..Default::default()
-        })
-        .collect()
+    page.contents.iter().map(|l| object(l, encode)).collect()
+}
+
+/// A listed file as S3 lists it.
+pub(crate) fn object(l: &listing::Listed, encode: bool) -> dto::Object {
+    dto::Object {
+        key: Some(url_encode(&l.key, encode)),
+        size: Some(l.size as i64),
+        last_modified: timestamp(l.modified),
+        e_tag: Some(dto::ETag::Strong(etag_from(&[DATA, &l.key], l.size))),
+        storage_class: Some(dto::ObjectStorageClass::from_static(
+            dto::ObjectStorageClass::STANDARD,
+        )),
+        ..Default::default()
+    }
 }
 
 fn prefixes(page: &listing::Page, encode: bool) -> Vec<dto::CommonPrefix> {

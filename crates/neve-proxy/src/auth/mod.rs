@@ -141,13 +141,36 @@ impl S3Access for Access {
 
 impl Access {
     fn decide(&self, cx: &S3AccessContext<'_>) -> Result<()> {
+        let path = cx.s3_path();
+        self.decide_request(&Request {
+            method: cx.method(),
+            uri: cx.uri(),
+            headers: cx.headers(),
+            credentials: cx.credentials(),
+            bucket: path.get_bucket_name(),
+            key: path.get_object_key(),
+        })
+    }
+
+    /// [`S3Access::check`] for a request s3s hands to a custom route (its signature checked
+    /// already), `op` naming it in the metrics and the log.
+    pub(crate) fn check_request(&self, op: &str, req: &Request<'_>) -> Result<()> {
+        let result = self.decide_request(req);
+        if let Err(e) = &result {
+            self.metrics.refused(op);
+            tracing::info!(op, uri = %req.uri, error = %e, "refused");
+        }
+        result
+    }
+
+    fn decide_request(&self, req: &Request<'_>) -> Result<()> {
         let deny = |reason: &str| {
             Err(Error::AccessDenied {
                 reason: reason.to_string(),
             })
         };
-        let headers = cx.headers();
-        let query = cx.uri().query().unwrap_or("");
+        let headers = req.headers;
+        let query = req.uri.query().unwrap_or("");
         let params: Vec<(String, String)> = url_pairs(query);
         let param = |name: &str| {
             params
@@ -162,7 +185,7 @@ impl Access {
         if authorization.starts_with("AWS ") || param("Signature").is_some() {
             return deny("Signature Version 2 is not accepted; sign with SigV4");
         }
-        let Some(creds) = cx.credentials() else {
+        let Some(creds) = req.credentials else {
             return deny("anonymous requests are not accepted; sign with SigV4");
         };
         let Some(key) = self.keys.get(&creds.access_key) else {
@@ -185,8 +208,7 @@ impl Access {
                 _ => return deny("a presigned URL may be valid for at most 7 days"),
             }
         }
-        let method = cx.method();
-        if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
+        if req.method != axum::http::Method::GET && req.method != axum::http::Method::HEAD {
             return deny("the proxy is read-only");
         }
         if headers
@@ -196,8 +218,7 @@ impl Access {
         {
             return deny("streaming payloads are not accepted by a read-only proxy");
         }
-        let path = cx.s3_path();
-        if let Some(bucket) = path.get_bucket_name() {
+        if let Some(bucket) = req.bucket {
             let Some(b) = buckets::parse(bucket) else {
                 return Err(Error::NoSuchBucket {
                     bucket: bucket.to_string(),
@@ -209,11 +230,22 @@ impl Access {
                 });
             }
         }
-        if let Some(k) = path.get_object_key() {
+        if let Some(k) = req.key {
             buckets::check_key(k)?;
         }
         Ok(())
     }
+}
+
+/// What the policy looks at in a request whose signature s3s has checked: the bucket and key
+/// are the ones the operation then uses, decoded once.
+pub(crate) struct Request<'a> {
+    pub method: &'a axum::http::Method,
+    pub uri: &'a axum::http::Uri,
+    pub headers: &'a axum::http::HeaderMap,
+    pub credentials: Option<&'a s3s::auth::Credentials>,
+    pub bucket: Option<&'a str>,
+    pub key: Option<&'a str>,
 }
 
 /// The query string's pairs, decoded.

@@ -1,0 +1,249 @@
+//! ListObjectsV2 served from pre-rendered entries. s3s checks the request's signature and the
+//! policy ([`crate::auth::Access`]) runs on it as on every operation; the page is then the one
+//! the S3 operation makes ([`NeveS3::list_v2`]), but each file's `<Contents>` element is
+//! rendered once, by s3s's own serializer, and kept: rendering a page of 1,000 entries (escaping
+//! keys, formatting each date) was most of a listing's CPU, and a table's files, being
+//! immutable, render the same way every time. The bytes are s3s's, as the tests check.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::http::{Extensions, HeaderMap, HeaderValue, Method, Uri};
+use s3s::dto;
+use s3s::route::S3Route;
+use s3s::xml::Serializer;
+use s3s::{Body, S3Request, S3Response, S3Result};
+
+use super::Listed;
+use crate::auth::{self, Access};
+use crate::buckets;
+use crate::error::{Error, Result};
+use crate::s3::{object, NeveS3, V2Page};
+
+/// The S3 namespace of a ListBucketResult, as s3s writes it.
+const XMLNS_S3: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+const OP: &str = "ListObjectsV2";
+
+/// The custom route s3s runs for `GET /<bucket>?list-type=2`.
+pub(crate) struct ListRoute {
+    pub s3: NeveS3,
+    pub access: Access,
+    pub rendered: Rendered,
+}
+
+/// Rendered `<Contents>` elements by table, URL-encoded or not, then by file path. Dropped
+/// as a whole when a table's grows past twice its alive files (files merged or deleted away).
+#[derive(Default)]
+pub(crate) struct Rendered {
+    tables: parking_lot::Mutex<HashMap<String, [ByPath; 2]>>,
+}
+
+/// Looked up a thousand times a page: a fast hash, seeded per process.
+type ByPath = HashMap<String, Entry, foldhash::fast::RandomState>;
+
+struct Entry {
+    size: u64,
+    modified: i64,
+    xml: Arc<str>,
+}
+
+impl Rendered {
+    /// The `<Contents>` elements of `page`'s files, rendering those not seen before.
+    fn contents(&self, table: &str, alive: usize, page: &super::Page, encode: bool) -> String {
+        let mut out = String::with_capacity(page.contents.len() * 256);
+        let mut tables = self.tables.lock();
+        let by_path = &mut tables.entry(table.to_string()).or_default()[encode as usize];
+        if by_path.len() > 2 * alive + super::MAX_KEYS {
+            by_path.clear();
+        }
+        for l in &page.contents {
+            match by_path.get(l.key.as_str()) {
+                Some(e) if e.size == l.size && e.modified == l.modified => out.push_str(&e.xml),
+                _ => {
+                    let xml = render_contents(l, encode);
+                    out.push_str(&xml);
+                    by_path.insert(
+                        l.key.clone(),
+                        Entry {
+                            size: l.size,
+                            modified: l.modified,
+                            xml,
+                        },
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One file's `<Contents>` element, as s3s serializes it in a ListBucketResult.
+fn render_contents(l: &Listed, encode: bool) -> Arc<str> {
+    let mut buf = Vec::with_capacity(256);
+    Serializer::new(&mut buf)
+        .content("Contents", &object(l, encode))
+        .expect("writing to memory");
+    String::from_utf8(buf).expect("XML is text").into()
+}
+
+/// The whole ListBucketResult document, `contents` being the page's rendered `<Contents>`
+/// elements: the fields in the order s3s writes them.
+fn render(out: &dto::ListObjectsV2Output, contents: &str) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(contents.len() + 1024);
+    let mut s = Serializer::new(&mut buf);
+    let written = s.decl().and_then(|()| {
+        s.element_with_ns("ListBucketResult", XMLNS_S3, |s| {
+            if let Some(v) = &out.name {
+                s.content("Name", v)?;
+            }
+            if let Some(v) = &out.prefix {
+                s.content("Prefix", v)?;
+            }
+            if let Some(v) = &out.max_keys {
+                s.content("MaxKeys", v)?;
+            }
+            if let Some(v) = &out.key_count {
+                s.content("KeyCount", v)?;
+            }
+            if let Some(v) = &out.continuation_token {
+                s.content("ContinuationToken", v)?;
+            }
+            if let Some(v) = &out.is_truncated {
+                s.content("IsTruncated", v)?;
+            }
+            if let Some(v) = &out.next_continuation_token {
+                s.content("NextContinuationToken", v)?;
+            }
+            s.write_raw_text(contents)?;
+            if let Some(v) = &out.common_prefixes {
+                s.flattened_list("CommonPrefixes", v)?;
+            }
+            if let Some(v) = &out.delimiter {
+                s.content("Delimiter", v)?;
+            }
+            if let Some(v) = &out.encoding_type {
+                s.content("EncodingType", v)?;
+            }
+            if let Some(v) = &out.start_after {
+                s.content("StartAfter", v)?;
+            }
+            Ok(())
+        })
+    });
+    written.expect("writing to memory");
+    buf
+}
+
+/// The bucket of a path-style request on a bucket (`/<bucket>` or `/<bucket>/`), when it
+/// needs no decoding; anything else is left to s3s's own route.
+fn bucket_of(uri: &Uri) -> Option<&str> {
+    let path = uri.path().strip_prefix('/')?;
+    let bucket = path.strip_suffix('/').unwrap_or(path);
+    (!bucket.is_empty() && !bucket.contains(['/', '%']) && buckets::parse(bucket).is_some())
+        .then_some(bucket)
+}
+
+/// `GET /<bucket>?list-type=2`.
+fn is_listing(method: &Method, uri: &Uri) -> bool {
+    *method == Method::GET
+        && bucket_of(uri).is_some()
+        && query_pairs(uri)
+            .iter()
+            .any(|(k, v)| k == "list-type" && v == "2")
+}
+
+/// The query's pairs, decoded.
+fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// The operation's input, read from the query as s3s reads it.
+fn input(bucket: &str, query: &[(String, String)]) -> Result<dto::ListObjectsV2Input> {
+    let get = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let max_keys = get("max-keys")
+        .map(|v| {
+            v.parse::<i32>().map_err(|_| Error::InvalidArgument {
+                reason: format!("max-keys '{v}' is not a number"),
+            })
+        })
+        .transpose()?;
+    Ok(dto::ListObjectsV2Input {
+        bucket: bucket.to_string(),
+        continuation_token: get("continuation-token"),
+        delimiter: get("delimiter"),
+        encoding_type: get("encoding-type").map(dto::EncodingType::from),
+        fetch_owner: get("fetch-owner").map(|v| v == "true"),
+        max_keys,
+        prefix: get("prefix"),
+        start_after: get("start-after"),
+        ..Default::default()
+    })
+}
+
+#[async_trait::async_trait]
+impl S3Route for ListRoute {
+    fn is_match(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        _headers: &HeaderMap,
+        _extensions: &mut Extensions,
+    ) -> bool {
+        is_listing(method, uri)
+    }
+
+    async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
+        self.access.check_request(
+            OP,
+            &auth::Request {
+                method: &req.method,
+                uri: &req.uri,
+                headers: &req.headers,
+                credentials: req.credentials.as_ref(),
+                bucket: bucket_of(&req.uri),
+                key: None,
+            },
+        )?;
+        Ok(())
+    }
+
+    async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
+        self.s3.metrics.served(OP);
+        let t0 = Instant::now();
+        let bucket = bucket_of(&req.uri).ok_or_else(|| Error::NoSuchBucket {
+            bucket: req.uri.path().to_string(),
+        })?;
+        let input = input(bucket, &query_pairs(&req.uri))?;
+        let V2Page {
+            out,
+            page,
+            encode,
+            table,
+            files,
+        } = self.s3.list_v2(req.credentials.as_ref(), &input).await?;
+        let contents = self.rendered.contents(&table, files, &page, encode);
+        let body = render(&out, &contents);
+        let mut res = S3Response::new(Body::from(body));
+        res.headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        self.s3
+            .metrics
+            .list_seconds
+            .observe(t0.elapsed().as_secs_f64());
+        Ok(res)
+    }
+}
+
+#[cfg(test)]
+mod tests;

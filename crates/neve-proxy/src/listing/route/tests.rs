@@ -1,0 +1,175 @@
+use std::collections::BTreeMap;
+
+use neve_core::log::AddFile;
+use proptest::prelude::*;
+use s3s::xml::Serialize as _;
+
+use super::*;
+use crate::listing::{self, Resume, DATA};
+
+fn files(entries: &[(String, u64, i64)]) -> BTreeMap<String, Arc<AddFile>> {
+    entries
+        .iter()
+        .map(|(k, size, modified)| {
+            (
+                format!("{DATA}{k}"),
+                Arc::new(AddFile {
+                    path: format!("{DATA}{k}"),
+                    partition_values: Default::default(),
+                    size: *size,
+                    rows: 1,
+                    modification_time: *modified,
+                    stats: Default::default(),
+                    seq: None,
+                    merged: false,
+                    added_version: None,
+                }),
+            )
+        })
+        .collect()
+}
+
+/// The page as the S3 operation answers it: s3s serializes the whole output.
+fn by_s3s(out: &dto::ListObjectsV2Output, page: &listing::Page, encode: bool) -> Vec<u8> {
+    let mut out = out.clone();
+    out.contents = Some(page.contents.iter().map(|l| object(l, encode)).collect());
+    let mut buf = Vec::new();
+    let mut s = Serializer::new(&mut buf);
+    s.decl().unwrap();
+    out.serialize(&mut s).unwrap();
+    buf
+}
+
+fn output(page: &listing::Page, encode: bool, delimiter: Option<&str>) -> dto::ListObjectsV2Output {
+    let enc = |s: &str| {
+        if encode {
+            urlencoding::encode(s).into_owned()
+        } else {
+            s.to_string()
+        }
+    };
+    dto::ListObjectsV2Output {
+        name: Some("taxi".into()),
+        prefix: Some(enc("d=<&>")),
+        delimiter: delimiter.map(str::to_string),
+        max_keys: Some(1000),
+        key_count: Some((page.contents.len() + page.common_prefixes.len()) as i32),
+        continuation_token: Some("tok&en".into()),
+        start_after: Some(enc("a\"b'")),
+        is_truncated: Some(page.next.is_some()),
+        next_continuation_token: page.next.as_ref().map(|r| r.after.clone()),
+        contents: None,
+        common_prefixes: Some(
+            page.common_prefixes
+                .iter()
+                .map(|p| dto::CommonPrefix {
+                    prefix: Some(enc(p)),
+                })
+                .collect(),
+        ),
+        encoding_type: encode.then(|| dto::EncodingType::from_static(dto::EncodingType::URL)),
+        ..Default::default()
+    }
+}
+
+fn key() -> impl Strategy<Value = String> {
+    // Characters XML escapes, URL encoding changes, and more than one byte long.
+    proptest::string::string_regex("[a-c=/<>&\"' é%+]{1,12}").unwrap()
+}
+
+proptest! {
+    /// A page made of the kept `<Contents>` elements is byte for byte the page s3s writes,
+    /// whether each element was rendered for this page or kept from an earlier one.
+    #[test]
+    fn pages_are_the_bytes_s3s_writes(
+        entries in proptest::collection::vec((key(), 0u64..u64::MAX / 2, 0i64..4_102_444_800_000), 0..40),
+        delimiter in proptest::option::of(Just("/")),
+        max_keys in 1usize..12,
+        encode in any::<bool>(),
+        start in proptest::option::of(key()),
+    ) {
+        let files = files(&entries);
+        let rendered = Rendered::default();
+        let start = start.map(|after| Resume { after, prefix: false });
+        for _ in 0..2 {
+            let mut at = start.clone();
+            loop {
+                let page = listing::list(&files, "", delimiter, at.as_ref(), max_keys);
+                let out = output(&page, encode, delimiter);
+                let ours = render(&out, &rendered.contents("t", files.len(), &page, encode));
+                prop_assert_eq!(
+                    String::from_utf8(ours).unwrap(),
+                    String::from_utf8(by_s3s(&out, &page, encode)).unwrap()
+                );
+                match page.next {
+                    Some(next) => at = Some(next),
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_file_listed_again_with_another_size_is_rendered_again() {
+    let rendered = Rendered::default();
+    let page = |size| {
+        listing::list(
+            &files(&[("d=1/a.parquet".into(), size, 5)]),
+            "",
+            None,
+            None,
+            10,
+        )
+    };
+    let first = rendered.contents("t", 1, &page(10), false);
+    assert!(first.contains("<Size>10</Size>"));
+    let again = rendered.contents("t", 1, &page(11), false);
+    assert!(again.contains("<Size>11</Size>"));
+    // Another table's file of the same path is its own entry.
+    let other = rendered.contents("u", 1, &page(12), false);
+    assert!(other.contains("<Size>12</Size>"));
+    // URL-encoded keys are kept apart from plain ones.
+    let encoded = rendered.contents("t", 1, &page(11), true);
+    assert!(
+        encoded.contains("<Key>d%3D1%2Fa.parquet</Key>"),
+        "{encoded}"
+    );
+    let plain = rendered.contents("t", 1, &page(11), false);
+    assert!(plain.contains("<Key>d=1/a.parquet</Key>"), "{plain}");
+}
+
+#[test]
+fn the_route_takes_only_listings_of_a_bucket_by_path() {
+    let route = |m: Method, uri: &str| is_listing(&m, &uri.parse().unwrap());
+    assert!(route(Method::GET, "/taxi?list-type=2"));
+    assert!(route(Method::GET, "/taxi/?prefix=d%3D1&list-type=2"));
+    assert!(route(Method::GET, "/acme.taxi--v3?list-type=2"));
+    assert!(!route(Method::GET, "/taxi"));
+    assert!(!route(Method::GET, "/taxi?list-type=1"));
+    assert!(!route(Method::HEAD, "/taxi?list-type=2"));
+    assert!(!route(Method::GET, "/taxi/d=1/x.parquet?list-type=2"));
+    assert!(!route(Method::GET, "/?list-type=2"));
+    assert!(!route(Method::GET, "/t%61xi?list-type=2"));
+}
+
+#[test]
+fn the_query_is_read_as_s3s_reads_it() {
+    let uri: Uri = "/taxi?list-type=2&prefix=d%3D2021&delimiter=%2F&max-keys=7&start-after=a%20b&continuation-token=x.y&encoding-type=url&fetch-owner=true"
+        .parse()
+        .unwrap();
+    let i = input("taxi", &query_pairs(&uri)).unwrap();
+    assert_eq!(i.bucket, "taxi");
+    assert_eq!(i.prefix.as_deref(), Some("d=2021"));
+    assert_eq!(i.delimiter.as_deref(), Some("/"));
+    assert_eq!(i.max_keys, Some(7));
+    assert_eq!(i.start_after.as_deref(), Some("a b"));
+    assert_eq!(i.continuation_token.as_deref(), Some("x.y"));
+    assert_eq!(i.encoding_type.as_ref().map(|e| e.as_str()), Some("url"));
+    assert_eq!(i.fetch_owner, Some(true));
+    let bad: Uri = "/taxi?list-type=2&max-keys=ten".parse().unwrap();
+    assert!(matches!(
+        input("taxi", &query_pairs(&bad)),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
