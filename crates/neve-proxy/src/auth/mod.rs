@@ -249,7 +249,7 @@ pub(crate) struct Request<'a> {
 }
 
 /// The query string's pairs, decoded.
-fn url_pairs(query: &str) -> Vec<(String, String)> {
+pub(crate) fn url_pairs(query: &str) -> Vec<(String, String)> {
     url::form_urlencoded::parse(query.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()

@@ -145,20 +145,17 @@ fn bucket_of(uri: &Uri) -> Option<&str> {
         .then_some(bucket)
 }
 
-/// `GET /<bucket>?list-type=2`.
+/// `GET /<bucket>?list-type=2`. Asked of every request, so the query is scanned in place.
 fn is_listing(method: &Method, uri: &Uri) -> bool {
     *method == Method::GET
-        && bucket_of(uri).is_some()
-        && query_pairs(uri)
-            .iter()
+        && url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
             .any(|(k, v)| k == "list-type" && v == "2")
+        && bucket_of(uri).is_some()
 }
 
 /// The query's pairs, decoded.
 fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
-    url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
+    auth::url_pairs(uri.query().unwrap_or(""))
 }
 
 /// The operation's input, read from the query as s3s reads it.
