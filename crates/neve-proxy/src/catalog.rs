@@ -149,6 +149,11 @@ impl Catalog {
             .collect()
     }
 
+    /// Whether `table` is kept (looked up and not forgotten since).
+    pub fn knows(&self, table: &str) -> bool {
+        self.tables.lock().expect("tables lock").contains_key(table)
+    }
+
     /// Forget a table (it was not found).
     pub fn forget(&self, table: &str) {
         self.tables.lock().expect("tables lock").remove(table);

@@ -77,6 +77,11 @@ impl Rendered {
         }
         out
     }
+
+    /// Drop what is kept for tables `known` no longer holds (a table that went away).
+    fn retain(&self, known: impl Fn(&str) -> bool) {
+        self.tables.lock().retain(|t, _| known(t));
+    }
 }
 
 /// One file's `<Contents>` element, as s3s serializes it in a ListBucketResult.
@@ -226,7 +231,15 @@ impl S3Route for ListRoute {
             encode,
             table,
             files,
-        } = self.s3.list_v2(req.credentials.as_ref(), &input).await?;
+        } = match self.s3.list_v2(req.credentials.as_ref(), &input).await {
+            Ok(page) => page,
+            Err(e) => {
+                if matches!(e, Error::NoSuchBucket { .. }) {
+                    self.rendered.retain(|t| self.s3.catalog.knows(t));
+                }
+                return Err(e.into());
+            }
+        };
         let contents = self.rendered.contents(&table, files, &page, encode);
         let body = render(&out, &contents);
         let mut res = S3Response::new(Body::from(body));

@@ -140,6 +140,24 @@ fn a_file_listed_again_with_another_size_is_rendered_again() {
 }
 
 #[test]
+fn what_is_kept_for_a_table_that_went_away_is_dropped() {
+    let rendered = Rendered::default();
+    let page = listing::list(
+        &files(&[("d=1/a.parquet".into(), 1, 5)]),
+        "",
+        None,
+        None,
+        10,
+    );
+    rendered.contents("gone", 1, &page, false);
+    rendered.contents("here", 1, &page, true);
+    rendered.retain(|t| t == "here");
+    let tables = rendered.tables.lock();
+    assert!(!tables.contains_key("gone"));
+    assert_eq!(tables["here"][1].len(), 1);
+}
+
+#[test]
 fn the_route_takes_only_listings_of_a_bucket_by_path() {
     let route = |m: Method, uri: &str| is_listing(&m, &uri.parse().unwrap());
     assert!(route(Method::GET, "/taxi?list-type=2"));
