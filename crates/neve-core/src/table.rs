@@ -317,6 +317,8 @@ impl Table {
                 &opts.sort_by,
                 opts.merge.as_ref(),
             )?;
+            // Without declared columns the names are checked when the setting changes.
+            crate::iceberg::check_metrics_columns(&opts.settings, &opts.schema)?;
         }
         if opts.settings.iceberg {
             crate::iceberg::check_table(&opts.schema, &opts.partition_by)?;
@@ -868,6 +870,7 @@ impl Table {
                     }
                     AlterOp::SetSetting { key, value } => {
                         meta.settings.set(key, value)?;
+                        crate::iceberg::check_metrics_columns(&meta.settings, &meta.schema)?;
                         return Ok(vec![Action::Metadata(meta)]);
                     }
                     _ => {}

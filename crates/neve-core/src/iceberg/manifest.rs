@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use super::avro::{avro_field_name, parse_schema};
 use super::avro::{container, container_with, manifest_list_schema, manifest_schema, opt};
+use super::metrics::{MetricsConfig, Resolved};
 use super::types::{file_bounds, partition_datum, stat_fields, Datum, Prim, SpecField};
 use crate::error::Result;
 use crate::log::AddFile;
@@ -40,6 +41,8 @@ pub(crate) struct Layout {
     pub schema_id: i32,
     pub spec: Vec<SpecField>,
     pub stat_fields: Vec<(String, i32, Prim, bool)>,
+    /// Which counts and bounds each field's entries carry.
+    pub metrics: Resolved,
     /// The manifest schema's JSON and the schema parsed once for every manifest.
     manifest_text: String,
     manifest_parsed: apache_avro::Schema,
@@ -57,6 +60,7 @@ impl Layout {
         schema_json: String,
         schema_id: i32,
         spec: Vec<SpecField>,
+        metrics: &MetricsConfig,
     ) -> Result<Self> {
         let manifest_text = manifest_schema(&spec).to_string();
         let manifest_parsed = parse_schema(&manifest_text)?;
@@ -68,11 +72,22 @@ impl Layout {
         h.update(schema_json.as_bytes());
         h.update(b"\n");
         h.update(spec_json.to_string().as_bytes());
+        // Tables that never set it keep their manifests' names.
+        if *metrics != MetricsConfig::default() {
+            h.update(b"\nmetrics ");
+            h.update(metrics.to_string().as_bytes());
+        }
+        let stat_fields = stat_fields(schema);
+        let (metrics, unknown) = metrics.resolve(&stat_fields);
+        if !unknown.is_empty() {
+            tracing::warn!(columns = ?unknown, "iceberg_metrics names columns the table does not have; they keep the default");
+        }
         Ok(Self {
             location: location.clone(),
             schema_json,
             schema_id,
-            stat_fields: stat_fields(schema),
+            metrics,
+            stat_fields,
             avro_names: spec.iter().map(|f| avro_field_name(&f.name)).collect(),
             spec_fields: spec_json["fields"].to_string(),
             spec,
@@ -332,7 +347,7 @@ pub(crate) fn build_manifest(
             }
             partition.push((layout.avro_names[i].as_str(), d.map(PartitionValue)));
         }
-        let b = file_bounds(&layout.stat_fields, &f.stats, f.rows);
+        let b = file_bounds(&layout.stat_fields, &layout.metrics, &f.stats, f.rows);
         let longs = |v: Vec<(i32, i64)>| v.into_iter().map(|(key, value)| IntKey { key, value });
         let bytes = |v: Vec<(i32, Vec<u8>)>| {
             v.into_iter()
@@ -673,7 +688,7 @@ mod tests {
         ) {
             let location = TableLocation::memory("t");
             let schema = crate::schema::TableSchema::new(vec![]);
-            let layout = Layout::new(&location, &schema, "{}".into(), 0, vec![]).unwrap();
+            let layout = Layout::new(&location, &schema, "{}".into(), 0, vec![], &Default::default()).unwrap();
             let mut files = BTreeMap::new();
             let mut memo: Option<ChunkMemo> = None;
             for (v, (added, removed)) in commits.iter().enumerate() {

@@ -11,6 +11,7 @@
 
 mod avro;
 mod manifest;
+mod metrics;
 mod types;
 
 #[cfg(test)]
@@ -30,7 +31,31 @@ use crate::error::{Error, Result};
 use crate::log::{CommitInfo, LogStore, Snapshot};
 use crate::storage::TableLocation;
 
+pub use metrics::{MetricsConfig, MetricsMode};
 pub use types::check_table;
+
+/// A table's `iceberg_metrics` may only name its columns (current or former names): a
+/// misspelt name would silently keep the default.
+pub(crate) fn check_metrics_columns(
+    settings: &crate::log::TableSettings,
+    schema: &crate::schema::TableSchema,
+) -> Result<()> {
+    let Some(setting) = settings.iceberg_metrics.as_deref() else {
+        return Ok(());
+    };
+    let config = MetricsConfig::of(Some(setting));
+    let unknown = metrics::unknown_columns(&config, schema);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidSetting {
+        name: "iceberg_metrics".into(),
+        reason: format!(
+            "'{setting}': the table has no column {} (name a column, or a struct's field as struct.field)",
+            unknown.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>().join(", ")
+        ),
+    })
+}
 
 use manifest::{build_manifest, build_manifest_list, chunks_named, manifest_list_key};
 use manifest::{Chunk, ChunkMemo, Layout, ManifestInfo};
@@ -592,6 +617,7 @@ impl IcebergWriter {
                 types::name_mapping(&meta.schema).to_string(),
             ),
         ]);
+        properties.extend(MetricsConfig::of(meta.settings.iceberg_metrics.as_deref()).properties());
         properties.insert(
             "comment".into(),
             "written by neve from its log (_log/); read-only for other engines".into(),
@@ -706,7 +732,8 @@ impl IcebergWriter {
         let (schema_id, schema) = schema_with_id(fields);
         let schema_text = schema.to_string();
         let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
-        let layout_key = format!("{schema_text}\n{}", types::spec_json(&spec));
+        let metrics = MetricsConfig::of(meta.settings.iceberg_metrics.as_deref());
+        let layout_key = format!("{schema_text}\n{}\n{metrics}", types::spec_json(&spec));
         if run.layout.as_ref().is_none_or(|l| l.0 != layout_key) {
             // Kept by the writer across syncs: parsing the manifest schema was a tenth of a
             // commit's sync.
@@ -714,8 +741,14 @@ impl IcebergWriter {
             let layout = match kept.filter(|l| l.0 == layout_key) {
                 Some(l) => l,
                 None => {
-                    let layout =
-                        Layout::new(run.location, &meta.schema, schema_text, schema_id, spec)?;
+                    let layout = Layout::new(
+                        run.location,
+                        &meta.schema,
+                        schema_text,
+                        schema_id,
+                        spec,
+                        &metrics,
+                    )?;
                     let l = Arc::new((layout_key, layout));
                     *self.layout.lock().expect("layout") = Some(l.clone());
                     l

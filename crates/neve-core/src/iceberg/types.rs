@@ -365,12 +365,15 @@ pub(crate) fn stat_fields(schema: &TableSchema) -> Vec<(String, i32, Prim, bool)
     out
 }
 
-/// The bounds of a file from its log statistics.
+/// The counts and bounds of a file from its log statistics, as far as each field's metrics
+/// mode lets them through.
 pub(crate) fn file_bounds(
     fields: &[(String, i32, Prim, bool)],
+    metrics: &super::metrics::Resolved,
     stats: &std::collections::BTreeMap<String, ColumnStats>,
     rows: u64,
 ) -> FileBounds {
+    use super::metrics::{truncate_lower, truncate_upper, MetricsMode};
     let mut b = FileBounds::default();
     let mut seen = std::collections::HashSet::new();
     for (path, id, p, top) in fields {
@@ -378,14 +381,36 @@ pub(crate) fn file_bounds(
         if !seen.insert(*id) {
             continue;
         }
+        let mode = metrics.mode(*id);
+        if !mode.counts() {
+            continue;
+        }
         if *top && *p != Prim::Other {
             b.value_counts.push((*id, rows as i64));
         }
         b.null_counts.push((*id, s.nulls as i64));
-        if let Some(d) = s.min.as_ref().and_then(|v| stat_datum(*p, v)) {
+        if !mode.bounds() {
+            continue;
+        }
+        let lower = s.min.as_ref().and_then(|v| stat_datum(*p, v));
+        let upper = s.max.as_ref().and_then(|v| stat_datum(*p, v));
+        let (lower, upper) = match (mode, lower, upper) {
+            (MetricsMode::Truncate(n), lo, hi) => (
+                lo.map(|d| match d {
+                    Datum::String(s) => Datum::String(truncate_lower(&s, n).to_string()),
+                    d => d,
+                }),
+                hi.and_then(|d| match d {
+                    Datum::String(s) => truncate_upper(&s, n).map(Datum::String),
+                    d => Some(d),
+                }),
+            ),
+            (_, lo, hi) => (lo, hi),
+        };
+        if let Some(d) = lower {
             b.lower.push((*id, d.to_bytes()));
         }
-        if let Some(d) = s.max.as_ref().and_then(|v| stat_datum(*p, v)) {
+        if let Some(d) = upper {
             b.upper.push((*id, d.to_bytes()));
         }
     }

@@ -271,6 +271,11 @@ pub struct TableSettings {
     /// whose size grows with its snapshots.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iceberg_max_snapshots: Option<u64>,
+    /// Which counts and bounds the Iceberg manifests carry per column: a mode for every
+    /// column, then `column=mode` for some (Iceberg's modes: none, counts, truncate(N),
+    /// full); unset, full. See [`crate::iceberg::MetricsConfig`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iceberg_metrics: Option<String>,
 }
 
 impl Default for TableSettings {
@@ -289,6 +294,7 @@ impl Default for TableSettings {
             gc_grace_seconds: None,
             iceberg: false,
             iceberg_max_snapshots: None,
+            iceberg_metrics: None,
         }
     }
 }
@@ -358,10 +364,17 @@ impl TableSettings {
                     _ => Err(bad("expected a number of snapshots, at least 1")),
                 })?
             }
+            "iceberg_metrics" | "icebergMetrics" => {
+                self.iceberg_metrics = unset_or(value, |v| {
+                    v.parse::<crate::iceberg::MetricsConfig>()
+                        .map(|c| c.to_string())
+                        .map_err(|r| bad(&r))
+                })?
+            }
             _ => {
                 return Err(Error::InvalidSetting {
                     name: key.to_string(),
-                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace, iceberg, iceberg_max_snapshots)".into(),
+                    reason: "unknown setting (checkpoint_interval, strict_schema, compression, row_group_rows, log_retention_hours, merge_min_files, merge_target_file_size, maintenance_interval, gc_grace, iceberg, iceberg_max_snapshots, iceberg_metrics)".into(),
                 })
             }
         }

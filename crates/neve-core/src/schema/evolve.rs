@@ -406,13 +406,11 @@ impl AlterOp {
             },
             ["set", "not", "null", _] => AlterOp::SetNotNull(w[3].to_string()),
             ["drop", "not", "null", _] => AlterOp::DropNotNull(w[3].to_string()),
-            // `set merge=replace(key = [id])`: the spec may span words.
-            ["set", kv, ..] if kv.starts_with("merge=") => AlterOp::SetSetting {
-                key: "merge".into(),
-                value: w[1..].join(" ")["merge=".len()..].trim().to_string(),
-            },
-            ["set", kv] if kv.contains('=') => {
-                let (k, v) = w[1].split_once('=').expect("checked");
+            // `set merge=replace(key = [id])`, `set iceberg_metrics=none, a=full`: a value
+            // may span words.
+            ["set", kv, ..] if kv.contains('=') => {
+                let rest = w[1..].join(" ");
+                let (k, v) = rest.split_once('=').expect("checked");
                 AlterOp::SetSetting {
                     key: k.trim().to_string(),
                     value: v.trim().to_string(),
