@@ -788,6 +788,10 @@ pub struct BenchIcebergArgs {
     /// Commits before the sync that is timed (0: skip).
     #[arg(long, default_value_t = 10_000)]
     pub commits: u64,
+    /// The commit-cost runs' `iceberg_metrics` setting (e.g. "none, payment_type=full");
+    /// unset, full bounds of every column.
+    #[arg(long)]
+    pub iceberg_metrics: Option<String>,
     /// Timed inserts and syncs at that many commits (the median is reported).
     #[arg(long, default_value_t = 7)]
     pub runs: usize,

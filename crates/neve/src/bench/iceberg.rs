@@ -36,7 +36,7 @@ pub async fn run(a: BenchIcebergArgs) -> Result<()> {
             .trim()
             .parse()
             .map_err(|_| CliError::Usage(format!("--rows: '{rows}' is not a number")))?;
-        commit_cost(&root, rows, a.inserts).await?;
+        commit_cost(&root, rows, a.inserts, a.iceberg_metrics.as_deref()).await?;
     }
     if a.commits > 0 {
         at_many_commits(&root, a.commits, a.runs).await?;
@@ -82,11 +82,15 @@ async fn timed_insert(table: &Table, schema: SchemaRef, batches: Vec<RecordBatch
 }
 
 /// Inserts of `rows` taxi rows into a table with and one without Iceberg metadata, in turns.
-async fn commit_cost(root: &str, rows: usize, inserts: usize) -> Result<()> {
+async fn commit_cost(root: &str, rows: usize, inserts: usize, metrics: Option<&str>) -> Result<()> {
     let plain = Table::at(&format!("{root}/commit-{rows}/plain"))?;
     plain.create(taxi_layout()).await?;
     let ice = Table::at(&format!("{root}/commit-{rows}/iceberg"))?;
-    ice.create(with_iceberg(taxi_layout())).await?;
+    let mut layout = with_iceberg(taxi_layout());
+    if let Some(m) = metrics {
+        layout.settings.set("iceberg_metrics", m)?;
+    }
+    ice.create(layout).await?;
     let (files_before, bytes_before) = metadata_objects(ice.location()).await?;
     let mut gen = taxi::TaxiGenerator::new(7);
     let (mut plain_s, mut ice_s) = (Vec::new(), Vec::new());
@@ -108,6 +112,7 @@ async fn commit_cost(root: &str, rows: usize, inserts: usize) -> Result<()> {
     let (p, i) = (median(plain_s.clone()), median(ice_s.clone()));
     let line = json!({
         "bench": "iceberg-commit", "table": root, "rows_per_insert": rows, "inserts": inserts,
+        "iceberg_metrics": metrics,
         "plain_insert_median_ms": p * 1e3,
         "iceberg_insert_median_ms": i * 1e3,
         "added_ms_per_commit": (i - p) * 1e3,
