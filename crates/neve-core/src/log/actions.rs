@@ -35,6 +35,9 @@ pub fn format_version_of(metadata: &Metadata) -> u32 {
 }
 
 /// One line of a commit or checkpoint.
+// A commit holds one metadata action at most, and a snapshot keeps files, not actions: boxing
+// the large variant would save nothing worth an indirection at every use.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Action {
