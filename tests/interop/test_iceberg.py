@@ -299,6 +299,8 @@ def test_metrics_modes_keep_the_bounds_asked_for_and_readers_answer_as_neve(
     neve("alter", table, "set", "iceberg_metrics=none,", "payment_type=full,",
          "company=truncate(4)")
     neve("insert", table, src)
+    info = neve("info", table).stdout
+    assert "metrics=none, payment_type=full, company=truncate(4)" in info, info
     t = static_table(table)
     assert t.metadata.properties["write.metadata.metrics.default"] == "none"
     ids = {f.name: f.field_id for f in t.schema().fields}

@@ -78,6 +78,15 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
         "settings      checkpoint_interval={} strict_schema={} compression={} row_group_rows={} log_retention_hours={}",
         st.checkpoint_interval, st.strict_schema, st.compression, st.row_group_rows, st.log_retention_hours
     );
+    if st.iceberg {
+        let _ = writeln!(
+            o,
+            "iceberg       on: max_snapshots={} metrics={}",
+            st.iceberg_max_snapshots
+                .unwrap_or(neve_core::iceberg::DEFAULT_MAX_SNAPSHOTS),
+            st.iceberg_metrics.as_deref().unwrap_or("full")
+        );
+    }
     if s.metadata.schema.is_empty() {
         let _ = writeln!(o, "schema        (none yet: set by the first insert)");
     } else {
