@@ -590,6 +590,7 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
     let clock = ManualClock::new(T0);
     let t = table(&location, clock.clone(), true).await;
     insert(&t, &clock, 0, 5).await;
+    let before = t.snapshot().await.unwrap().version;
     // A column the table does not have is refused, and nothing changes.
     let err = t
         .alter(&crate::schema::AlterOp::SetSetting {
@@ -602,6 +603,7 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
             .is_err_and(|e| e.to_string().contains("no column 'nope' (")),
         "{err:?}"
     );
+    assert_eq!(t.snapshot().await.unwrap().version, before);
     let meta = newest(&location).await;
     assert_eq!(meta.properties["write.metadata.metrics.default"], "full");
     t.alter(&crate::schema::AlterOp::SetSetting {
