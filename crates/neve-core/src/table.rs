@@ -870,7 +870,11 @@ impl Table {
                     }
                     AlterOp::SetSetting { key, value } => {
                         meta.settings.set(key, value)?;
-                        crate::iceberg::check_metrics_columns(&meta.settings, &meta.schema)?;
+                        // Only when it is the setting being changed: one that names a column
+                        // dropped since must not block every other setting.
+                        if matches!(key.as_str(), "iceberg_metrics" | "icebergMetrics") {
+                            crate::iceberg::check_metrics_columns(&meta.settings, &meta.schema)?;
+                        }
                         return Ok(vec![Action::Metadata(meta)]);
                     }
                     _ => {}

@@ -82,8 +82,7 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
         let _ = writeln!(
             o,
             "iceberg       on: max_snapshots={} metrics={}",
-            st.iceberg_max_snapshots
-                .unwrap_or(neve_core::iceberg::DEFAULT_MAX_SNAPSHOTS),
+            neve_core::iceberg::max_snapshots(st),
             st.iceberg_metrics.as_deref().unwrap_or("full")
         );
     }

@@ -172,20 +172,6 @@ impl MetricsConfig {
     }
 }
 
-/// The setting's column names no column of `schema` has (current or former names).
-pub(crate) fn unknown_columns(
-    config: &MetricsConfig,
-    schema: &crate::schema::TableSchema,
-) -> Vec<String> {
-    let fields = super::types::stat_fields(schema);
-    config
-        .resolve(&fields)
-        .1
-        .into_iter()
-        .map(str::to_string)
-        .collect()
-}
-
 /// A [`MetricsConfig`] by field id.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Resolved {

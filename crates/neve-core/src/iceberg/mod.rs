@@ -44,7 +44,8 @@ pub(crate) fn check_metrics_columns(
         return Ok(());
     };
     let config = MetricsConfig::of(Some(setting));
-    let unknown = metrics::unknown_columns(&config, schema);
+    let fields = types::stat_fields(schema);
+    let (_, unknown) = config.resolve(&fields);
     if unknown.is_empty() {
         return Ok(());
     }
@@ -73,10 +74,9 @@ const CACHE_MS: i64 = 60_000;
 /// metadata file is rewritten by every commit, and each snapshot adds about 400 bytes to it.
 pub const DEFAULT_MAX_SNAPSHOTS: u64 = 500;
 
-fn max_snapshots(latest: &Snapshot) -> u64 {
-    latest
-        .metadata
-        .settings
+/// Most snapshots a table's metadata lists, by its settings.
+pub fn max_snapshots(settings: &crate::log::TableSettings) -> u64 {
+    settings
         .iceberg_max_snapshots
         .unwrap_or(DEFAULT_MAX_SNAPSHOTS)
         .max(1)
@@ -336,7 +336,9 @@ impl IcebergWriter {
             let prev = if opts.full { None } else { prev };
             if let Some(p) = &prev {
                 let described = p.neve_version().unwrap_or(0);
-                if described >= latest.version && !expires_any(p, cutoff, max_snapshots(latest)) {
+                if described >= latest.version
+                    && !expires_any(p, cutoff, max_snapshots(&latest.metadata.settings))
+                {
                     if hint < n {
                         // A sync died between its metadata and the hint.
                         self.write_hint(n).await?;
@@ -527,7 +529,7 @@ impl IcebergWriter {
         // the cutoff, or the oldest the log still has.
         let start_after = described.filter(|&d| d < latest.version);
         // The oldest version the cap keeps: a rebuild starts there, not at the cutoff.
-        let max = max_snapshots(latest);
+        let max = max_snapshots(&latest.metadata.settings);
         let lowest = (latest.version + 1).saturating_sub(max).max(1);
         if latest.version > 0 && described.is_none_or(|d| d < latest.version) {
             if start_after == Some(latest.version - 1) {

@@ -663,4 +663,14 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
         }
     }
     assert_eq!(seen, snap.files.len());
+    // A column the setting names is dropped: other settings still change.
+    t.alter(&crate::schema::AlterOp::DropColumn("s".into()))
+        .await
+        .unwrap();
+    t.alter(&crate::schema::AlterOp::SetSetting {
+        key: "log_retention_hours".into(),
+        value: "2".into(),
+    })
+    .await
+    .unwrap();
 }
