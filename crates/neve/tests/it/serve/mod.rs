@@ -552,6 +552,8 @@ async fn line_protocol_writes_tables_of_a_namespace() {
     let (w, _) = warehouse();
     let s = ServerProc::start(&w, &["--token", "tok"]);
     let c = client();
+    // The receive time given to a line without one lies between these two instants.
+    let sent = chrono::Utc::now();
     let lines = "cpu,host=a,region=eu\\ west usage_user=1.5,usage_idle=97i,up=true,note=\"ok, fine\" 1700000000000000000\n\
                  cpu,host=b usage_user=2,usage_idle=95i,up=F 1700000001000000000\n\
                  mem,host=a free=123u\n";
@@ -648,13 +650,9 @@ async fn line_protocol_writes_tables_of_a_namespace() {
     ]);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["free"], 123);
-    assert!(
-        v["t"]
-            .as_str()
-            .unwrap()
-            .starts_with(&chrono::Utc::now().format("%Y-%m-%d").to_string()),
-        "{v}"
-    );
+    let t = chrono::DateTime::parse_from_rfc3339(v["t"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("{v}: {e}"));
+    assert!(t >= sent && t <= chrono::Utc::now(), "{v}, sent at {sent}");
     // A bad line: 400 naming it, and nothing of that request is written.
     let before = info(&cpu)["version"].clone();
     let r = c
