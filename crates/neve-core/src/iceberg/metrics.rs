@@ -141,6 +141,42 @@ impl MetricsConfig {
         out
     }
 
+    /// The setting after a schema change, as Iceberg's schema updates rewrite
+    /// `write.metadata.metrics.column.*`: an entry naming a renamed column, or a field inside
+    /// it, takes the new name (`renamed`: the old path and the new one), and an entry that
+    /// named a field `before` and names none `after` (a dropped column) goes. Otherwise a
+    /// rename would silently put the column back to the default.
+    pub(crate) fn after_alter(
+        &self,
+        renamed: Option<(&str, &str)>,
+        before: &[(String, i32, Prim, bool)],
+        after: &[(String, i32, Prim, bool)],
+    ) -> MetricsConfig {
+        let names = |fields: &[(String, i32, Prim, bool)], c: &str| fields.iter().any(|f| f.0 == c);
+        let columns = self
+            .columns
+            .iter()
+            .map(|(c, m)| {
+                let c = match renamed {
+                    Some((from, to)) if c == from => to.to_string(),
+                    Some((from, to)) => {
+                        match c.strip_prefix(from).and_then(|r| r.strip_prefix('.')) {
+                            Some(rest) => format!("{to}.{rest}"),
+                            None => c.clone(),
+                        }
+                    }
+                    None => c.clone(),
+                };
+                (c, *m)
+            })
+            .filter(|(c, _)| names(after, c) || !names(before, c))
+            .collect();
+        MetricsConfig {
+            default: self.default,
+            columns,
+        }
+    }
+
     /// Each field id's mode, a column being named by its current name or a former one.
     /// Names no field has are returned too: the caller says so.
     pub(crate) fn resolve<'a>(
@@ -270,6 +306,48 @@ mod tests {
         ] {
             assert!(bad.parse::<MetricsConfig>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_setting_follows_renames_and_drops() {
+        let fields = |names: &[&str]| -> Vec<(String, i32, Prim, bool)> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), i as i32, Prim::Long, !n.contains('.')))
+                .collect()
+        };
+        let c: MetricsConfig = "none, user=full, user.plan=counts, a=truncate(4), b=full"
+            .parse()
+            .unwrap();
+        let before = fields(&["user", "user.plan", "a", "b"]);
+        // A struct renamed: its fields' entries follow.
+        let after = fields(&["member", "member.plan", "a", "b"]);
+        assert_eq!(
+            c.after_alter(Some(("user", "member")), &before, &after)
+                .to_string(),
+            "none, member=full, member.plan=counts, a=truncate(4), b=full"
+        );
+        // A field renamed within its struct; a column of a longer name is left alone.
+        let c2: MetricsConfig = "full, user.plan=none, user.planner=counts".parse().unwrap();
+        let before2 = fields(&["user", "user.plan", "user.planner"]);
+        let after2 = fields(&["user", "user.tier", "user.planner"]);
+        assert_eq!(
+            c2.after_alter(Some(("user.plan", "user.tier")), &before2, &after2)
+                .to_string(),
+            "full, user.tier=none, user.planner=counts"
+        );
+        // A column dropped: its entries go, the others stay.
+        let after = fields(&["user", "user.plan", "b"]);
+        assert_eq!(
+            c.after_alter(None, &before, &after).to_string(),
+            "none, user=full, user.plan=counts, b=full"
+        );
+        let after = fields(&["a", "b"]);
+        assert_eq!(
+            c.after_alter(None, &before, &after).to_string(),
+            "none, a=truncate(4), b=full"
+        );
     }
 
     #[test]

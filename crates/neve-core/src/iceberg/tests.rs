@@ -663,10 +663,44 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
         }
     }
     assert_eq!(seen, snap.files.len());
-    // A column the setting names is dropped: other settings still change.
-    t.alter(&crate::schema::AlterOp::DropColumn("s".into()))
+    // The setting follows a column it names through a rename, and forgets it once dropped.
+    t.alter(&crate::schema::AlterOp::RenameColumn {
+        from: "s".into(),
+        to: "label".into(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        t.snapshot()
+            .await
+            .unwrap()
+            .metadata
+            .settings
+            .iceberg_metrics
+            .as_deref(),
+        Some("none, k=full, label=truncate(2)")
+    );
+    let meta = newest(&location).await;
+    assert_eq!(
+        meta.properties["write.metadata.metrics.column.label"],
+        "truncate(2)"
+    );
+    assert!(!meta
+        .properties
+        .contains_key("write.metadata.metrics.column.s"));
+    t.alter(&crate::schema::AlterOp::DropColumn("label".into()))
         .await
         .unwrap();
+    assert_eq!(
+        t.snapshot()
+            .await
+            .unwrap()
+            .metadata
+            .settings
+            .iceberg_metrics
+            .as_deref(),
+        Some("none, k=full")
+    );
     t.alter(&crate::schema::AlterOp::SetSetting {
         key: "log_retention_hours".into(),
         value: "2".into(),
