@@ -1,5 +1,6 @@
 """The read half of `neve bench iceberg`: the six seed queries on one taxi table with Iceberg
-metadata, read by Spark (two workers) through Iceberg and through a Parquet glob of `_data/`,
+metadata, read by Spark (two workers) through Iceberg (also with one task group per partition,
+`spark.sql.iceberg.planning.preserve-data-grouping`) and through a Parquet glob of `_data/`,
 and by DuckDB through `iceberg_scan` and a Parquet glob, against
 `neve sql`. Each figure is the median of --runs; runs of the readers alternate per query.
 Prints per-query lines on stderr and one JSON object on stdout."""
@@ -60,8 +61,17 @@ def main():
                                                         executor_memory="1536m") as spark:
         spark.read.format("iceberg").load(a.table).createOrReplaceTempView("ice")
         spark.read.option("basePath", f"{a.table}/_data").parquet(glob).createOrReplaceTempView("glob")
+        def spark_grouped(sql):
+            # One task group per partition (docs/ENGINES.md, "Aggregates by partition").
+            spark.conf.set("spark.sql.iceberg.planning.preserve-data-grouping", "true")
+            try:
+                return len(spark.sql(sql).collect())
+            finally:
+                spark.conf.set("spark.sql.iceberg.planning.preserve-data-grouping", "false")
+
         readers = {
             "spark_iceberg": lambda q: len(spark.sql(q["spark"].format(table="ice")).collect()),
+            "spark_iceberg_grouped": lambda q: spark_grouped(q["spark"].format(table="ice")),
             "spark_glob": lambda q: len(spark.sql(q["spark"].format(table="glob")).collect()),
             "duckdb_iceberg_scan": lambda q: duck(q["duckdb"].format(table=f"iceberg_scan('{a.table}')")),
             "duckdb_glob": lambda q: duck(q["duckdb"].format(
@@ -84,6 +94,7 @@ def main():
                 "query": q["name"], "rows": rows,
                 "median_s": medians,
                 "spark_iceberg_vs_glob": medians["spark_iceberg"] / medians["spark_glob"],
+                "spark_iceberg_grouped_vs_glob": medians["spark_iceberg_grouped"] / medians["spark_glob"],
                 "duckdb_iceberg_vs_glob": medians["duckdb_iceberg_scan"] / medians["duckdb_glob"],
                 "duckdb_iceberg_vs_neve_sql": medians["duckdb_iceberg_scan"] / medians["neve_sql"],
                 "runs_s": times,

@@ -223,6 +223,26 @@ def test_spark_splits_the_iceberg_scan_as_its_parquet_reader_splits_the_files(sp
     assert ice <= glob * 1.5, (ice, glob, files)
 
 
+def test_spark_with_one_task_group_per_partition_answers_as_neve(neve, spark, local_taxi):
+    """docs/ENGINES.md recommends `preserve-data-grouping` for aggregates by partition on a
+    table between merges: Iceberg then plans one task group per partition (each task one
+    month), and the answers are neve's."""
+    q = next(q for q in QUERIES if q["name"] == "medians_by_month")
+    ours = norm(neve_rows(neve, local_taxi, q["neve"], 2))
+    months = len([p for p in pathlib.Path(local_taxi, "_data").iterdir() if p.is_dir()])
+    spark.conf.set("spark.sql.iceberg.planning.preserve-data-grouping", "true")
+    try:
+        df = spark.read.format("iceberg").load(local_taxi)
+        assert df.rdd.getNumPartitions() == months > 1
+        df.createOrReplaceTempView("ice_grouped")
+        sql = q["duckdb"].replace("approx_quantile(", "percentile(").format(table="ice_grouped")
+        theirs = norm([r.asDict() for r in spark.sql(sql).collect()])
+    finally:
+        spark.conf.set("spark.sql.iceberg.planning.preserve-data-grouping", "false")
+    assert len(ours) == months
+    assert_same_answers(ours, {"spark": theirs})
+
+
 def snapshot_files(table, version):
     return sorted(t.file.file_path for t in static_table(table).scan(snapshot_id=version).plan_files())
 
