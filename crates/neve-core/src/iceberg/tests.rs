@@ -584,6 +584,15 @@ fn text(v: &Value) -> String {
     }
 }
 
+async fn metrics_setting(t: &Table) -> Option<String> {
+    t.snapshot()
+        .await
+        .unwrap()
+        .metadata
+        .settings
+        .iceberg_metrics
+}
+
 #[tokio::test]
 async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
     let location = TableLocation::memory("t");
@@ -671,13 +680,7 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
     .await
     .unwrap();
     assert_eq!(
-        t.snapshot()
-            .await
-            .unwrap()
-            .metadata
-            .settings
-            .iceberg_metrics
-            .as_deref(),
+        metrics_setting(&t).await.as_deref(),
         Some("none, k=full, label=truncate(2)")
     );
     let meta = newest(&location).await;
@@ -691,16 +694,7 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
     t.alter(&crate::schema::AlterOp::DropColumn("label".into()))
         .await
         .unwrap();
-    assert_eq!(
-        t.snapshot()
-            .await
-            .unwrap()
-            .metadata
-            .settings
-            .iceberg_metrics
-            .as_deref(),
-        Some("none, k=full")
-    );
+    assert_eq!(metrics_setting(&t).await.as_deref(), Some("none, k=full"));
     t.alter(&crate::schema::AlterOp::SetSetting {
         key: "log_retention_hours".into(),
         value: "2".into(),
