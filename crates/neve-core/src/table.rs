@@ -893,10 +893,8 @@ impl Table {
                     }
                 }
                 validate_layout(&schema, &meta.partition_by, &meta.sort_by, meta.merge.as_ref())?;
-                if meta.settings.iceberg_metrics.is_some() {
-                    meta.settings.iceberg_metrics =
-                        crate::iceberg::metrics_after_alter(&meta.settings, op, &meta.schema, &schema);
-                }
+                meta.settings.iceberg_metrics =
+                    crate::iceberg::metrics_after_alter(&meta.settings, &meta.schema, &schema);
                 let mut actions = Vec::new();
                 // Renames and drops need readers that match columns by id.
                 let by_id = matches!(op, AlterOp::RenameColumn { .. } | AlterOp::DropColumn(_));

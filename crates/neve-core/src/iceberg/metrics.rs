@@ -142,34 +142,35 @@ impl MetricsConfig {
     }
 
     /// The setting after a schema change, as Iceberg's schema updates rewrite
-    /// `write.metadata.metrics.column.*`: an entry naming a renamed column, or a field inside
-    /// it, takes the new name (`renamed`: the old path and the new one), and an entry that
-    /// named a field `before` and names none `after` (a dropped column) goes. Otherwise a
-    /// rename would silently put the column back to the default.
+    /// `write.metadata.metrics.column.*`: an entry follows the field it named `before` by id,
+    /// so a renamed column, or a field of a renamed struct, is named as it is `after`, and an
+    /// entry whose field is gone (a dropped column) goes. Otherwise a rename would silently
+    /// put the column back to the default. An entry that named nothing before (a log written
+    /// before names were checked) is kept, unless a renamed field now has its name.
     pub(crate) fn after_alter(
         &self,
-        renamed: Option<(&str, &str)>,
         before: &[(String, i32, Prim, bool)],
         after: &[(String, i32, Prim, bool)],
     ) -> MetricsConfig {
-        let names = |fields: &[(String, i32, Prim, bool)], c: &str| fields.iter().any(|f| f.0 == c);
-        let columns = self
+        // (name after, mode, whether it named a field before)
+        let followed: Vec<(String, MetricsMode, bool)> = self
             .columns
             .iter()
-            .map(|(c, m)| {
-                let c = match renamed {
-                    Some((from, to)) if c == from => to.to_string(),
-                    Some((from, to)) => {
-                        match c.strip_prefix(from).and_then(|r| r.strip_prefix('.')) {
-                            Some(rest) => format!("{to}.{rest}"),
-                            None => c.clone(),
-                        }
-                    }
-                    None => c.clone(),
-                };
-                (c, *m)
+            .filter_map(|(c, m)| match before.iter().find(|f| f.0 == *c) {
+                Some((_, id, ..)) if after.iter().any(|f| f.0 == *c && f.1 == *id) => {
+                    Some((c.clone(), *m, true))
+                }
+                Some((_, id, ..)) => after
+                    .iter()
+                    .find(|f| f.1 == *id)
+                    .map(|f| (f.0.clone(), *m, true)),
+                None => Some((c.clone(), *m, false)),
             })
-            .filter(|(c, _)| names(after, c) || !names(before, c))
+            .collect();
+        let columns = followed
+            .iter()
+            .filter(|(c, _, known)| *known || !followed.iter().any(|(o, _, k)| *k && o == c))
+            .map(|(c, m, _)| (c.clone(), *m))
             .collect();
         MetricsConfig {
             default: self.default,
@@ -310,42 +311,39 @@ mod tests {
 
     #[test]
     fn the_setting_follows_renames_and_drops() {
-        let fields = |names: &[&str]| -> Vec<(String, i32, Prim, bool)> {
-            names
+        let fields = |named: &[(&str, i32)]| -> Vec<(String, i32, Prim, bool)> {
+            named
                 .iter()
-                .enumerate()
-                .map(|(i, n)| (n.to_string(), i as i32, Prim::Long, !n.contains('.')))
+                .map(|(n, id)| (n.to_string(), *id, Prim::Long, !n.contains('.')))
                 .collect()
         };
         let c: MetricsConfig = "none, user=full, user.plan=counts, a=truncate(4), b=full"
             .parse()
             .unwrap();
-        let before = fields(&["user", "user.plan", "a", "b"]);
+        let before = fields(&[("user", 1), ("user.plan", 2), ("a", 3), ("b", 4)]);
         // A struct renamed: its fields' entries follow.
-        let after = fields(&["member", "member.plan", "a", "b"]);
+        let after = fields(&[("member", 1), ("member.plan", 2), ("a", 3), ("b", 4)]);
         assert_eq!(
-            c.after_alter(Some(("user", "member")), &before, &after)
-                .to_string(),
+            c.after_alter(&before, &after).to_string(),
             "none, member=full, member.plan=counts, a=truncate(4), b=full"
         );
         // A field renamed within its struct; a column of a longer name is left alone.
         let c2: MetricsConfig = "full, user.plan=none, user.planner=counts".parse().unwrap();
-        let before2 = fields(&["user", "user.plan", "user.planner"]);
-        let after2 = fields(&["user", "user.tier", "user.planner"]);
+        let before2 = fields(&[("user", 1), ("user.plan", 2), ("user.planner", 3)]);
+        let after2 = fields(&[("user", 1), ("user.tier", 2), ("user.planner", 3)]);
         assert_eq!(
-            c2.after_alter(Some(("user.plan", "user.tier")), &before2, &after2)
-                .to_string(),
+            c2.after_alter(&before2, &after2).to_string(),
             "full, user.tier=none, user.planner=counts"
         );
         // A column dropped: its entries go, the others stay.
-        let after = fields(&["user", "user.plan", "b"]);
+        let after = fields(&[("user", 1), ("user.plan", 2), ("b", 4)]);
         assert_eq!(
-            c.after_alter(None, &before, &after).to_string(),
+            c.after_alter(&before, &after).to_string(),
             "none, user=full, user.plan=counts, b=full"
         );
-        let after = fields(&["a", "b"]);
+        let after = fields(&[("a", 3), ("b", 4)]);
         assert_eq!(
-            c.after_alter(None, &before, &after).to_string(),
+            c.after_alter(&before, &after).to_string(),
             "none, a=truncate(4), b=full"
         );
     }

@@ -58,32 +58,15 @@ pub(crate) fn check_metrics_columns(
     })
 }
 
-/// A table's `iceberg_metrics` after `op` changed its schema from `before` to `after`
+/// A table's `iceberg_metrics` after an alter changed its schema from `before` to `after`
 /// ([`MetricsConfig::after_alter`]); `None` when the table has none.
 pub(crate) fn metrics_after_alter(
     settings: &crate::log::TableSettings,
-    op: &crate::schema::AlterOp,
     before: &crate::schema::TableSchema,
     after: &crate::schema::TableSchema,
 ) -> Option<String> {
-    let setting = settings.iceberg_metrics.as_deref()?;
-    // `rename column user.plan to tier`: the field's path is `user.tier`.
-    let renamed = match op {
-        crate::schema::AlterOp::RenameColumn { from, to } => {
-            let leaf = to.rsplit_once('.').map_or(to.as_str(), |(_, l)| l);
-            let path = match from.rsplit_once('.') {
-                Some((parent, _)) => format!("{parent}.{leaf}"),
-                None => to.clone(),
-            };
-            Some((from.as_str(), path))
-        }
-        _ => None,
-    };
-    let config = MetricsConfig::of(Some(setting)).after_alter(
-        renamed.as_ref().map(|(f, t)| (*f, t.as_str())),
-        &types::stat_fields(before),
-        &types::stat_fields(after),
-    );
+    let config = MetricsConfig::of(Some(settings.iceberg_metrics.as_deref()?));
+    let config = config.after_alter(&types::stat_fields(before), &types::stat_fields(after));
     Some(config.to_string())
 }
 
