@@ -5,7 +5,6 @@
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::interleave;
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
@@ -92,8 +91,7 @@ pub(crate) fn group_by_partition(
 }
 
 /// One partition's rows, given as contiguous slices of the chunk's grouped batches, sorted by
-/// the sort keys (Arrow row format, compared as bytes). Only the key columns are copied to
-/// sort; every column is then copied once, straight into its final order.
+/// the sort keys (`order.rs`). Every column is copied once, straight into its final order.
 pub(crate) fn gather_sorted(
     schema: &SchemaRef,
     slices: &[RecordBatch],
@@ -107,18 +105,7 @@ pub(crate) fn gather_sorted(
     let column =
         |c: usize| -> Vec<&dyn Array> { slices.iter().map(|s| s.column(c).as_ref()).collect() };
     let order: Vec<(usize, usize)> = if sorting {
-        let keys: Vec<ArrayRef> = sort_cols
-            .iter()
-            .map(|&c| Ok(arrow::compute::concat(&column(c))?))
-            .collect::<Result<_>>()?;
-        let converter = RowConverter::new(
-            keys.iter()
-                .map(|k| SortField::new(k.data_type().clone()))
-                .collect(),
-        )?;
-        let keyed = converter.convert_columns(&keys)?;
-        let mut order: Vec<u32> = (0..rows as u32).collect();
-        order.sort_unstable_by(|&a, &b| keyed.row(a as usize).cmp(&keyed.row(b as usize)));
+        let order = super::order::sort_order(slices, sort_cols)?;
         // Position in the concatenated part -> (slice, row in slice).
         let mut owner = Vec::with_capacity(rows);
         for (i, s) in slices.iter().enumerate() {

@@ -5,6 +5,7 @@
 pub(crate) mod conform;
 mod encode;
 pub mod input;
+mod order;
 pub(crate) mod sink;
 mod stats;
 pub mod text;
