@@ -215,7 +215,7 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
                 let a = col.as_binary::<i32>();
                 bytes_distinct(a, |i| a.value(i))
             }
-            _ => numbers_sample_distinct(col).is_some_and(|(n, d)| d * 10 >= n * 9),
+            _ => numbers_distinct(col),
         };
         if distinct {
             let b = builder
@@ -235,21 +235,24 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
 /// writer gave them no dictionary even for 40 distinct values.)
 fn bytes_distinct<'a>(a: &'a dyn Array, value: impl Fn(usize) -> &'a [u8]) -> bool {
     let hash = |i: usize| twox_hash::XxHash64::oneshot(0, value(i));
-    sample_distinct(a.len(), |i| a.is_valid(i), hash).is_some_and(|(n, d)| d * 100 >= n * 98)
+    sample_distinct(a.len(), |i| a.is_valid(i), hash, (98, 100))
 }
 
 /// Values sampled to judge a column's dictionary.
 const SAMPLE: usize = 1024;
 
-/// Up to [`SAMPLE`] non-null values taken at even steps over an array of `len` values, as
-/// 64-bit keys (`key` of a position): how many were taken, and how many distinct. `None` when
-/// fewer than 64 (too few to judge: the column keeps its dictionary). Counted in an
-/// open-addressing table on the stack, as this runs for every column of every file written.
+/// Whether at least `num/den` of up to [`SAMPLE`] non-null values, taken at even steps over an
+/// array of `len` values as 64-bit keys (`key` of a position), are distinct; false when fewer
+/// than 64 are taken (too few to judge: the column keeps its dictionary). Counted in an
+/// open-addressing table on the stack, as this runs for every column of every file written,
+/// and it stops as soon as the repeats seen rule the share out: a column of a few values is
+/// judged on its first hundred or so.
 pub(super) fn sample_distinct(
     len: usize,
     valid: impl Fn(usize) -> bool,
     key: impl Fn(usize) -> u64,
-) -> Option<(usize, usize)> {
+    (num, den): (usize, usize),
+) -> bool {
     const SLOTS: usize = 2 * SAMPLE;
     let mut slots = [0u64; SLOTS];
     let mut used = [false; SLOTS];
@@ -271,25 +274,32 @@ pub(super) fn sample_distinct(
                 break;
             }
             if slots[at] == k {
+                // However many more are taken, the share can no longer be reached.
+                if (sampled - distinct) * den > SAMPLE * (den - num) {
+                    return false;
+                }
                 break;
             }
             at = (at + 1) % SLOTS;
         }
     }
-    (sampled >= 64).then_some((sampled, distinct))
+    sampled >= 64 && distinct * den >= sampled * num
 }
 
-/// [`sample_distinct`] of a column of 4- or 8-byte numbers (integers, floats, dates, times,
-/// timestamps), keyed by their bits; `None` for other columns. Drawn from K values at random,
+/// Whether a column of 4- or 8-byte numbers (integers, floats, dates, times, timestamps) is
+/// distinct enough to go without a dictionary: at least 90% of the sample ([`sample_distinct`],
+/// keyed by their bits); false for other columns. Drawn from K values at random,
 /// a sample of 1,024 is 90% distinct only when K is above about 5,000, so a column of a few
 /// hundred or thousand values keeps its dictionary.
-fn numbers_sample_distinct(a: &ArrayRef) -> Option<(usize, usize)> {
+fn numbers_distinct(a: &ArrayRef) -> bool {
     let width = match a.data_type().primitive_width() {
         Some(w @ (4 | 8)) if !a.data_type().is_nested() => w,
-        _ => return None,
+        _ => return false,
     };
     let data = a.to_data();
-    let bytes = data.buffers().first()?.as_slice();
+    let Some(bytes) = data.buffers().first().map(|b| b.as_slice()) else {
+        return false;
+    };
     let key = |i: usize| {
         let i = i + data.offset();
         let v = &bytes[i * width..(i + 1) * width];
@@ -299,7 +309,7 @@ fn numbers_sample_distinct(a: &ArrayRef) -> Option<(usize, usize)> {
             u64::from(u32::from_le_bytes(v.try_into().expect("4 bytes")))
         }
     };
-    sample_distinct(a.len(), |i| data.is_valid(i), key)
+    sample_distinct(a.len(), |i| data.is_valid(i), key, (9, 10))
 }
 
 /// Encode one part as a Parquet file in memory; returns its bytes and its footer.

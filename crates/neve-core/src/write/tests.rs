@@ -508,16 +508,18 @@ proptest! {
 }
 
 proptest! {
-    /// The dictionary sampler counts what a hash set of the same sample counts: up to 1,024
-    /// non-null values at even steps, none when fewer than 64.
+    /// The dictionary sampler judges as a hash set of the same sample does: up to 1,024
+    /// non-null values at even steps, at least the share distinct, and never from fewer than
+    /// 64 (its early stop changes no answer).
     #[test]
     fn the_sampler_counts_distinct_values(
         values in proptest::collection::vec(proptest::option::of(0u64..3000), 0..5000),
         wide in any::<bool>(),
+        share in prop_oneof![Just((9, 10)), Just((98, 100)), Just((1, 2)), (1usize..100).prop_map(|n| (n, 100))],
     ) {
         // Wide keys collide in the table's slots as often as narrow ones do.
         let key = |i: usize| values[i].unwrap().wrapping_mul(if wide { 1 << 40 } else { 1 });
-        let got = super::encode::sample_distinct(values.len(), |i| values[i].is_some(), key);
+        let got = super::encode::sample_distinct(values.len(), |i| values[i].is_some(), key, share);
         let sample: Vec<u64> = (0..values.len())
             .step_by((values.len() / 1024).max(1))
             .filter(|&i| values[i].is_some())
@@ -525,7 +527,7 @@ proptest! {
             .map(key)
             .collect();
         let distinct = sample.iter().collect::<std::collections::HashSet<_>>().len();
-        let expected = (sample.len() >= 64).then_some((sample.len(), distinct));
+        let expected = sample.len() >= 64 && distinct * share.1 >= sample.len() * share.0;
         prop_assert_eq!(got, expected);
     }
 }
