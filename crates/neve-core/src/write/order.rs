@@ -68,30 +68,48 @@ fn packed_order(slices: &[RecordBatch], sort_cols: &[usize], rows: usize) -> Opt
         }
         keys.push(key);
     }
-    let order = if bits <= 32 {
-        let mut packed: Vec<u64> = (0..rows as u64).collect();
-        let mut shift = 32 + bits;
-        for key in &keys {
-            shift -= key.bits;
-            for (p, &code) in packed.iter_mut().zip(&key.codes) {
-                *p |= code << shift;
-            }
-        }
-        packed.sort_unstable();
-        packed.into_iter().map(|p| p as u32).collect()
+    Some(if bits <= 32 {
+        pack_and_sort::<u64>(&keys, bits, rows)
     } else {
-        let mut packed: Vec<u128> = (0..rows as u128).collect();
-        let mut shift = 32 + bits;
-        for key in &keys {
-            shift -= key.bits;
-            for (p, &code) in packed.iter_mut().zip(&key.codes) {
-                *p |= u128::from(code) << shift;
-            }
+        pack_and_sort::<u128>(&keys, bits, rows)
+    })
+}
+
+/// An integer holding a row's key codes above its position (the low 32 bits).
+trait Packed:
+    Copy + Ord + From<u64> + std::ops::Shl<u32, Output = Self> + std::ops::BitOrAssign
+{
+    fn position(self) -> u32;
+}
+
+impl Packed for u64 {
+    fn position(self) -> u32 {
+        self as u32
+    }
+}
+
+impl Packed for u128 {
+    fn position(self) -> u32 {
+        self as u32
+    }
+}
+
+/// Pack `keys` (`bits` in all, the first key highest) above each row's position and sort.
+fn pack_and_sort<T: Packed>(keys: &[Key], bits: u32, rows: usize) -> Vec<u32> {
+    let mut packed: Vec<T> = (0..rows as u64).map(T::from).collect();
+    let mut shift = 32 + bits;
+    for key in keys {
+        if key.bits == 0 {
+            // All null: one code, nothing to pack (and `shift` may be the type's width).
+            continue;
         }
-        packed.sort_unstable();
-        packed.into_iter().map(|p| p as u32).collect()
-    };
-    Some(order)
+        shift -= key.bits;
+        for (p, &code) in packed.iter_mut().zip(&key.codes) {
+            *p |= T::from(code) << shift;
+        }
+    }
+    packed.sort_unstable();
+    packed.into_iter().map(T::position).collect()
 }
 
 /// One sort key as codes: 0 for null, else 1 + the value's distance from the part's least

@@ -160,6 +160,23 @@ fn usual_keys_pack_and_wide_ones_fall_back() {
     assert!(packed_order(std::slice::from_ref(&wide), &[0], 100).is_some());
     assert!(packed_order(std::slice::from_ref(&wide), &[0, 0], 100).is_none());
     assert!(packed_order(std::slice::from_ref(&span(i64::MIN)), &[0], 100).is_none());
+    // An all-null key before one of 32 bits: nothing is shifted by the packed type's width.
+    let nulls_first = {
+        let s = Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, true),
+            Field::new("w", DataType::Int64, false),
+        ]));
+        let n = Int64Array::from(vec![None::<i64>; 100]);
+        let w: Int64Array = (0..100)
+            .map(|i| Some(if i % 2 == 0 { (1 << 32) - 2 } else { 0 }))
+            .collect();
+        RecordBatch::try_new(s, vec![Arc::new(n), Arc::new(w)]).unwrap()
+    };
+    let order = packed_order(std::slice::from_ref(&nulls_first), &[0, 1], 100).unwrap();
+    assert_eq!(
+        order,
+        row_format_order(std::slice::from_ref(&nulls_first), &[0, 1]).unwrap()
+    );
     // Strings nearly all distinct (ids) go to the row format.
     let ids = {
         let s = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
