@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
-    StringViewArray, TimestampMicrosecondArray, UInt64Array,
+    ArrayRef, BooleanArray, Decimal128Array, Decimal64Array, Float64Array, Int32Array, Int64Array,
+    RecordBatch, StringArray, StringViewArray, TimestampMicrosecondArray, UInt64Array,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use proptest::prelude::*;
@@ -23,6 +23,7 @@ struct Row {
     b: Option<bool>,
     t: Option<i64>,
     d: Option<i32>,
+    m: Option<i128>,
 }
 
 fn row() -> impl Strategy<Value = Row> {
@@ -44,6 +45,13 @@ fn row() -> impl Strategy<Value = Row> {
         Just("a\0".to_string()),
     ];
     let t = prop_oneof![0i64..5, Just(1_700_000_000_000_000)];
+    // Amounts, and the extremes whose span does not fit 64 bits.
+    let m = prop_oneof![
+        -3i128..3,
+        Just(1i128 << 70),
+        Just(i128::MIN),
+        Just(i128::MAX)
+    ];
     (
         proptest::option::of(i),
         proptest::option::of(u),
@@ -52,8 +60,9 @@ fn row() -> impl Strategy<Value = Row> {
         proptest::option::of(any::<bool>()),
         proptest::option::of(t),
         proptest::option::of(-2i32..2),
+        proptest::option::of(m),
     )
-        .prop_map(|(i, u, f, s, b, t, d)| Row {
+        .prop_map(|(i, u, f, s, b, t, d, m)| Row {
             i,
             u,
             f,
@@ -61,6 +70,7 @@ fn row() -> impl Strategy<Value = Row> {
             b,
             t,
             d,
+            m,
         })
 }
 
@@ -74,6 +84,9 @@ fn schema() -> Arc<Schema> {
         Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, None), true),
         Field::new("d", DataType::Int32, true),
         Field::new("v", DataType::Utf8View, true),
+        Field::new("h", DataType::Float16, true),
+        Field::new("m", DataType::Decimal128(38, 2), true),
+        Field::new("n", DataType::Decimal64(18, 2), true),
     ]))
 }
 
@@ -95,8 +108,28 @@ fn batch(rows: &[Row]) -> RecordBatch {
                 .map(|r| r.s.clone())
                 .collect::<StringViewArray>(),
         ),
+        // Half-precision floats: the doubles above, rounded (NaNs, zeros, infinities kept).
+        arrow::compute::cast(&cols_f64(rows), &DataType::Float16).unwrap(),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.m)
+                .collect::<Decimal128Array>()
+                .with_precision_and_scale(38, 2)
+                .unwrap(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.i)
+                .collect::<Decimal64Array>()
+                .with_precision_and_scale(18, 2)
+                .unwrap(),
+        ),
     ];
     RecordBatch::try_new(schema(), cols).unwrap()
+}
+
+fn cols_f64(rows: &[Row]) -> ArrayRef {
+    Arc::new(rows.iter().map(|r| r.f).collect::<Float64Array>())
 }
 
 proptest! {
@@ -106,7 +139,7 @@ proptest! {
         slices in proptest::collection::vec(proptest::collection::vec(row(), 0..30), 1..4),
         // Slices of the batches, as a part is made of: (offset, trimmed length).
         cuts in proptest::collection::vec((0usize..3, 0usize..3), 4),
-        keys in proptest::collection::vec(0usize..8, 1..4),
+        keys in proptest::collection::vec(0usize..11, 1..4),
     ) {
         let slices: Vec<RecordBatch> = slices
             .iter()
@@ -140,11 +173,33 @@ fn usual_keys_pack_and_wide_ones_fall_back() {
                 b: None,
                 t: Some(1_700_000_000_000_000 + n * 900_000_000),
                 d: None,
+                m: Some(i128::from(n) * 137 - 20_000),
             })
             .collect::<Vec<_>>(),
     );
     // A category and a time: 2 + 10 bits.
     assert!(packed_order(std::slice::from_ref(&taxi), &[3, 5], 1000).is_some());
+    // A decimal amount and a time: 18 + 10 bits.
+    assert!(packed_order(std::slice::from_ref(&taxi), &[9, 5], 1000).is_some());
+    // Decimals spanning 64 bits or more go to the row format.
+    let decimals = |hi: i128| {
+        let s = Arc::new(Schema::new(vec![Field::new(
+            "m",
+            DataType::Decimal128(38, 0),
+            true,
+        )]));
+        let v: Decimal128Array = (0..100)
+            .map(|n| Some(if n % 2 == 0 { -5 } else { hi }))
+            .collect();
+        RecordBatch::try_new(
+            s,
+            vec![Arc::new(v.with_precision_and_scale(38, 0).unwrap())],
+        )
+        .unwrap()
+    };
+    assert!(packed_order(std::slice::from_ref(&decimals(1 << 62)), &[0], 100).is_some());
+    assert!(packed_order(std::slice::from_ref(&decimals(1 << 70)), &[0], 100).is_none());
+    assert!(packed_order(std::slice::from_ref(&decimals(i128::MAX)), &[0], 100).is_none());
     // All nulls is one code.
     assert!(packed_order(std::slice::from_ref(&taxi), &[1, 5], 1000).is_some());
     // A key spanning all but one value of i64 takes 64 bits (with null's code); two do not
