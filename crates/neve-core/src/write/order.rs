@@ -215,46 +215,23 @@ fn numbers(a: &dyn Array, out: &mut Vec<u64>) -> Option<()> {
         D::UInt16 => unsigned::<dt::UInt16Type>(a, out),
         D::UInt32 => unsigned::<dt::UInt32Type>(a, out),
         D::UInt64 => unsigned::<dt::UInt64Type>(a, out),
-        // IEEE 754 total order, as the row format compares floats: -NaN < -inf < -0 < +0 <
-        // +inf < NaN.
         D::Float16 => out.extend(
             a.as_primitive::<dt::Float16Type>()
                 .values()
                 .iter()
-                .map(|v| {
-                    let b = u64::from(v.to_bits());
-                    if b >> 15 == 1 {
-                        !b & 0xffff
-                    } else {
-                        b | 1 << 15
-                    }
-                }),
+                .map(|v| float_order(v.to_bits().into(), 16)),
         ),
         D::Float32 => out.extend(
             a.as_primitive::<dt::Float32Type>()
                 .values()
                 .iter()
-                .map(|v| {
-                    let b = u64::from(v.to_bits());
-                    if b >> 31 == 1 {
-                        !b & 0xffff_ffff
-                    } else {
-                        b | 1 << 31
-                    }
-                }),
+                .map(|v| float_order(v.to_bits().into(), 32)),
         ),
         D::Float64 => out.extend(
             a.as_primitive::<dt::Float64Type>()
                 .values()
                 .iter()
-                .map(|v| {
-                    let b = v.to_bits();
-                    if b >> 63 == 1 {
-                        !b
-                    } else {
-                        b | 1 << 63
-                    }
-                }),
+                .map(|v| float_order(v.to_bits(), 64)),
         ),
         D::Boolean => {
             let b = a.as_boolean();
@@ -263,6 +240,17 @@ fn numbers(a: &dyn Array, out: &mut Vec<u64>) -> Option<()> {
         _ => return None,
     }
     Some(())
+}
+
+/// A float's `width` bits as an unsigned number in IEEE 754 total order, as the row format
+/// compares floats: -NaN < -inf < -0 < +0 < +inf < NaN.
+fn float_order(bits: u64, width: u32) -> u64 {
+    let sign = 1u64 << (width - 1);
+    if bits & sign != 0 {
+        !bits & (sign | (sign - 1))
+    } else {
+        bits | sign
+    }
 }
 
 /// A `Decimal128` column's values as their distance from the part's least (nulls get an
