@@ -6,12 +6,19 @@ over 2 cores allows.
 
     AWS_ENDPOINT_URL=http://127.0.0.1:19000 AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… \\
     python bench/proxy_hot.py --table s3://lake/w/taxi --neve-bin NEVE \\
-        --toxiproxy ~/.cache/neve/toxiproxy-v2.12.0/server [--threads 2] [--rounds 3] [--hot 2]
+        --toxiproxy ~/.cache/neve/toxiproxy-v2.12.0/server [--threads 2] [--rounds 3] [--hot 2] \\
+        [--perf hot.perf]
+
+With `--perf`, the last hot query of each round runs under a system-wide `perf record -a -g`
+(the file is overwritten each round): where the machine's CPU went, chdb's, the proxy's, idle.
 
 The table must exist (as for bench/proxy_ab.py). Uses bench/proxy.py's link and proxy helpers.
 """
 import argparse
 import os
+import signal
+import subprocess
+import time
 import urllib.parse
 
 import proxy as bp
@@ -26,6 +33,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hot", type=int, default=2)
     ap.add_argument("--query", default="scan", choices=["point", "scan"])
+    ap.add_argument("--perf", help="record the whole machine during each round's last hot query into this file")
     a = ap.parse_args()
     minio = os.environ["AWS_ENDPOINT_URL"]
     warehouse, _, name = a.table.rpartition("/")
@@ -37,9 +45,17 @@ def main():
                 sql = bp.queries(f"{p.url}/{name}/**/*.parquet", bp.KEY, bp.SECRET, a.threads)[a.query]
                 cold, _ = bp.chdb_time(sql)
                 hots = []
-                for _ in range(a.hot):
+                for h in range(a.hot):
+                    perf = None
+                    if a.perf and h == a.hot - 1:
+                        perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "999", "-o", a.perf],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        time.sleep(1)
                     with bp.CpuMeter({"proxy": p.proc.pid}) as m:
                         t, _ = bp.chdb_time(sql)
+                    if perf:
+                        perf.send_signal(signal.SIGINT)
+                        perf.wait()
                     hots.append((t, m.cpu["chdb"], m.cpu["proxy"]))
             finally:
                 p.stop()
