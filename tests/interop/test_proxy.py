@@ -7,6 +7,7 @@ import urllib.parse
 import json
 import os
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -473,7 +474,8 @@ def test_unsigned_host_is_refused(lake):
 
 
 def _metric(url, name):
-    text = raw_request("GET", f"{url}/_neve/metrics").text
+    # The whole exposition: `.text` is cut for error messages.
+    text = raw_request("GET", f"{url}/_neve/metrics").content.decode()
     return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + " ") or l.startswith(name + "{"))
 
 
@@ -539,3 +541,26 @@ def test_neve_serve_answers_s3_with_s3_listen(neve_bin, lake, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_idle_tables_leave_memory_and_come_back_from_the_log(neve_bin, lake, tmp_path):
+    """With `keep_idle_tables`, tables no request asked for are dropped from memory (a proxy in
+    front of thousands of tables holds the ones in use); the next listing reads the log again
+    and shows the same alive files."""
+    config = tmp_path / "idle.toml"
+    config.write_text(lake["config"].read_text().replace(
+        'removed_files_readable = "10m"\n', 'removed_files_readable = "10m"\nkeep_idle_tables = "1s"\n'))
+    p = Proxy(neve_bin, "--config", config, env={"ACME_TAXI_SECRET": ACME_TAXI_ONLY[1]})
+    try:
+        c = s3({"url": p.url})
+        listed = {b: sorted(o["Key"] for o in c.list_objects_v2(Bucket=b)["Contents"]) for b in ("taxi", "events")}
+        deadline = time.time() + 30
+        while _metric(p.url, "neve_proxy_tables_forgotten_total") < 2 and time.time() < deadline:
+            time.sleep(0.5)
+        assert _metric(p.url, "neve_proxy_tables_forgotten_total") == 2
+        assert _metric(p.url, "neve_proxy_tables_in_memory") == 0
+        again = sorted(o["Key"] for o in c.list_objects_v2(Bucket="taxi")["Contents"])
+        assert again == listed["taxi"] == alive_keys(neve_bin, f"{lake['base']}/acme/taxi")
+        assert c.get_object(Bucket="taxi", Key=again[0])["ContentLength"] > 0
+    finally:
+        p.stop()

@@ -1,6 +1,8 @@
 //! The tables' snapshots, kept in memory and brought up to date by reading only the log's tail.
 //! A listing of the latest snapshot reads the tail once (concurrent listings share one read);
-//! pinned versions are loaded once and kept while they are being paged through.
+//! pinned versions are loaded once and kept while they are being paged through. A table nobody
+//! has asked for in a while is forgotten ([`Catalog::forget_idle`]), so a proxy in front of
+//! thousands of tables holds only those in use; the next request reads its log again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,8 @@ pub struct Catalog {
 
 struct TableState {
     log: LogStore,
+    /// When a request last asked for this table.
+    used: Mutex<Instant>,
     /// The latest snapshot and when the read that made it started.
     latest: tokio::sync::Mutex<Option<(Arc<Snapshot>, Instant)>>,
     versions: Mutex<BTreeMap<u64, Arc<Snapshot>>>,
@@ -58,17 +62,21 @@ impl Catalog {
     }
 
     fn state(&self, table: &str) -> Arc<TableState> {
+        let now = Instant::now();
         let mut tables = self.tables.lock().expect("tables lock");
-        tables
+        let state = tables
             .entry(table.to_string())
             .or_insert_with(|| {
                 Arc::new(TableState {
                     log: LogStore::new(self.warehouse.sub(table)),
+                    used: Mutex::new(now),
                     latest: tokio::sync::Mutex::new(None),
                     versions: Mutex::new(BTreeMap::new()),
                 })
             })
-            .clone()
+            .clone();
+        *state.used.lock().expect("used lock") = now;
+        state
     }
 
     /// The snapshot a pin names. `Pin::Latest` is at least as new as every commit that
@@ -157,5 +165,80 @@ impl Catalog {
     /// Forget a table (it was not found).
     pub fn forget(&self, table: &str) {
         self.tables.lock().expect("tables lock").remove(table);
+    }
+
+    /// Forget the tables no request has asked for since `now - idle` and none is using now;
+    /// how many are forgotten.
+    pub fn forget_idle(&self, now: Instant, idle: Duration) -> usize {
+        let mut tables = self.tables.lock().expect("tables lock");
+        let before = tables.len();
+        tables.retain(|_, state| {
+            // Another holder is a request in flight (the map holds the only other reference).
+            Arc::strong_count(state) > 1
+                || now.saturating_duration_since(*state.used.lock().expect("used lock")) < idle
+        });
+        before - tables.len()
+    }
+
+    /// How many tables are in memory.
+    pub fn len(&self) -> usize {
+        self.tables.lock().expect("tables lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neve_core::{CreateOptions, TableBuilder};
+
+    /// An idle table is forgotten, one asked for lately or in use is kept, and a forgotten
+    /// table is read from its log again, at its latest version, when asked for.
+    #[tokio::test]
+    async fn idle_tables_are_forgotten_and_read_again() {
+        let warehouse = TableLocation::memory("wh");
+        for t in ["a", "b", "c"] {
+            TableBuilder::new(warehouse.sub(t))
+                .build()
+                .create(CreateOptions::default())
+                .await
+                .unwrap();
+        }
+        let catalog = Catalog::new(warehouse.clone(), Duration::ZERO);
+        let idle = Duration::from_secs(600);
+        for t in ["a", "b", "c"] {
+            catalog.latest(t, true).await.unwrap();
+        }
+        let start = Instant::now();
+        assert_eq!(catalog.forget_idle(start, idle), 0, "nothing idle yet");
+        let later = start + idle + Duration::from_secs(1);
+        // "b" is in use by a request (holding its state); "c" was asked for since.
+        let b = catalog.state("b");
+        *catalog.state("c").used.lock().unwrap() = later - Duration::from_secs(5);
+        assert_eq!(catalog.forget_idle(later, idle), 1);
+        assert!(!catalog.knows("a"));
+        assert!(catalog.knows("b") && catalog.knows("c"));
+        drop(b);
+        assert_eq!(
+            catalog.forget_idle(later, idle),
+            1,
+            "b once its request ended"
+        );
+        assert_eq!(catalog.len(), 1);
+
+        // A commit while "a" was forgotten is seen when it is asked for again.
+        let table = TableBuilder::new(warehouse.sub("a")).build();
+        table
+            .alter(&neve_core::schema::AlterOp::SetSetting {
+                key: "merge_min_files".into(),
+                value: "4".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(catalog.latest("a", false).await.unwrap().version, 1);
+        assert!(catalog.knows("a"));
     }
 }

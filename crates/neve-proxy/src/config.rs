@@ -35,6 +35,10 @@ pub struct ProxySettings {
     pub removed_files_readable: Duration,
     /// Region reported by GetBucketLocation and ListBuckets.
     pub region: String,
+    /// A table no request has asked for this long is dropped from memory (its snapshots and
+    /// rendered listing entries; not its cached blocks); the next request reads its log again.
+    #[serde(with = "duration_text")]
+    pub keep_idle_tables: Duration,
     pub cache: CacheSettings,
 }
 
@@ -72,6 +76,7 @@ impl Default for ProxySettings {
             refresh_interval: Duration::ZERO,
             removed_files_readable: Duration::from_secs(3600),
             region: "us-east-1".into(),
+            keep_idle_tables: Duration::from_secs(600),
             cache: CacheSettings::default(),
         }
     }

@@ -67,6 +67,40 @@ pub struct Proxy {
     app: axum::Router,
     cache: Option<Arc<cache::BlockCache>>,
     sweeper: Option<cache::sweep::Sweeper>,
+    forgetter: Forgetter,
+}
+
+/// Drops idle tables from memory: the catalog's snapshots and the rendered listing entries.
+struct Forgetter {
+    catalog: Arc<catalog::Catalog>,
+    rendered: Arc<listing::route::Rendered>,
+    metrics: Arc<metrics::Metrics>,
+    idle: std::time::Duration,
+}
+
+impl Forgetter {
+    fn pass(&self, now: std::time::Instant) {
+        let forgotten = self.catalog.forget_idle(now, self.idle);
+        self.rendered.retain(|t| self.catalog.knows(t));
+        self.metrics.tables_forgotten.inc_by(forgotten as u64);
+        self.metrics.tables_in_memory.set(self.catalog.len() as i64);
+        if forgotten > 0 {
+            tracing::debug!(forgotten, "idle tables dropped from memory");
+        }
+    }
+
+    async fn run(self) {
+        let period = (self.idle / 4).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(60),
+        );
+        let mut every = tokio::time::interval(period);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            self.pass(std::time::Instant::now());
+        }
+    }
 }
 
 impl Proxy {
@@ -89,6 +123,13 @@ impl Proxy {
         let cache = cache::BlockCache::new(&config.settings.cache, metrics.clone())
             .await?
             .map(Arc::new);
+        let rendered = Arc::new(listing::route::Rendered::default());
+        let forgetter = Forgetter {
+            catalog: catalog.clone(),
+            rendered: rendered.clone(),
+            metrics: metrics.clone(),
+            idle: config.settings.keep_idle_tables,
+        };
         let sweeper = cache.as_ref().map(|c| {
             cache::sweep::Sweeper::new(
                 catalog.clone(),
@@ -116,7 +157,7 @@ impl Proxy {
                 keys,
                 metrics: metrics.clone(),
             },
-            rendered: Default::default(),
+            rendered,
         });
         builder.set_validation(TableBucketNames);
         let s3 = axum::error_handling::HandleError::new(
@@ -144,6 +185,7 @@ impl Proxy {
             app,
             cache,
             sweeper,
+            forgetter,
         })
     }
 
@@ -159,6 +201,7 @@ impl Proxy {
         let addr = self.local_addr();
         tracing::info!(%addr, "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
+        let forgetting = tokio::spawn(self.forgetter.run());
         // Objects leave as soon as they are written, not held back for the peer's ACK.
         let listener = self.listener.tap_io(|tcp| {
             if let Err(e) = tcp.set_nodelay(true) {
@@ -172,6 +215,7 @@ impl Proxy {
         if let Some(s) = sweeping {
             s.abort();
         }
+        forgetting.abort();
         if let Some(cache) = &self.cache {
             cache.close().await;
         }

@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -28,6 +29,8 @@ pub struct Metrics {
     pub cache_hit_bytes: Counter,
     pub cache_dropped_blocks: Counter,
     pub list_seconds: Histogram,
+    pub tables_in_memory: Gauge,
+    pub tables_forgotten: Counter,
 }
 
 impl Default for Metrics {
@@ -51,6 +54,8 @@ impl Metrics {
             cache_hit_bytes: Counter::default(),
             cache_dropped_blocks: Counter::default(),
             list_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            tables_in_memory: Gauge::default(),
+            tables_forgotten: Counter::default(),
             registry: Default::default(),
         };
         r.register("requests", "S3 operations served", m.requests.clone());
@@ -99,6 +104,16 @@ impl Metrics {
             "cache_dropped_blocks",
             "Cached blocks dropped because their file was removed from its table",
             m.cache_dropped_blocks.clone(),
+        );
+        r.register(
+            "tables_in_memory",
+            "Tables whose snapshots are kept in memory",
+            m.tables_in_memory.clone(),
+        );
+        r.register(
+            "tables_forgotten",
+            "Tables dropped from memory after keep_idle_tables without a request",
+            m.tables_forgotten.clone(),
         );
         Self {
             registry: std::sync::Arc::new(parking_lot::Mutex::new(r)),

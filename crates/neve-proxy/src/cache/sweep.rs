@@ -70,6 +70,8 @@ impl Sweeper {
                 done.insert(path.clone());
             }
         }
+        // A table the catalog forgot is read from its log again if asked for.
+        self.dropped.retain(|t, _| self.catalog.knows(t));
         files
     }
 

@@ -30,7 +30,7 @@ const OP: &str = "ListObjectsV2";
 pub(crate) struct ListRoute {
     pub s3: NeveS3,
     pub access: Access,
-    pub rendered: Rendered,
+    pub rendered: Arc<Rendered>,
 }
 
 /// Rendered `<Contents>` elements by table, URL-encoded or not, then by file path. Dropped
@@ -78,8 +78,9 @@ impl Rendered {
         out
     }
 
-    /// Drop what is kept for tables `known` no longer holds (a table that went away).
-    fn retain(&self, known: impl Fn(&str) -> bool) {
+    /// Drop what is kept for tables `known` no longer holds (a table that went away or was
+    /// forgotten for being idle).
+    pub(crate) fn retain(&self, known: impl Fn(&str) -> bool) {
         self.tables.lock().retain(|t, _| known(t));
     }
 }
