@@ -26,6 +26,10 @@ pub struct ServerConfig {
     /// connections are closed. Kubernetes' default termination grace is 30 s too.
     #[serde(with = "duration_text")]
     pub shutdown_grace: Duration,
+    /// A table no request has used this long leaves memory: its handle (with its snapshot)
+    /// and its insert queue's task. The next request opens it again.
+    #[serde(with = "duration_text")]
+    pub keep_idle_tables: Duration,
     /// Who may do what. Empty: one tenant, the whole warehouse, with `admin_token` (or, with
     /// no token at all, open, and only on a loopback address).
     pub tenants: Vec<TenantConfig>,
@@ -46,6 +50,7 @@ impl Default for ServerConfig {
             maintenance: Default::default(),
             query: Default::default(),
             shutdown_grace: Duration::from_secs(30),
+            keep_idle_tables: Duration::from_secs(600),
             tenants: Vec::new(),
             admin_token: None,
             proxy: Default::default(),

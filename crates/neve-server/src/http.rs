@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
@@ -29,8 +30,33 @@ pub struct AppState {
     pub ingest: Ingest,
     pub metrics: Arc<Metrics>,
     pub queries: crate::query::Queries,
-    tables: tokio::sync::Mutex<HashMap<String, Arc<Table>>>,
+    tables: tokio::sync::Mutex<OpenTables>,
     pub ready: AtomicBool,
+}
+
+/// Table handles by address, with when each was last asked for, and when idle ones were last
+/// looked for.
+#[derive(Default)]
+struct OpenTables {
+    by_address: HashMap<String, (Arc<Table>, Instant)>,
+    swept: Option<Instant>,
+}
+
+impl OpenTables {
+    /// Drop the handles nobody has asked for in `idle` and nobody holds (a flusher, a query,
+    /// a request in flight); at most once per quarter of `idle`.
+    fn sweep(&mut self, now: Instant, idle: Duration) {
+        if self
+            .swept
+            .is_some_and(|s| now.saturating_duration_since(s) < idle / 4)
+        {
+            return;
+        }
+        self.swept = Some(now);
+        self.by_address.retain(|_, (table, used)| {
+            Arc::strong_count(table) > 1 || now.saturating_duration_since(*used) < idle
+        });
+    }
 }
 
 impl AppState {
@@ -42,6 +68,7 @@ impl AppState {
                     .maintenance
                     .enabled
                     .then_some(config.maintenance.gc_grace),
+                config.keep_idle_tables,
                 metrics.clone(),
             ),
             queries: crate::query::Queries::new(config.query.clone()),
@@ -87,17 +114,31 @@ impl AppState {
 
     /// Drop the handle of a table that turned out not to exist.
     pub(crate) async fn forget_table(&self, address: &str) {
-        self.tables.lock().await.remove(address);
+        let mut tables = self.tables.lock().await;
+        tables.by_address.remove(address);
+        self.metrics.tables_open.set(tables.by_address.len() as i64);
     }
 
-    /// One handle per table, shared by requests (it caches the table's state).
+    /// One handle per table, shared by requests (it caches the table's state). Handles of
+    /// tables idle for `keep_idle_tables` are dropped as requests come.
     pub(crate) async fn table(&self, address: &str) -> Result<Arc<Table>> {
+        let now = Instant::now();
         let mut tables = self.tables.lock().await;
-        if let Some(t) = tables.get(address) {
-            return Ok(t.clone());
-        }
-        let t = Arc::new(Table::at(address)?);
-        tables.insert(address.to_string(), t.clone());
+        tables.sweep(now, self.config.keep_idle_tables);
+        let t = match tables.by_address.get_mut(address) {
+            Some((t, used)) => {
+                *used = now;
+                t.clone()
+            }
+            None => {
+                let t = Arc::new(Table::at(address)?);
+                tables
+                    .by_address
+                    .insert(address.to_string(), (t.clone(), now));
+                t
+            }
+        };
+        self.metrics.tables_open.set(tables.by_address.len() as i64);
         Ok(t)
     }
 }

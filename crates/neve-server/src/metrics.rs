@@ -34,6 +34,8 @@ pub struct Metrics {
     pub rejected_overloaded: Counter,
     pub queued_requests: Gauge,
     pub queued_bytes: Gauge,
+    pub ingest_queues: Gauge,
+    pub tables_open: Gauge,
     pub flush_rows: Histogram,
     pub flush_seconds: Histogram,
     pub ack_seconds: Histogram,
@@ -72,6 +74,8 @@ impl Metrics {
             rejected_overloaded: Counter::default(),
             queued_requests: Gauge::default(),
             queued_bytes: Gauge::default(),
+            ingest_queues: Gauge::default(),
+            tables_open: Gauge::default(),
             flush_rows: Histogram::new(exponential_buckets(10.0, 4.0, 10)),
             flush_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             ack_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
@@ -143,6 +147,16 @@ impl Metrics {
             "queue_bytes",
             "Memory held by queued requests",
             m.queued_bytes.clone(),
+        );
+        registry.register(
+            "ingest_queues",
+            "Tables with a queue and its flush task (idle ones end after keep_idle_tables)",
+            m.ingest_queues.clone(),
+        );
+        registry.register(
+            "tables_open",
+            "Table handles kept in memory (idle ones are dropped after keep_idle_tables)",
+            m.tables_open.clone(),
         );
         registry.register("flush_rows", "Rows per flush", m.flush_rows.clone());
         registry.register(

@@ -4,7 +4,9 @@
 //! or (`flush_early`) as many requests wait as the last flush answered.
 //! A flush is one insert: one set of files, one commit. Each request is answered only after
 //! that commit is in the bucket, with its version; a failed flush fails all of its requests
-//! and leaves none of their rows visible.
+//! and leaves none of their rows visible. A queue nothing has joined for `keep_idle_tables`
+//! ends, with its task, so a server that has written to thousands of tables keeps tasks only
+//! for those being written.
 
 pub mod body;
 pub mod lineproto;
@@ -50,18 +52,25 @@ pub struct Ingest {
     /// The grace of this server's own gc: an insert older than half of it is not committed.
     gc_grace_ms: Option<i64>,
     budget: Arc<Semaphore>,
-    queues: tokio::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Pending>>>,
+    /// How long a queue waits for a request before it ends.
+    idle: std::time::Duration,
+    queues: Arc<tokio::sync::Mutex<Queues>>,
     flushers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
+
+/// Each table's queue, with the number of the flusher that reads it.
+type Queues = HashMap<String, (u64, mpsc::UnboundedSender<Pending>)>;
 
 /// Budget units of 1 KiB, so a semaphore's permit count is enough for any memory size.
 const UNIT: u64 = 1024;
 
 impl Ingest {
     /// `gc_grace`: the grace of the gc this server runs, if it runs one.
+    /// `idle`: how long a table's queue and task outlive its last request.
     pub fn new(
         config: IngestConfig,
         gc_grace: Option<std::time::Duration>,
+        idle: std::time::Duration,
         metrics: Arc<Metrics>,
     ) -> Self {
         let units = (config.max_pending_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS as u64);
@@ -70,6 +79,7 @@ impl Ingest {
             budget: Arc::new(Semaphore::new(units as usize)),
             config,
             metrics,
+            idle,
             queues: Default::default(),
             flushers: Default::default(),
         }
@@ -121,18 +131,28 @@ impl Ingest {
             _permit: permit,
         };
         {
+            // Sent under the lock: a flusher that ends for being idle takes it to leave, so
+            // nothing is sent to a queue that is no longer read.
             let mut queues = self.queues.lock().await;
-            let sender = queues.entry(address.to_string()).or_insert_with(|| {
+            let (_, sender) = queues.entry(address.to_string()).or_insert_with(|| {
                 let (s, r) = mpsc::unbounded_channel();
+                let id = NEXT_FLUSHER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let flusher = Flusher {
                     table: table.clone(),
                     config: self.config.clone(),
                     metrics: self.metrics.clone(),
                     gc_grace_ms: self.gc_grace_ms,
+                    idle: self.idle,
+                    queues: self.queues.clone(),
+                    address: address.to_string(),
+                    id,
                 };
                 let handle = tokio::spawn(flusher.run(r));
-                self.flushers.lock().expect("not poisoned").push(handle);
-                s
+                let mut flushers = self.flushers.lock().expect("not poisoned");
+                flushers.retain(|h| !h.is_finished());
+                flushers.push(handle);
+                self.metrics.ingest_queues.inc();
+                (id, s)
             });
             self.metrics.queued_requests.inc();
             self.metrics.queued_bytes.inc_by(pending.input.bytes as i64);
@@ -143,7 +163,9 @@ impl Ingest {
 
     /// Close every queue and wait until every queued request is flushed and answered.
     pub async fn drain(&self) {
-        self.queues.lock().await.clear();
+        let closed = std::mem::take(&mut *self.queues.lock().await);
+        self.metrics.ingest_queues.dec_by(closed.len() as i64);
+        drop(closed);
         let handles: Vec<_> = std::mem::take(&mut *self.flushers.lock().expect("not poisoned"));
         for h in handles {
             let _ = h.await;
@@ -151,11 +173,17 @@ impl Ingest {
     }
 }
 
+static NEXT_FLUSHER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 struct Flusher {
     table: Arc<Table>,
     config: IngestConfig,
     metrics: Arc<Metrics>,
     gc_grace_ms: Option<i64>,
+    idle: std::time::Duration,
+    queues: Arc<tokio::sync::Mutex<Queues>>,
+    address: String,
+    id: u64,
 }
 
 impl Flusher {
@@ -166,7 +194,7 @@ impl Flusher {
         // already wait, which raises it (clients joined). Below 2 it never cuts early, so a
         // trickle of single requests keeps interval batching.
         let mut expected = usize::MAX;
-        while let Some(first) = rx.recv().await {
+        while let Some(first) = self.next(&mut rx).await {
             let deadline =
                 tokio::time::Instant::from_std(first.arrived + self.config.flush_interval);
             let mut rows = first.input.rows;
@@ -209,6 +237,27 @@ impl Flusher {
             self.metrics.queued_bytes.dec_by(bytes as i64);
             self.flush(batch).await;
         }
+    }
+
+    /// The next request, or `None` when the queue is closed or has been idle for `idle` (it
+    /// then leaves the map, under the lock submitters send under).
+    async fn next(&self, rx: &mut mpsc::UnboundedReceiver<Pending>) -> Option<Pending> {
+        if let Ok(p) = tokio::time::timeout(self.idle, rx.recv()).await {
+            return p;
+        }
+        let mut queues = self.queues.lock().await;
+        if let Ok(p) = rx.try_recv() {
+            return Some(p);
+        }
+        if queues
+            .get(&self.address)
+            .is_some_and(|(id, _)| *id == self.id)
+        {
+            queues.remove(&self.address);
+            self.metrics.ingest_queues.dec();
+        }
+        // No request can be in the queue: they are sent under the lock held here.
+        None
     }
 
     async fn flush(&self, mut batch: Vec<Pending>) {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::common::{info, neve_bin, neve_ok, s3_table};
 
+mod idle;
 mod sql;
 
 /// A running `neve serve`.
