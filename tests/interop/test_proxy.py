@@ -163,6 +163,16 @@ def test_listing_is_the_alive_files_with_prefix_delimiter_and_paging(neve_bin, l
     assert [o["Key"] for o in r["Contents"]] == want[:4] and r["IsTruncated"]
     r = c.list_objects(Bucket="taxi", Marker=want[3])
     assert [o["Key"] for o in r["Contents"]] == want[4:]
+    pages = list(c.get_paginator("list_objects").paginate(Bucket="taxi", PaginationConfig={"PageSize": 3}))
+    assert len(pages) > 3
+    assert [o["Key"] for p in pages for o in p.get("Contents", [])] == want
+    r = c.list_objects(Bucket="taxi", Delimiter="/")
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == folders and "Contents" not in r
+    # Paged by NextMarker, which is a common prefix here: each folder once.
+    pages = list(c.get_paginator("list_objects").paginate(
+        Bucket="taxi", Delimiter="/", PaginationConfig={"PageSize": 2}))
+    assert len(pages) > 2
+    assert [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])] == folders
     # A nested table is a dotted bucket name.
     keys = [o["Key"] for o in c.list_objects_v2(Bucket="metrics.cpu")["Contents"]]
     assert sorted(k.split("/")[0] for k in keys) == ["kind=k0", "kind=k1", "kind=k2"]

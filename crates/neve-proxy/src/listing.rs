@@ -38,6 +38,31 @@ pub struct Resume {
     pub prefix: bool,
 }
 
+impl Resume {
+    /// Where a ListObjects (v1) page resumes after `marker`. A client continues a truncated
+    /// page from its `NextMarker`, which is the page's last key or common prefix; as in S3, a
+    /// key rolled up into a common prefix at or before the marker is not listed again, so a
+    /// marker under (or equal to) a common prefix resumes after everything under it.
+    pub fn after_marker(marker: String, prefix: &str, delimiter: Option<&str>) -> Self {
+        let rolled = delimiter.filter(|d| !d.is_empty()).and_then(|d| {
+            marker
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.find(d))
+                .map(|i| prefix.len() + i + d.len())
+        });
+        match rolled {
+            Some(end) => Resume {
+                after: marker[..end].to_string(),
+                prefix: true,
+            },
+            None => Resume {
+                after: marker,
+                prefix: false,
+            },
+        }
+    }
+}
+
 /// A page of a listing.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Page {

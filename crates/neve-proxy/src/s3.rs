@@ -40,10 +40,10 @@ struct FileRef {
     etag: String,
 }
 
-/// [`NeveS3::list_v2`]'s answer.
-pub(crate) struct V2Page {
+/// A listing's answer ([`NeveS3::list_v2`], [`NeveS3::list_v1`]).
+pub(crate) struct ListPage<O> {
     /// Everything but `contents`.
-    pub out: dto::ListObjectsV2Output,
+    pub out: O,
     pub page: listing::Page,
     /// Keys are URL-encoded (`encoding-type=url`).
     pub encode: bool,
@@ -52,6 +52,9 @@ pub(crate) struct V2Page {
     /// Alive files in the snapshot listed.
     pub files: usize,
 }
+
+pub(crate) type V2Page = ListPage<dto::ListObjectsV2Output>;
+pub(crate) type V1Page = ListPage<dto::ListObjectsOutput>;
 
 fn timestamp(ms: i64) -> Option<Timestamp> {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
@@ -240,6 +243,57 @@ impl NeveS3 {
         })
     }
 
+    /// A page of ListObjects (v1): as [`NeveS3::list_v2`], resuming after `marker`, always
+    /// from the bucket's own snapshot (v1 has no token to pin one).
+    pub(crate) async fn list_v1(
+        &self,
+        credentials: Option<&s3s::auth::Credentials>,
+        input: &dto::ListObjectsInput,
+    ) -> Result<V1Page> {
+        let (_, b, table) = self.resolve(credentials, &input.bucket)?;
+        let snap = self.snapshot(&input.bucket, &table, b.pin).await?;
+        let start = input.marker.clone().filter(|m| !m.is_empty()).map(|m| {
+            Resume::after_marker(
+                m,
+                input.prefix.as_deref().unwrap_or(""),
+                input.delimiter.as_deref(),
+            )
+        });
+        let Listed {
+            page,
+            max_keys,
+            prefix,
+            encode,
+        } = list_page(
+            &snap,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
+            start.as_ref(),
+            input.max_keys,
+            input.encoding_type.as_ref(),
+        )?;
+        let out = dto::ListObjectsOutput {
+            name: Some(input.bucket.clone()),
+            prefix: Some(url_encode(&prefix, encode)),
+            delimiter: input.delimiter.clone(),
+            marker: input.marker.clone(),
+            max_keys: Some(max_keys as i32),
+            is_truncated: Some(page.next.is_some()),
+            next_marker: page.next.as_ref().map(|r| url_encode(&r.after, encode)),
+            contents: None,
+            common_prefixes: Some(prefixes(&page, encode)),
+            encoding_type: input.encoding_type.clone(),
+            ..Default::default()
+        };
+        Ok(V1Page {
+            out,
+            page,
+            encode,
+            table,
+            files: snap.files.len(),
+        })
+    }
+
     fn not_found(&self, e: Error, bucket: &str, table: &str) -> Error {
         match e {
             Error::Table(t) if t.kind() == neve_core::ErrorKind::NotFound => {
@@ -367,43 +421,13 @@ impl S3 for NeveS3 {
     ) -> S3Result<S3Response<dto::ListObjectsOutput>> {
         self.metrics.served("ListObjects");
         let t0 = Instant::now();
-        let input = req.input;
-        let (_, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
-        let snap = self.snapshot(&input.bucket, &table, b.pin).await?;
-        let start = input
-            .marker
-            .clone()
-            .filter(|m| !m.is_empty())
-            .map(|after| Resume {
-                after,
-                prefix: false,
-            });
-        let Listed {
+        let V1Page {
+            mut out,
             page,
-            max_keys,
-            prefix,
             encode,
-        } = list_page(
-            &snap,
-            input.prefix.as_deref(),
-            input.delimiter.as_deref(),
-            start.as_ref(),
-            input.max_keys,
-            input.encoding_type.as_ref(),
-        )?;
-        let out = dto::ListObjectsOutput {
-            name: Some(input.bucket.clone()),
-            prefix: Some(url_encode(&prefix, encode)),
-            delimiter: input.delimiter.clone(),
-            marker: input.marker.clone(),
-            max_keys: Some(max_keys as i32),
-            is_truncated: Some(page.next.is_some()),
-            next_marker: page.next.as_ref().map(|r| url_encode(&r.after, encode)),
-            contents: Some(objects(&page, encode)),
-            common_prefixes: Some(prefixes(&page, encode)),
-            encoding_type: input.encoding_type.clone(),
-            ..Default::default()
-        };
+            ..
+        } = self.list_v1(req.credentials.as_ref(), &req.input).await?;
+        out.contents = Some(objects(&page, encode));
         self.metrics
             .list_seconds
             .observe(t0.elapsed().as_secs_f64());

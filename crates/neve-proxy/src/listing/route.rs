@@ -1,6 +1,7 @@
-//! ListObjectsV2 served from pre-rendered entries. s3s checks the request's signature and the
-//! policy ([`crate::auth::Access`]) runs on it as on every operation; the page is then the one
-//! the S3 operation makes ([`NeveS3::list_v2`]), but each file's `<Contents>` element is
+//! ListObjectsV2 and ListObjects (v1) served from pre-rendered entries. s3s checks the request's
+//! signature and the policy ([`crate::auth::Access`]) runs on it as on every operation; the page
+//! is then the one the S3 operation makes ([`NeveS3::list_v2`], [`NeveS3::list_v1`]), but each
+//! file's `<Contents>` element (the same in both versions) is
 //! rendered once, by s3s's own serializer, and kept: rendering a page of 1,000 entries (escaping
 //! keys, formatting each date) was most of a listing's CPU, and a table's files, being
 //! immutable, render the same way every time. The bytes are s3s's, as the tests check.
@@ -19,14 +20,31 @@ use super::Listed;
 use crate::auth::{self, Access};
 use crate::buckets;
 use crate::error::{Error, Result};
-use crate::s3::{object, NeveS3, V2Page};
+use crate::s3::{object, NeveS3, V1Page};
 
 /// The S3 namespace of a ListBucketResult, as s3s writes it.
 const XMLNS_S3: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
 
-const OP: &str = "ListObjectsV2";
+/// Which listing a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Version {
+    V1,
+    V2,
+}
 
-/// The custom route s3s runs for `GET /<bucket>?list-type=2`.
+impl Version {
+    fn op(self) -> &'static str {
+        match self {
+            Version::V1 => "ListObjects",
+            Version::V2 => "ListObjectsV2",
+        }
+    }
+}
+
+/// The query parameters of ListObjects (v1); a request with any other is left to s3s.
+const V1_PARAMS: [&str; 5] = ["prefix", "delimiter", "marker", "max-keys", "encoding-type"];
+
+/// The custom route s3s runs for `GET /<bucket>?list-type=2` and `GET /<bucket>?<v1 params>`.
 pub(crate) struct ListRoute {
     pub s3: NeveS3,
     pub access: Access,
@@ -94,13 +112,25 @@ fn render_contents(l: &Listed, encode: bool) -> Arc<str> {
     String::from_utf8(buf).expect("XML is text").into()
 }
 
-/// The whole ListBucketResult document, `contents` being the page's rendered `<Contents>`
+/// A ListBucketResult document whose content `fields` writes.
+fn render_with(
+    fields: impl FnOnce(&mut Serializer<&mut Vec<u8>>) -> s3s::xml::SerResult,
+    capacity: usize,
+) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(capacity + 1024);
+    let mut s = Serializer::new(&mut buf);
+    let written = s
+        .decl()
+        .and_then(|()| s.element_with_ns("ListBucketResult", XMLNS_S3, fields));
+    written.expect("writing to memory");
+    buf
+}
+
+/// The whole ListObjectsV2 document, `contents` being the page's rendered `<Contents>`
 /// elements: the fields in the order s3s writes them.
 fn render(out: &dto::ListObjectsV2Output, contents: &str) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(contents.len() + 1024);
-    let mut s = Serializer::new(&mut buf);
-    let written = s.decl().and_then(|()| {
-        s.element_with_ns("ListBucketResult", XMLNS_S3, |s| {
+    render_with(
+        |s| {
             if let Some(v) = &out.name {
                 s.content("Name", v)?;
             }
@@ -136,10 +166,47 @@ fn render(out: &dto::ListObjectsV2Output, contents: &str) -> Vec<u8> {
                 s.content("StartAfter", v)?;
             }
             Ok(())
-        })
-    });
-    written.expect("writing to memory");
-    buf
+        },
+        contents.len(),
+    )
+}
+
+/// The whole ListObjects (v1) document, as [`render`] for v2.
+fn render_v1(out: &dto::ListObjectsOutput, contents: &str) -> Vec<u8> {
+    render_with(
+        |s| {
+            if let Some(v) = &out.name {
+                s.content("Name", v)?;
+            }
+            if let Some(v) = &out.prefix {
+                s.content("Prefix", v)?;
+            }
+            if let Some(v) = &out.marker {
+                s.content("Marker", v)?;
+            }
+            if let Some(v) = &out.max_keys {
+                s.content("MaxKeys", v)?;
+            }
+            if let Some(v) = &out.is_truncated {
+                s.content("IsTruncated", v)?;
+            }
+            s.write_raw_text(contents)?;
+            if let Some(v) = &out.common_prefixes {
+                s.flattened_list("CommonPrefixes", v)?;
+            }
+            if let Some(v) = &out.delimiter {
+                s.content("Delimiter", v)?;
+            }
+            if let Some(v) = &out.next_marker {
+                s.content("NextMarker", v)?;
+            }
+            if let Some(v) = &out.encoding_type {
+                s.content("EncodingType", v)?;
+            }
+            Ok(())
+        },
+        contents.len(),
+    )
 }
 
 /// The bucket of a path-style request on a bucket (`/<bucket>` or `/<bucket>/`), when it
@@ -151,12 +218,20 @@ fn bucket_of(uri: &Uri) -> Option<&str> {
         .then_some(bucket)
 }
 
-/// `GET /<bucket>?list-type=2`. Asked of every request, so the query is scanned in place.
-fn is_listing(method: &Method, uri: &Uri) -> bool {
-    *method == Method::GET
-        && url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
-            .any(|(k, v)| k == "list-type" && v == "2")
-        && bucket_of(uri).is_some()
+/// `GET /<bucket>?list-type=2` is V2; `GET /<bucket>` with only ListObjects' own parameters
+/// (and a presigned URL's `X-Amz-*`) is V1. Asked of every request, so the query is scanned in
+/// place.
+fn listing(method: &Method, uri: &Uri) -> Option<Version> {
+    if *method != Method::GET || bucket_of(uri).is_none() {
+        return None;
+    }
+    let pairs = || url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes());
+    if pairs().any(|(k, v)| k == "list-type" && v == "2") {
+        return Some(Version::V2);
+    }
+    pairs()
+        .all(|(k, _)| V1_PARAMS.contains(&&*k) || k.starts_with("X-Amz-"))
+        .then_some(Version::V1)
 }
 
 /// The query's pairs, decoded.
@@ -164,21 +239,41 @@ fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
     auth::url_pairs(uri.query().unwrap_or(""))
 }
 
-/// The operation's input, read from the query as s3s reads it.
-fn input(bucket: &str, query: &[(String, String)]) -> Result<dto::ListObjectsV2Input> {
-    let get = |name: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let max_keys = get("max-keys")
+/// A query parameter's value, decoded.
+fn get(query: &[(String, String)], name: &str) -> Option<String> {
+    query
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+}
+
+fn max_keys(query: &[(String, String)]) -> Result<Option<i32>> {
+    get(query, "max-keys")
         .map(|v| {
             v.parse::<i32>().map_err(|_| Error::InvalidArgument {
                 reason: format!("max-keys '{v}' is not a number"),
             })
         })
-        .transpose()?;
+        .transpose()
+}
+
+/// ListObjects' (v1) input, read from the query as s3s reads it.
+fn input_v1(bucket: &str, query: &[(String, String)]) -> Result<dto::ListObjectsInput> {
+    Ok(dto::ListObjectsInput {
+        bucket: bucket.to_string(),
+        delimiter: get(query, "delimiter"),
+        encoding_type: get(query, "encoding-type").map(dto::EncodingType::from),
+        marker: get(query, "marker"),
+        max_keys: max_keys(query)?,
+        prefix: get(query, "prefix"),
+        ..Default::default()
+    })
+}
+
+/// ListObjectsV2's input, read from the query as s3s reads it.
+fn input(bucket: &str, query: &[(String, String)]) -> Result<dto::ListObjectsV2Input> {
+    let get = |name: &str| get(query, name);
+    let max_keys = max_keys(query)?;
     Ok(dto::ListObjectsV2Input {
         bucket: bucket.to_string(),
         continuation_token: get("continuation-token"),
@@ -201,12 +296,13 @@ impl S3Route for ListRoute {
         _headers: &HeaderMap,
         _extensions: &mut Extensions,
     ) -> bool {
-        is_listing(method, uri)
+        listing(method, uri).is_some()
     }
 
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
+        let version = listing(&req.method, &req.uri).unwrap_or(Version::V2);
         self.access.check_request(
-            OP,
+            version.op(),
             &auth::Request {
                 method: &req.method,
                 uri: &req.uri,
@@ -220,20 +316,32 @@ impl S3Route for ListRoute {
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
-        self.s3.metrics.served(OP);
+        let version = listing(&req.method, &req.uri).unwrap_or(Version::V2);
+        self.s3.metrics.served(version.op());
         let t0 = Instant::now();
         let bucket = bucket_of(&req.uri).ok_or_else(|| Error::NoSuchBucket {
             bucket: req.uri.path().to_string(),
         })?;
-        let input = input(bucket, &query_pairs(&req.uri))?;
-        let V2Page {
-            out,
-            page,
-            encode,
-            table,
-            files,
-        } = match self.s3.list_v2(req.credentials.as_ref(), &input).await {
-            Ok(page) => page,
+        let query = query_pairs(&req.uri);
+        let credentials = req.credentials.as_ref();
+        let listed = match version {
+            Version::V2 => {
+                let input = input(bucket, &query)?;
+                self.s3.list_v2(credentials, &input).await.map(|p| {
+                    let contents = self.rendered.contents(&p.table, p.files, &p.page, p.encode);
+                    render(&p.out, &contents)
+                })
+            }
+            Version::V1 => {
+                let input = input_v1(bucket, &query)?;
+                self.s3.list_v1(credentials, &input).await.map(|p: V1Page| {
+                    let contents = self.rendered.contents(&p.table, p.files, &p.page, p.encode);
+                    render_v1(&p.out, &contents)
+                })
+            }
+        };
+        let body = match listed {
+            Ok(body) => body,
             Err(e) => {
                 if matches!(e, Error::NoSuchBucket { .. }) {
                     self.rendered.retain(|t| self.s3.catalog.knows(t));
@@ -241,8 +349,6 @@ impl S3Route for ListRoute {
                 return Err(e.into());
             }
         };
-        let contents = self.rendered.contents(&table, files, &page, encode);
-        let body = render(&out, &contents);
         let mut res = S3Response::new(Body::from(body));
         res.headers.insert(
             axum::http::header::CONTENT_TYPE,

@@ -159,16 +159,55 @@ fn what_is_kept_for_a_table_that_went_away_is_dropped() {
 
 #[test]
 fn the_route_takes_only_listings_of_a_bucket_by_path() {
-    let route = |m: Method, uri: &str| is_listing(&m, &uri.parse().unwrap());
-    assert!(route(Method::GET, "/taxi?list-type=2"));
-    assert!(route(Method::GET, "/taxi/?prefix=d%3D1&list-type=2"));
-    assert!(route(Method::GET, "/acme.taxi--v3?list-type=2"));
-    assert!(!route(Method::GET, "/taxi"));
-    assert!(!route(Method::GET, "/taxi?list-type=1"));
-    assert!(!route(Method::HEAD, "/taxi?list-type=2"));
-    assert!(!route(Method::GET, "/taxi/d=1/x.parquet?list-type=2"));
-    assert!(!route(Method::GET, "/?list-type=2"));
-    assert!(!route(Method::GET, "/t%61xi?list-type=2"));
+    let route = |m: Method, uri: &str| listing(&m, &uri.parse().unwrap());
+    let v2 = Some(Version::V2);
+    assert_eq!(route(Method::GET, "/taxi?list-type=2"), v2);
+    assert_eq!(route(Method::GET, "/taxi/?prefix=d%3D1&list-type=2"), v2);
+    assert_eq!(route(Method::GET, "/acme.taxi--v3?list-type=2"), v2);
+    assert_eq!(route(Method::GET, "/taxi?list-type=2&fetch-owner=true"), v2);
+    // ListObjects (v1): no parameter, or only its own and a presigned URL's.
+    let v1 = Some(Version::V1);
+    assert_eq!(route(Method::GET, "/taxi"), v1);
+    assert_eq!(route(Method::GET, "/taxi/"), v1);
+    assert_eq!(
+        route(
+            Method::GET,
+            "/taxi?prefix=d%3D1&delimiter=%2F&marker=a&max-keys=3&encoding-type=url"
+        ),
+        v1
+    );
+    assert_eq!(
+        route(
+            Method::GET,
+            "/taxi?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=00&prefix=d"
+        ),
+        v1
+    );
+    // Other operations on a bucket stay with s3s.
+    for q in [
+        "location",
+        "versions",
+        "uploads",
+        "acl",
+        "policy",
+        "list-type=1",
+        "x-id=Foo",
+    ] {
+        assert_eq!(route(Method::GET, &format!("/taxi?{q}")), None, "{q}");
+        assert_eq!(
+            route(Method::GET, &format!("/taxi?prefix=a&{q}")),
+            None,
+            "{q}"
+        );
+    }
+    assert_eq!(route(Method::HEAD, "/taxi?list-type=2"), None);
+    assert_eq!(route(Method::HEAD, "/taxi"), None);
+    assert_eq!(route(Method::GET, "/taxi/d=1/x.parquet?list-type=2"), None);
+    assert_eq!(route(Method::GET, "/taxi/d=1/x.parquet"), None);
+    assert_eq!(route(Method::GET, "/?list-type=2"), None);
+    assert_eq!(route(Method::GET, "/"), None);
+    assert_eq!(route(Method::GET, "/t%61xi?list-type=2"), None);
+    assert_eq!(route(Method::GET, "/t%61xi"), None);
 }
 
 #[test]
@@ -190,4 +229,84 @@ fn the_query_is_read_as_s3s_reads_it() {
         input("taxi", &query_pairs(&bad)),
         Err(Error::InvalidArgument { .. })
     ));
+}
+
+#[test]
+fn the_v1_query_is_read_as_s3s_reads_it() {
+    let uri: Uri = "/taxi?prefix=d%3D2021&delimiter=%2F&max-keys=7&marker=a%20b&encoding-type=url"
+        .parse()
+        .unwrap();
+    let i = input_v1("taxi", &query_pairs(&uri)).unwrap();
+    assert_eq!(i.bucket, "taxi");
+    assert_eq!(i.prefix.as_deref(), Some("d=2021"));
+    assert_eq!(i.delimiter.as_deref(), Some("/"));
+    assert_eq!(i.max_keys, Some(7));
+    assert_eq!(i.marker.as_deref(), Some("a b"));
+    assert_eq!(i.encoding_type.as_ref().map(|e| e.as_str()), Some("url"));
+    let bad: Uri = "/taxi?max-keys=ten".parse().unwrap();
+    assert!(matches!(
+        input_v1("taxi", &query_pairs(&bad)),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+/// A v1 page as the S3 operation answers it: s3s serializes the whole output.
+fn by_s3s_v1(out: &dto::ListObjectsOutput, page: &listing::Page, encode: bool) -> Vec<u8> {
+    let mut out = out.clone();
+    out.contents = Some(page.contents.iter().map(|l| object(l, encode)).collect());
+    let mut buf = Vec::new();
+    let mut s = Serializer::new(&mut buf);
+    s.decl().unwrap();
+    out.serialize(&mut s).unwrap();
+    buf
+}
+
+proptest! {
+    /// ListObjects (v1) pages from the kept elements are byte for byte s3s's, paged by marker,
+    /// with the elements shared with v2's pages.
+    #[test]
+    fn v1_pages_are_the_bytes_s3s_writes(
+        entries in proptest::collection::vec((key(), 0u64..u64::MAX / 2, 0i64..4_102_444_800_000), 0..40),
+        delimiter in proptest::option::of(Just("/")),
+        max_keys in 1usize..12,
+        encode in any::<bool>(),
+    ) {
+        let files = files(&entries);
+        let rendered = Rendered::default();
+        for _ in 0..2 {
+            let mut marker: Option<String> = None;
+            let mut pages = 0;
+            loop {
+                pages += 1;
+                prop_assert!(pages <= entries.len() + 1, "paging does not end");
+                let at = marker.clone().map(|m| Resume::after_marker(m, "", delimiter));
+                let page = listing::list(&files, "", delimiter, at.as_ref(), max_keys);
+                let v2 = output(&page, encode, delimiter);
+                let out = dto::ListObjectsOutput {
+                    name: v2.name.clone(),
+                    prefix: v2.prefix.clone(),
+                    delimiter: v2.delimiter.clone(),
+                    marker: marker.clone(),
+                    max_keys: v2.max_keys,
+                    is_truncated: v2.is_truncated,
+                    next_marker: page.next.as_ref().map(|r| r.after.clone()),
+                    contents: None,
+                    common_prefixes: v2.common_prefixes.clone(),
+                    encoding_type: v2.encoding_type.clone(),
+                    ..Default::default()
+                };
+                // v2 renders first, so v1 pages use elements kept from v2's.
+                render(&v2, &rendered.contents("t", files.len(), &page, encode));
+                let ours = render_v1(&out, &rendered.contents("t", files.len(), &page, encode));
+                prop_assert_eq!(
+                    String::from_utf8(ours).unwrap(),
+                    String::from_utf8(by_s3s_v1(&out, &page, encode)).unwrap()
+                );
+                match page.next {
+                    Some(next) => marker = Some(next.after),
+                    None => break,
+                }
+            }
+        }
+    }
 }
