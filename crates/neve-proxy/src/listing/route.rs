@@ -126,46 +126,37 @@ fn render_with(
     buf
 }
 
+/// An optional field, as s3s writes one: `<name>value</name>`, or nothing.
+fn opt<T: s3s::xml::SerializeContent>(
+    s: &mut Serializer<&mut Vec<u8>>,
+    name: &str,
+    value: &Option<T>,
+) -> s3s::xml::SerResult {
+    match value {
+        Some(v) => s.content(name, v),
+        None => Ok(()),
+    }
+}
+
 /// The whole ListObjectsV2 document, `contents` being the page's rendered `<Contents>`
 /// elements: the fields in the order s3s writes them.
 fn render(out: &dto::ListObjectsV2Output, contents: &str) -> Vec<u8> {
     render_with(
         |s| {
-            if let Some(v) = &out.name {
-                s.content("Name", v)?;
-            }
-            if let Some(v) = &out.prefix {
-                s.content("Prefix", v)?;
-            }
-            if let Some(v) = &out.max_keys {
-                s.content("MaxKeys", v)?;
-            }
-            if let Some(v) = &out.key_count {
-                s.content("KeyCount", v)?;
-            }
-            if let Some(v) = &out.continuation_token {
-                s.content("ContinuationToken", v)?;
-            }
-            if let Some(v) = &out.is_truncated {
-                s.content("IsTruncated", v)?;
-            }
-            if let Some(v) = &out.next_continuation_token {
-                s.content("NextContinuationToken", v)?;
-            }
+            opt(s, "Name", &out.name)?;
+            opt(s, "Prefix", &out.prefix)?;
+            opt(s, "MaxKeys", &out.max_keys)?;
+            opt(s, "KeyCount", &out.key_count)?;
+            opt(s, "ContinuationToken", &out.continuation_token)?;
+            opt(s, "IsTruncated", &out.is_truncated)?;
+            opt(s, "NextContinuationToken", &out.next_continuation_token)?;
             s.write_raw_text(contents)?;
             if let Some(v) = &out.common_prefixes {
                 s.flattened_list("CommonPrefixes", v)?;
             }
-            if let Some(v) = &out.delimiter {
-                s.content("Delimiter", v)?;
-            }
-            if let Some(v) = &out.encoding_type {
-                s.content("EncodingType", v)?;
-            }
-            if let Some(v) = &out.start_after {
-                s.content("StartAfter", v)?;
-            }
-            Ok(())
+            opt(s, "Delimiter", &out.delimiter)?;
+            opt(s, "EncodingType", &out.encoding_type)?;
+            opt(s, "StartAfter", &out.start_after)
         },
         contents.len(),
     )
@@ -175,35 +166,18 @@ fn render(out: &dto::ListObjectsV2Output, contents: &str) -> Vec<u8> {
 fn render_v1(out: &dto::ListObjectsOutput, contents: &str) -> Vec<u8> {
     render_with(
         |s| {
-            if let Some(v) = &out.name {
-                s.content("Name", v)?;
-            }
-            if let Some(v) = &out.prefix {
-                s.content("Prefix", v)?;
-            }
-            if let Some(v) = &out.marker {
-                s.content("Marker", v)?;
-            }
-            if let Some(v) = &out.max_keys {
-                s.content("MaxKeys", v)?;
-            }
-            if let Some(v) = &out.is_truncated {
-                s.content("IsTruncated", v)?;
-            }
+            opt(s, "Name", &out.name)?;
+            opt(s, "Prefix", &out.prefix)?;
+            opt(s, "Marker", &out.marker)?;
+            opt(s, "MaxKeys", &out.max_keys)?;
+            opt(s, "IsTruncated", &out.is_truncated)?;
             s.write_raw_text(contents)?;
             if let Some(v) = &out.common_prefixes {
                 s.flattened_list("CommonPrefixes", v)?;
             }
-            if let Some(v) = &out.delimiter {
-                s.content("Delimiter", v)?;
-            }
-            if let Some(v) = &out.next_marker {
-                s.content("NextMarker", v)?;
-            }
-            if let Some(v) = &out.encoding_type {
-                s.content("EncodingType", v)?;
-            }
-            Ok(())
+            opt(s, "Delimiter", &out.delimiter)?;
+            opt(s, "NextMarker", &out.next_marker)?;
+            opt(s, "EncodingType", &out.encoding_type)
         },
         contents.len(),
     )
