@@ -26,6 +26,19 @@ import urllib.request
 KEY, SECRET = "AKIABENCH", "bench-secret-123"
 
 
+def listing_table(neve, table, files):
+    """The table listings are timed on, as `neve bench proxy` makes it: one insert of `files`
+    rows, one file per partition; made only when it is not there."""
+    if subprocess.run([neve, "info", table], capture_output=True).returncode == 0:
+        return
+    subprocess.run([neve, "create", table, "--partition-by", "k"], check=True, capture_output=True)
+    with tempfile.TemporaryDirectory() as d:
+        rows = f"{d}/rows.ndjson"
+        with open(rows, "w") as f:
+            f.writelines(json.dumps({"k": i, "v": i * 2}) + "\n" for i in range(files))
+        subprocess.run([neve, "insert", table, rows], check=True, capture_output=True)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,11 +12,9 @@ The table `<warehouse>/listing10000` is made as `neve bench proxy` makes it (one
 10,000 rows, one file per partition) when it is not there. Uses bench/proxy.py's helpers.
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
-import tempfile
 import urllib.parse
 
 import proxy as bp
@@ -33,14 +31,7 @@ def main():
     a = ap.parse_args()
 
     table = f"{a.warehouse}/listing{a.files}"
-    neve = a.neve_bin[0]
-    if subprocess.run([neve, "info", table], capture_output=True).returncode != 0:
-        subprocess.run([neve, "create", table, "--partition-by", "k"], check=True, capture_output=True)
-        with tempfile.TemporaryDirectory() as d:
-            rows = f"{d}/rows.ndjson"
-            with open(rows, "w") as f:
-                f.writelines(json.dumps({"k": i, "v": i * 2}) + "\n" for i in range(a.files))
-            subprocess.run([neve, "insert", table, rows], check=True, capture_output=True)
+    bp.listing_table(a.neve_bin[0], table, a.files)
     upstream = urllib.parse.urlsplit(os.environ["AWS_ENDPOINT_URL"]).netloc
     link_proc, link = bp.start_link(a.toxiproxy, upstream, 30, 51_200)
     bucket = table.rpartition("/")[2]

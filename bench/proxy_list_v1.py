@@ -13,18 +13,18 @@ The table `<warehouse>/listing10000` is made as `neve bench proxy` makes it (one
 """
 import argparse
 import http.client
-import json
 import os
 import re
 import statistics
 import subprocess
-import tempfile
 import time
 import urllib.parse
 
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
+import proxy as bp
 
 KEY, SECRET = "AKBENCH", "bench-secret-123"
 FILES = 10_000
@@ -67,14 +67,7 @@ def main():
     a = ap.parse_args()
 
     table = os.path.join(a.warehouse, f"listing{FILES}")
-    neve = a.neve_bin[0]
-    if subprocess.run([neve, "info", table], capture_output=True).returncode != 0:
-        subprocess.run([neve, "create", table, "--partition-by", "k"], check=True, capture_output=True)
-        with tempfile.TemporaryDirectory() as d:
-            rows = f"{d}/rows.ndjson"
-            with open(rows, "w") as f:
-                f.writelines(json.dumps({"k": i, "v": i * 2}) + "\n" for i in range(FILES))
-            subprocess.run([neve, "insert", table, rows], check=True, capture_output=True)
+    bp.listing_table(a.neve_bin[0], table, FILES)
     bucket = os.path.basename(table)
     for r in range(a.rounds):
         for b in a.neve_bin:

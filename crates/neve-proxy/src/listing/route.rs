@@ -208,6 +208,15 @@ fn listing(method: &Method, uri: &Uri) -> Option<Version> {
         .then_some(Version::V1)
 }
 
+/// The listing `is_match` chose for this request.
+fn version_of(req: &S3Request<Body>) -> Version {
+    req.extensions
+        .get::<Version>()
+        .copied()
+        .or_else(|| listing(&req.method, &req.uri))
+        .unwrap_or(Version::V2)
+}
+
 /// The query's pairs, decoded.
 fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
     auth::url_pairs(uri.query().unwrap_or(""))
@@ -268,13 +277,14 @@ impl S3Route for ListRoute {
         method: &Method,
         uri: &Uri,
         _headers: &HeaderMap,
-        _extensions: &mut Extensions,
+        extensions: &mut Extensions,
     ) -> bool {
-        listing(method, uri).is_some()
+        // Kept for `check_access` and `call`, so the query is scanned once.
+        listing(method, uri).map(|v| extensions.insert(v)).is_some()
     }
 
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
-        let version = listing(&req.method, &req.uri).unwrap_or(Version::V2);
+        let version = version_of(req);
         self.access.check_request(
             version.op(),
             &auth::Request {
@@ -290,7 +300,7 @@ impl S3Route for ListRoute {
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
-        let version = listing(&req.method, &req.uri).unwrap_or(Version::V2);
+        let version = version_of(&req);
         self.s3.metrics.served(version.op());
         let t0 = Instant::now();
         let bucket = bucket_of(&req.uri).ok_or_else(|| Error::NoSuchBucket {

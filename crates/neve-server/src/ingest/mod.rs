@@ -58,8 +58,8 @@ pub struct Ingest {
     flushers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-/// Each table's queue, with the number of the flusher that reads it.
-type Queues = HashMap<String, (u64, mpsc::UnboundedSender<Pending>)>;
+/// Each table's queue.
+type Queues = HashMap<String, mpsc::UnboundedSender<Pending>>;
 
 /// Budget units of 1 KiB, so a semaphore's permit count is enough for any memory size.
 const UNIT: u64 = 1024;
@@ -134,9 +134,8 @@ impl Ingest {
             // Sent under the lock: a flusher that ends for being idle takes it to leave, so
             // nothing is sent to a queue that is no longer read.
             let mut queues = self.queues.lock().await;
-            let (_, sender) = queues.entry(address.to_string()).or_insert_with(|| {
+            let sender = queues.entry(address.to_string()).or_insert_with(|| {
                 let (s, r) = mpsc::unbounded_channel();
-                let id = NEXT_FLUSHER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let flusher = Flusher {
                     table: table.clone(),
                     config: self.config.clone(),
@@ -145,14 +144,14 @@ impl Ingest {
                     idle: self.idle,
                     queues: self.queues.clone(),
                     address: address.to_string(),
-                    id,
+                    own: s.downgrade(),
                 };
                 let handle = tokio::spawn(flusher.run(r));
                 let mut flushers = self.flushers.lock().expect("not poisoned");
                 flushers.retain(|h| !h.is_finished());
                 flushers.push(handle);
                 self.metrics.ingest_queues.inc();
-                (id, s)
+                s
             });
             self.metrics.queued_requests.inc();
             self.metrics.queued_bytes.inc_by(pending.input.bytes as i64);
@@ -173,8 +172,6 @@ impl Ingest {
     }
 }
 
-static NEXT_FLUSHER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 struct Flusher {
     table: Arc<Table>,
     config: IngestConfig,
@@ -183,7 +180,9 @@ struct Flusher {
     idle: std::time::Duration,
     queues: Arc<tokio::sync::Mutex<Queues>>,
     address: String,
-    id: u64,
+    /// Its own queue's sender, to tell it from a newer queue of the same table (weak, so
+    /// the queue still closes when the map drops it).
+    own: mpsc::WeakUnboundedSender<Pending>,
 }
 
 impl Flusher {
@@ -249,10 +248,10 @@ impl Flusher {
         if let Ok(p) = rx.try_recv() {
             return Some(p);
         }
-        if queues
-            .get(&self.address)
-            .is_some_and(|(id, _)| *id == self.id)
-        {
+        let ours = |s: &mpsc::UnboundedSender<Pending>| {
+            self.own.upgrade().is_some_and(|own| own.same_channel(s))
+        };
+        if queues.get(&self.address).is_some_and(ours) {
             queues.remove(&self.address);
             self.metrics.ingest_queues.dec();
         }

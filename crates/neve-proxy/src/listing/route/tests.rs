@@ -2,7 +2,6 @@ use std::collections::BTreeMap;
 
 use neve_core::log::AddFile;
 use proptest::prelude::*;
-use s3s::xml::Serialize as _;
 
 use super::*;
 use crate::listing::{self, Resume, DATA};
@@ -29,15 +28,26 @@ fn files(entries: &[(String, u64, i64)]) -> BTreeMap<String, Arc<AddFile>> {
         .collect()
 }
 
-/// The page as the S3 operation answers it: s3s serializes the whole output.
-fn by_s3s(out: &dto::ListObjectsV2Output, page: &listing::Page, encode: bool) -> Vec<u8> {
-    let mut out = out.clone();
-    out.contents = Some(page.contents.iter().map(|l| object(l, encode)).collect());
+/// A whole answer as s3s serializes it.
+fn serialized(out: &impl s3s::xml::Serialize) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut s = Serializer::new(&mut buf);
     s.decl().unwrap();
     out.serialize(&mut s).unwrap();
     buf
+}
+
+/// The page's `Contents`, as the S3 operation builds them.
+fn contents(page: &listing::Page, encode: bool) -> Option<Vec<dto::Object>> {
+    Some(page.contents.iter().map(|l| object(l, encode)).collect())
+}
+
+/// The page as the S3 operation answers it: s3s serializes the whole output.
+fn by_s3s(out: &dto::ListObjectsV2Output, page: &listing::Page, encode: bool) -> Vec<u8> {
+    serialized(&dto::ListObjectsV2Output {
+        contents: contents(page, encode),
+        ..out.clone()
+    })
 }
 
 fn output(page: &listing::Page, encode: bool, delimiter: Option<&str>) -> dto::ListObjectsV2Output {
@@ -252,13 +262,10 @@ fn the_v1_query_is_read_as_s3s_reads_it() {
 
 /// A v1 page as the S3 operation answers it: s3s serializes the whole output.
 fn by_s3s_v1(out: &dto::ListObjectsOutput, page: &listing::Page, encode: bool) -> Vec<u8> {
-    let mut out = out.clone();
-    out.contents = Some(page.contents.iter().map(|l| object(l, encode)).collect());
-    let mut buf = Vec::new();
-    let mut s = Serializer::new(&mut buf);
-    s.decl().unwrap();
-    out.serialize(&mut s).unwrap();
-    buf
+    serialized(&dto::ListObjectsOutput {
+        contents: contents(page, encode),
+        ..out.clone()
+    })
 }
 
 proptest! {
