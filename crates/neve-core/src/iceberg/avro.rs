@@ -196,19 +196,9 @@ pub(crate) fn parse_schema(text: &str) -> Result<Schema> {
     })
 }
 
-/// An object container of `parsed` (whose JSON is `text`): the header written here, the
-/// records by `fill` into the crate's writer.
-pub(crate) fn container_with(
-    parsed: &Schema,
-    text: &str,
-    metadata: &[(&str, String)],
-    marker: [u8; 16],
-    fill: impl FnOnce(&mut Writer<'_, Vec<u8>>) -> apache_avro::AvroResult<()>,
-) -> Result<Vec<u8>> {
-    let bad = |reason: String| Error::IcebergMetadata {
-        path: "(avro)".into(),
-        reason,
-    };
+/// The header of an object container of the schema whose JSON is `text`: `metadata` (plus
+/// `avro.schema` and `avro.codec`) with the keys in sorted order, then `marker`.
+fn header(text: &str, metadata: &[(&str, String)], marker: [u8; 16]) -> Vec<u8> {
     let mut header = b"Obj\x01".to_vec();
     let mut meta: Vec<(&str, &[u8])> = metadata
         .iter()
@@ -226,15 +216,78 @@ pub(crate) fn container_with(
     }
     zigzag(0, &mut header);
     header.extend_from_slice(&marker);
+    header
+}
+
+/// An object container of `parsed` (whose JSON is `text`): the header written here, the
+/// records by `fill` into the crate's writer.
+pub(crate) fn container_with(
+    parsed: &Schema,
+    text: &str,
+    metadata: &[(&str, String)],
+    marker: [u8; 16],
+    fill: impl FnOnce(&mut Writer<'_, Vec<u8>>) -> apache_avro::AvroResult<()>,
+) -> Result<Vec<u8>> {
+    let bad = |reason: String| Error::IcebergMetadata {
+        path: "(avro)".into(),
+        reason,
+    };
     let mut w = Writer::builder()
         .schema(parsed)
-        .writer(header)
+        .writer(header(text, metadata, marker))
         .marker(marker)
         .has_header(true)
+        .block_size(BLOCK_BYTES)
         .build()
         .map_err(|e| bad(e.to_string()))?;
     fill(&mut w).map_err(|e| bad(format!("record: {e}")))?;
     w.into_inner().map_err(|e| bad(e.to_string()))
+}
+
+/// A data block is closed once it holds this many bytes (the crate's default).
+const BLOCK_BYTES: usize = 16_000;
+
+/// An object container of records already encoded (each one datum of the schema whose JSON is
+/// `text`, given by `records` as parts to concatenate), cut into blocks exactly as the crate's
+/// writer cuts them, so its bytes are those [`container_with`] writes for the same records.
+/// Lets a manifest reuse entries encoded by an earlier sync.
+pub(crate) fn container_of_datums<'a>(
+    text: &str,
+    metadata: &[(&str, String)],
+    marker: [u8; 16],
+    records: impl IntoIterator<Item = [&'a [u8]; 2]>,
+) -> Vec<u8> {
+    let mut out = header(text, metadata, marker);
+    let mut block: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + 4096);
+    let mut count = 0i64;
+    let close = |out: &mut Vec<u8>, block: &mut Vec<u8>, count: &mut i64| {
+        zigzag(*count, out);
+        zigzag(block.len() as i64, out);
+        out.extend_from_slice(block);
+        out.extend_from_slice(&marker);
+        block.clear();
+        *count = 0;
+    };
+    for parts in records {
+        for p in parts {
+            block.extend_from_slice(p);
+        }
+        count += 1;
+        if block.len() >= BLOCK_BYTES {
+            close(&mut out, &mut block, &mut count);
+        }
+    }
+    if count > 0 {
+        close(&mut out, &mut block, &mut count);
+    }
+    out
+}
+
+/// An Avro `int` or `long` as its zig-zag varint.
+pub(crate) fn zigzag_bytes(n: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(10);
+    zigzag(n, &mut out);
+    out
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::log::{CommitInfo, LogStore, Snapshot};
+use crate::log::{AddFile, CommitInfo, LogStore, Snapshot};
 use crate::storage::TableLocation;
 
 pub use metrics::{MetricsConfig, MetricsMode};
@@ -70,7 +70,7 @@ pub(crate) fn metrics_after_alter(
     Some(config.to_string())
 }
 
-use manifest::{build_manifest, build_manifest_list, chunks_named, manifest_list_key};
+use manifest::{assemble_manifest, build_manifest_list, chunks_named, manifest_list_key};
 use manifest::{Chunk, ChunkMemo, Layout, ManifestInfo};
 
 /// The folder Iceberg readers look in.
@@ -778,9 +778,12 @@ impl IcebergWriter {
             // Known manifests are reused; the new ones (an insert's own, or a rebuild's
             // many) are encoded in parallel.
             let mut todo = Vec::new();
-            let memo = self.chunk_memo.lock().expect("chunk memo").take();
-            let (chunks, memo) = chunks_named(layout, snap.version, &snap.files, memo.as_ref());
-            *self.chunk_memo.lock().expect("chunk memo") = Some(memo);
+            let mut memo = self.chunk_memo.lock().expect("chunk memo").take();
+            let mut encoded = memo
+                .as_mut()
+                .map(|m| m.take_entries(layout))
+                .unwrap_or_default();
+            let (chunks, mut memo) = chunks_named(layout, snap.version, &snap.files, memo.as_ref());
             for Chunk { named, files } in chunks {
                 match run.known.get(&named.0) {
                     Some((info, _)) => infos.push(Some(info.clone())),
@@ -790,13 +793,31 @@ impl IcebergWriter {
                     }
                 }
             }
+            // Entries not kept from the sync before, encoded in parallel file by file (an
+            // insert's new files usually fall in one or two chunks).
             use rayon::prelude::*;
+            let missing: Vec<&AddFile> = todo
+                .iter()
+                .flat_map(|(_, chunk, _)| chunk.iter().copied())
+                .filter(|f| encoded.get(&f.path).is_none_or(|e| !e.is_of(f)))
+                .collect();
+            let writer = manifest::entry_writer(layout)?;
+            let fresh = missing
+                .into_par_iter()
+                .map(|f| Ok((f.path.clone(), manifest::encode_entry(layout, &writer, f)?)))
+                .collect::<Result<Vec<_>>>()?;
+            encoded.extend(fresh);
             let built: Vec<_> = todo
                 .into_par_iter()
-                .map(|(at, chunk, named)| build_manifest(layout, &chunk, named).map(|b| (at, b)))
+                .map(|(at, chunk, named)| {
+                    let entries: Vec<&manifest::EncodedEntry> =
+                        chunk.iter().map(|f| &encoded[&f.path]).collect();
+                    (at, assemble_manifest(layout, &entries, named))
+                })
                 .collect();
-            for b in built {
-                let (at, (info, bytes)) = b?;
+            memo.keep_entries(&mut encoded);
+            *self.chunk_memo.lock().expect("chunk memo") = Some(memo);
+            for (at, (info, bytes)) in built {
                 writes.push((info.key.clone(), Bytes::from(bytes)));
                 infos[at] = Some(info);
             }
