@@ -1,0 +1,182 @@
+use super::*;
+
+fn file(path: String, version: u64) -> (String, Arc<AddFile>) {
+    let f = AddFile {
+        path: path.clone(),
+        partition_values: BTreeMap::new(),
+        size: 1,
+        rows: 1,
+        modification_time: 0,
+        stats: BTreeMap::new(),
+        seq: None,
+        merged: false,
+        added_version: Some(version),
+    };
+    (path, Arc::new(f))
+}
+
+fn named(chunks: &[Vec<&AddFile>]) -> Vec<Vec<(String, i64)>> {
+    chunks
+        .iter()
+        .map(|c| c.iter().map(|f| (f.path.clone(), version_of(f))).collect())
+        .collect()
+}
+
+#[test]
+fn an_insert_writes_its_own_files_and_at_most_the_one_chunk_a_cut_closes() {
+    let mut files = BTreeMap::new();
+    let mut before: Vec<Vec<(String, i64)>> = vec![];
+    let (mut written, mut inserted) = (0, 0);
+    for v in 1..=200u64 {
+        for i in 0..24 {
+            let (k, f) = file(format!("_data/m={}/part-{v}-{i}.parquet", i % 12), v);
+            files.insert(k, f);
+        }
+        let now = named(&chunks(&files));
+        // Every alive file exactly once, in (version, path) order.
+        let flat: Vec<_> = now.iter().flatten().cloned().collect();
+        assert_eq!(flat.len(), files.len());
+        assert!(flat
+            .windows(2)
+            .all(|w| (w[0].1, &w[0].0) < (w[1].1, &w[1].0)));
+        let new: Vec<_> = now.iter().filter(|c| !before.contains(c)).collect();
+        // At most one new chunk holds earlier versions' files: the one a cut among
+        // this insert's files closed, which folds the previous open tail.
+        let folding: Vec<_> = new
+            .iter()
+            .filter(|c| c.iter().any(|(_, fv)| *fv != v as i64))
+            .collect();
+        assert!(folding.len() <= 1, "version {v}: {folding:?}");
+        // Chunks before the previous open tail are kept as they were.
+        let kept = now.iter().filter(|c| before.contains(c)).count();
+        assert!(kept + new.len() == now.len());
+        written += new.iter().map(|c| c.len()).sum::<usize>();
+        inserted += 24;
+        before = now;
+    }
+    // Cutting the open tail by version halves the entries a commit writes: rewriting the
+    // tail whole would write about CHUNK_FILES + 24 a commit.
+    let per_commit = written as f64 / 200.0;
+    assert!(
+        per_commit < (CHUNK_FILES as f64 + 24.0) * 0.7,
+        "{per_commit} entries a commit for {inserted} files"
+    );
+    assert!(before.len() <= files.len() / CHUNK_FILES as usize * 2 + 6);
+}
+
+proptest::proptest! {
+    /// Chunks found from the memo of the version before are the chunks of every file:
+    /// over inserts, and commits that also remove files (a merge, a delete), which fall
+    /// back to every file.
+    #[test]
+    fn chunks_from_the_memo_are_the_chunks_of_every_file(
+        commits in proptest::collection::vec((0usize..40, 0usize..4), 1..60),
+    ) {
+        let location = TableLocation::memory("t");
+        let schema = crate::schema::TableSchema::new(vec![]);
+        let layout = Layout::new(&location, &schema, "{}".into(), 0, vec![], &Default::default()).unwrap();
+        let mut files = BTreeMap::new();
+        let mut memo: Option<ChunkMemo> = None;
+        for (v, (added, removed)) in commits.iter().enumerate() {
+            let v = v as u64 + 1;
+            // A remove takes every 7th alive file, from a different offset each time.
+            if *removed == 0 {
+                let gone: Vec<String> = files.keys().skip(v as usize % 7).step_by(7).cloned().collect();
+                for k in gone {
+                    files.remove(&k);
+                }
+            }
+            for i in 0..*added {
+                let (k, f) = file(format!("_data/m={}/part-{v}-{i}.parquet", i % 5), v);
+                files.insert(k, f);
+            }
+            let (got, next) = chunks_named(&layout, v, &files, memo.as_ref());
+            let expected: Vec<(String, Vec<String>)> = chunks(&files)
+                .iter()
+                .map(|c| (chunk_key(&layout, c).0, c.iter().map(|f| f.path.clone()).collect()))
+                .collect();
+            let got: Vec<(String, Vec<String>)> = got
+                .iter()
+                .map(|c| (c.named.0.clone(), c.files.resolve(&files).iter().map(|f| f.path.clone()).collect()))
+                .collect();
+            proptest::prop_assert_eq!(got, expected, "version {}", v);
+            memo = Some(next);
+        }
+    }
+}
+
+proptest::proptest! {
+    /// A manifest assembled from entries encoded one by one (and reused with another
+    /// status) is byte for byte the one the crate's writer makes entry by entry, blocks
+    /// included: entries of several versions (added and existing), null and absent
+    /// partition values and statistics, chunks over several 16 kB blocks.
+    #[test]
+    fn manifests_from_encoded_entries_are_the_writers(
+        files in proptest::collection::vec(
+            (1u64..4, proptest::option::of(1u32..13), proptest::option::of("[a-z]{0,9}"),
+             proptest::option::of((-1_000_000i64..1_000_000, 0i64..1_000_000)), 0u64..5),
+            1..260,
+        ),
+    ) {
+        use crate::log::ColumnStats;
+        use serde_json::json;
+        let location = TableLocation::memory("t");
+        let schema = crate::schema::parse_schema(
+            "id int64, name string, ts timestamp, amount decimal(10,2), day date",
+        )
+        .unwrap();
+        let partition_by = crate::partition::parse_spec("month(ts) as m, name").unwrap();
+        let spec = super::super::types::partition_spec(&schema, &partition_by).unwrap();
+        let (schema_id, schema_json) =
+            super::super::schema_with_id(super::super::types::schema_fields(&schema).unwrap());
+        let layout = Layout::new(&location, &schema, schema_json.to_string(), schema_id, spec, &Default::default()).unwrap();
+        let all: Vec<AddFile> = files
+            .iter()
+            .enumerate()
+            .map(|(i, (v, month, name, bounds, nulls))| {
+                let mut stats = BTreeMap::new();
+                if let Some((lo, span)) = bounds {
+                    let (hi, us) = (lo + span, 1_600_000_000_000_000 + lo * 1_000);
+                    let ts = |us: i64| crate::write::timestamp_string(us, false);
+                    let col = |min, max| ColumnStats { min: Some(min), max: Some(max), nulls: *nulls };
+                    stats.insert("id".to_string(), col(json!(lo), json!(hi)));
+                    stats.insert("ts".to_string(), col(json!(ts(us)), json!(ts(us + span))));
+                    stats.insert("amount".to_string(), col(json!(format!("{}.{:02}", lo / 100, lo.abs() % 100)), json!("9999.99")));
+                    stats.insert("day".to_string(), col(json!("2021-03-04"), json!("2021-04-05")));
+                }
+                if let Some(n) = name {
+                    stats.insert("name".to_string(), ColumnStats { min: Some(json!(n)), max: Some(json!(format!("{n}zz"))), nulls: *nulls });
+                }
+                AddFile {
+                    path: format!("_data/m={month:?}/part-{i:04}.parquet"),
+                    partition_values: BTreeMap::from([
+                        ("m".to_string(), month.map(|m| format!("2021-{m:02}"))),
+                        ("name".to_string(), name.clone()),
+                    ]),
+                    size: 1_000 + i as u64,
+                    rows: 10 + *nulls,
+                    modification_time: 0,
+                    stats,
+                    seq: None,
+                    merged: false,
+                    added_version: Some(*v),
+                }
+            })
+            .collect();
+        let mut chunk: Vec<&AddFile> = all.iter().collect();
+        chunk.sort_by(|a, b| (version_of(a), &a.path).cmp(&(version_of(b), &b.path)));
+        let named = chunk_key(&layout, &chunk);
+        let want = reference_manifest(&layout, &chunk, named.clone()).unwrap();
+        let writer = entry_writer(&layout).unwrap();
+        let encoded: Vec<EncodedEntry> =
+            chunk.iter().map(|f| encode_entry(&layout, &writer, f).unwrap()).collect();
+        let (info, got) = assemble_manifest(&layout, &encoded.iter().collect::<Vec<_>>(), named);
+        proptest::prop_assert!(got == want, "{} bytes against {}", got.len(), want.len());
+        let top = chunk.iter().map(|f| version_of(f)).max().unwrap();
+        let added: Vec<&&AddFile> = chunk.iter().filter(|f| version_of(f) == top).collect();
+        proptest::prop_assert_eq!(info.added_files as usize, added.len());
+        proptest::prop_assert_eq!(info.existing_files as usize, chunk.len() - added.len());
+        proptest::prop_assert_eq!(info.added_rows as u64, added.iter().map(|f| f.rows).sum::<u64>());
+        proptest::prop_assert_eq!(info.length as usize, got.len());
+    }
+}
