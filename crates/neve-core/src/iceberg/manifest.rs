@@ -350,7 +350,7 @@ pub(crate) fn reference_manifest(
 /// One file's manifest entry, encoded once: its Avro datum as an `ADDED` entry (as `EXISTING`
 /// it differs only in its first byte, the status) and its partition values. The open tail an
 /// insert folds into a chunk was encoded by the sync before; its entries are reused, not
-/// encoded again (a third of an insert's entries, and most of a small insert's sync).
+/// encoded again (one taxi insert's sync encoded 135–266 entries for its 125 new files).
 #[derive(Debug, Clone)]
 pub(crate) struct EncodedEntry {
     version: i64,

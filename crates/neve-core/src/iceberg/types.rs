@@ -266,7 +266,7 @@ impl Datum {
 
 /// Days since the epoch of `YYYY-MM-DD`.
 fn parse_date(s: &str) -> Option<i32> {
-    let d: chrono::NaiveDate = s.parse().ok()?;
+    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
     Some((d - chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days() as i32)
 }
 
@@ -305,17 +305,14 @@ pub(crate) fn stat_datum(p: Prim, v: &Value) -> Option<Datum> {
         Prim::Float => Datum::Float(v.as_f64()? as f32),
         Prim::Double => Datum::Double(v.as_f64()?),
         Prim::Date => Datum::Int(parse_date(v.as_str()?)?),
-        // chrono's `FromStr` forms (`%Y-%m-%d`, `%H:%M:%S%.f`, `%Y-%m-%dT%H:%M:%S%.f`): what
-        // the log writes, parsed without interpreting a format string (each taxi entry has
-        // four timestamp bounds; `parse_from_str` was a third of its encoding).
         Prim::Time => {
-            let t: chrono::NaiveTime = v.as_str()?.parse().ok()?;
+            let t = chrono::NaiveTime::parse_from_str(v.as_str()?, "%H:%M:%S%.f").ok()?;
             let us = (t - chrono::NaiveTime::MIN).num_microseconds()?;
             Datum::Long(us)
         }
         Prim::Timestamp => {
             let s = v.as_str()?.trim_end_matches('Z');
-            let t: chrono::NaiveDateTime = s.parse().ok()?;
+            let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
             Datum::Long(t.and_utc().timestamp_micros())
         }
         Prim::String => Datum::String(v.as_str()?.to_string()),
