@@ -320,6 +320,90 @@ fn dictionaries_are_kept_only_where_values_repeat() {
 }
 
 #[test]
+fn columns_zstd_cannot_shrink_are_stored_uncompressed() {
+    use arrow::array::{ArrayRef, BinaryArray, Float64Array, TimestampMicrosecondArray};
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let n = 20_000u64;
+    let mix = |i: u64| {
+        let v = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let v = (v ^ (v >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        v ^ (v >> 29)
+    };
+    // (name, column, whether zstd is kept). Every column is distinct enough to go without a
+    // dictionary, so each is probed.
+    let cols: Vec<(&str, ArrayRef, bool)> = vec![
+        // Random coordinates: every bit of the mantissa is noise.
+        (
+            "lat",
+            Arc::new(Float64Array::from_iter((0..n).map(|i| {
+                (i % 13 != 5).then(|| 41.6 + (mix(i) >> 11) as f64 / 2f64.powi(53))
+            }))),
+            false,
+        ),
+        (
+            "digest",
+            Arc::new(BinaryArray::from_iter_values((0..n).map(|i| {
+                [mix(i).to_le_bytes(), mix(i + n).to_le_bytes()].concat()
+            }))),
+            false,
+        ),
+        // Rising times and text ids compress well.
+        (
+            "at",
+            Arc::new(TimestampMicrosecondArray::from_iter_values(
+                (0..n as i64).map(|i| 1_700_000_000_000_000 + i * 1_000),
+            )),
+            true,
+        ),
+        (
+            "id",
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("order-{:016x}", mix(i))),
+            )),
+            true,
+        ),
+    ];
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .map(|(name, a, _)| Field::new(*name, a.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch =
+        RecordBatch::try_new(schema.clone(), cols.iter().map(|c| c.1.clone()).collect()).unwrap();
+    let props = super::encode::writer_properties(
+        Compression::ZSTD(ZstdLevel::try_new(1).unwrap()),
+        1 << 17,
+        &schema,
+        &[2],
+    );
+    let bytes = bytes::Bytes::from(super::encode_parquet(&batch, props).unwrap().0);
+    let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+    let group = reader.metadata().row_group(0);
+    for (i, (name, _, zstd)) in cols.iter().enumerate() {
+        let chunk = group.column(i);
+        assert!(chunk.dictionary_page_offset().is_none(), "{name}");
+        let want = if *zstd {
+            Compression::ZSTD(ZstdLevel::default())
+        } else {
+            Compression::UNCOMPRESSED
+        };
+        assert_eq!(chunk.compression(), want, "{name}");
+    }
+    let back: Vec<RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    assert_eq!(
+        arrow::compute::concat_batches(&schema, &back).unwrap(),
+        batch
+    );
+}
+
+#[test]
 fn pages_hold_at_most_8192_rows() {
     use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
     let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
