@@ -218,76 +218,16 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
             _ => numbers_distinct(col),
         };
         if distinct {
-            let path = parquet::schema::types::ColumnPath::from(f.name().as_str());
-            let level = match props.compression(&path) {
-                Compression::ZSTD(l) => Some(l.compression_level()),
-                _ => None,
-            };
-            let mut b = builder
+            let b = builder
                 .take()
-                .unwrap_or_else(|| props.clone().into_builder())
-                .set_column_dictionary_enabled(path.clone(), false);
-            if level.is_some_and(|level| zstd_saves_little(col, level)) {
-                b = b.set_column_compression(path, Compression::UNCOMPRESSED);
-            }
-            builder = Some(b);
+                .unwrap_or_else(|| props.clone().into_builder());
+            builder = Some(b.set_column_dictionary_enabled(
+                parquet::schema::types::ColumnPath::from(f.name().as_str()),
+                false,
+            ));
         }
     }
     builder.map(|b| b.build()).unwrap_or(props)
-}
-
-/// Bytes of a column's values probed with zstd: about a quarter of one page.
-const PROBE_BYTES: usize = 16 << 10;
-
-/// Whether zstd at `level` would make a column without a dictionary (PLAIN pages) less than an
-/// eighth smaller (the rule ZFS applies to its blocks), judged on [`PROBE_BYTES`] of its values
-/// from the middle of the part, laid out as a PLAIN page lays them out. Such columns (random
-/// measurements and coordinates, hashes as bytes) are stored uncompressed: zstd is at its
-/// slowest on data it cannot shrink (the taxi data's random latitudes: 2.7 ms of CPU per MB to
-/// save 12%), and readers then have nothing to decompress. False when the column is too small
-/// to judge or of a type not probed.
-fn zstd_saves_little(col: &ArrayRef, level: i32) -> bool {
-    use arrow::datatypes::DataType as D;
-    let mut sample = Vec::with_capacity(PROBE_BYTES + 1024);
-    let start = col.len() / 2;
-    let rows = (start..col.len())
-        .chain(0..start)
-        .filter(|&i| col.is_valid(i));
-    match col.data_type() {
-        D::Utf8 | D::Binary => {
-            let a = col.to_data();
-            let offsets = a.buffer::<i32>(0);
-            let values = a.buffers()[1].as_slice();
-            for i in rows {
-                let (s, e) = (offsets[i] as usize, offsets[i + 1] as usize);
-                sample.extend_from_slice(&((e - s) as u32).to_le_bytes());
-                sample.extend_from_slice(&values[s..e]);
-                if sample.len() >= PROBE_BYTES {
-                    break;
-                }
-            }
-        }
-        t => {
-            let Some(width) = t.primitive_width().filter(|_| !t.is_nested()) else {
-                return false;
-            };
-            let a = col.to_data();
-            let values = &a.buffers()[0].as_slice()[a.offset() * width..];
-            for i in rows {
-                sample.extend_from_slice(&values[i * width..(i + 1) * width]);
-                if sample.len() >= PROBE_BYTES {
-                    break;
-                }
-            }
-        }
-    }
-    if sample.len() < PROBE_BYTES / 4 {
-        return false;
-    }
-    match zstd::bulk::compress(&sample, level) {
-        Ok(out) => out.len() * 8 > sample.len() * 7,
-        Err(_) => false,
-    }
 }
 
 /// Whether a column of strings or binaries is distinct enough to go without a dictionary: at
