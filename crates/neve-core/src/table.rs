@@ -465,6 +465,9 @@ impl Table {
         opts: &InsertOptions,
         progress: Arc<dyn Progress>,
     ) -> Result<InsertReport> {
+        let mut opts = opts.clone();
+        opts.write.resident = true;
+        let opts = &opts;
         self.with_schema_retries(true, || async {
             let snapshot = self.snapshot().await?;
             let input = OpenedInput {

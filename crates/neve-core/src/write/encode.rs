@@ -56,13 +56,16 @@ pub(crate) type Run = (u32, usize, usize);
 /// Reorder one batch so that each partition's rows are contiguous (a stable counting sort on
 /// the partition codes, then one `take` per column). Done per input batch, so the random
 /// reads stay within one batch's columns, which fit in cache; gathering each partition
-/// straight from the whole chunk missed the cache on nearly every value.
+/// straight from the whole chunk missed the cache on nearly every value. With `only`, just
+/// the rows of the partitions it marks (a pass over a resident input).
 /// Returns the grouped batch and, per code, its `(code, start, len)` run.
 pub(crate) fn group_by_partition(
     batch: RecordBatch,
     codes: &[u32],
     num_codes: usize,
+    only: Option<&[bool]>,
 ) -> Result<(RecordBatch, Vec<Run>)> {
+    let keep = |c: u32| only.is_none_or(|m| m[c as usize]);
     let mut counts = vec![0usize; num_codes];
     for &c in codes {
         counts[c as usize] += 1;
@@ -71,20 +74,25 @@ pub(crate) fn group_by_partition(
     let mut starts = vec![0usize; num_codes];
     let mut at = 0;
     for (code, &n) in counts.iter().enumerate() {
-        if n > 0 {
+        if n > 0 && keep(code as u32) {
             runs.push((code as u32, at, n));
+            starts[code] = at;
+            at += n;
         }
-        starts[code] = at;
-        at += n;
     }
-    if runs.len() <= 1 || codes.windows(2).all(|w| w[0] <= w[1]) {
+    if at == 0 {
+        return Ok((batch.slice(0, 0), runs));
+    }
+    if at == codes.len() && (runs.len() <= 1 || codes.windows(2).all(|w| w[0] <= w[1])) {
         return Ok((batch, runs));
     }
-    let mut perm = vec![0u32; codes.len()];
+    let mut perm = vec![0u32; at];
     for (row, &c) in codes.iter().enumerate() {
-        let slot = &mut starts[c as usize];
-        perm[*slot] = row as u32;
-        *slot += 1;
+        if keep(c) {
+            let slot = &mut starts[c as usize];
+            perm[*slot] = row as u32;
+            *slot += 1;
+        }
     }
     let perm = arrow::array::UInt32Array::from(perm);
     Ok((arrow::compute::take_record_batch(&batch, &perm)?, runs))

@@ -53,6 +53,11 @@ pub struct WriteOptions {
     pub chunk_bytes: usize,
     /// Concurrent uploads.
     pub upload_concurrency: usize,
+    /// The input's batches are already in memory (`Table::insert_batches`, which sets it):
+    /// only what conforming them copies counts toward the chunk's bounds, so the whole input is
+    /// one chunk, grouped by partition a few partitions at a time (each pass copying at most
+    /// `chunk_bytes`), and a partition gets one file per insert instead of one per chunk.
+    pub resident: bool,
 }
 
 impl Default for WriteOptions {
@@ -61,6 +66,7 @@ impl Default for WriteOptions {
             chunk_rows: 2 << 20,
             chunk_bytes: 512 << 20,
             upload_concurrency: 16,
+            resident: false,
         }
     }
 }
@@ -69,6 +75,9 @@ impl Default for WriteOptions {
 pub(crate) struct SplitBatch {
     pub batch: RecordBatch,
     pub partitions: crate::partition::PartitionAssignment,
+    /// Bytes of the columns conforming made anew (cast, filled in); the rest share the
+    /// input's buffers.
+    pub copied: usize,
 }
 
 /// Conforms input batches and assigns partitions; runs on the decoding threads.
@@ -81,12 +90,30 @@ pub(crate) struct Splitter {
 impl Splitter {
     /// `first_row` is the 0-based row of the batch's first row in `input`, for errors.
     pub fn split(&self, batch: RecordBatch, input: &str, first_row: u64) -> Result<SplitBatch> {
-        let batch =
+        let conformed =
             conform::conform_batch(&batch, &self.target, &Default::default(), input, &|i| {
                 format!("row {}", first_row + i as u64 + 1)
             })?;
-        let partitions = assign_batch(&batch, &self.fields)?;
-        Ok(SplitBatch { batch, partitions })
+        let in_schema = batch.schema();
+        let copied = conformed
+            .schema()
+            .fields()
+            .iter()
+            .zip(conformed.columns())
+            .filter(|(f, c)| {
+                let shared = in_schema
+                    .index_of(f.name())
+                    .is_ok_and(|i| batch.column(i).to_data().ptr_eq(&c.to_data()));
+                !shared
+            })
+            .map(|(_, c)| column_bytes(c))
+            .sum();
+        let partitions = assign_batch(&conformed, &self.fields)?;
+        Ok(SplitBatch {
+            batch: conformed,
+            partitions,
+            copied,
+        })
     }
 }
 
@@ -95,6 +122,8 @@ impl Splitter {
 struct Chunk {
     batches: Vec<(RecordBatch, Vec<u32>)>,
     labels: Vec<Vec<Option<String>>>,
+    /// Bytes of the rows, resident or not.
+    bytes: usize,
 }
 
 /// Writes data files for one insert.
@@ -171,14 +200,26 @@ impl DataWriter {
         let mut index: std::collections::HashMap<Vec<Option<String>>, u32> = Default::default();
         let (mut rows, mut bytes) = (0usize, 0usize);
         while let Some(split) = batches.recv().await {
-            let SplitBatch { batch, partitions } = split?;
+            let SplitBatch {
+                batch,
+                partitions,
+                copied,
+            } = split?;
             let n = batch.num_rows();
             if n == 0 {
                 continue;
             }
             self.progress.rows_read(n as u64);
-            rows += n;
-            bytes += slice_bytes(&batch);
+            let size = slice_bytes(&batch);
+            chunk.bytes += size;
+            if self.opts.resident {
+                // What the chunk holds beyond the caller's batches: the conformed copies, and
+                // a partition code and a position (8 bytes) a row.
+                bytes += copied + 8 * n;
+            } else {
+                rows += n;
+                bytes += size;
+            }
             let global: Vec<u32> = partitions
                 .labels
                 .into_iter()
@@ -200,7 +241,7 @@ impl DataWriter {
                 self.write_parts(std::mem::take(&mut chunk)).await?;
             }
         }
-        if rows > 0 {
+        if !chunk.batches.is_empty() {
             self.write_parts(chunk).await?;
         }
         Ok(())
@@ -208,111 +249,79 @@ impl DataWriter {
 
     /// On the rayon pool: group each batch's rows by partition (in parallel over batches),
     /// then per partition (in parallel) sort its rows by the keys, gather them in that order
-    /// (one copy of the data) and encode; upload concurrently as files come out.
+    /// (one copy of the data) and encode; upload concurrently as files come out. A resident
+    /// chunk larger than `chunk_bytes` is grouped in passes of a few partitions ([`passes`]).
     async fn write_parts(&mut self, chunk: Chunk) -> Result<()> {
-        let fields = self.metadata.partition_by.clone();
-        let sort_cols = self.sort_cols.clone();
-        let props = writer_properties(
-            self.compression,
-            self.metadata.settings.row_group_rows,
-            &self.target,
-            &sort_cols,
-        );
+        // A resident input larger than a chunk is grouped a few partitions at a time.
+        let resident_budget = (self.opts.resident && chunk.bytes > self.opts.chunk_bytes)
+            .then_some(self.opts.chunk_bytes);
+        let ctx = Arc::new(PartContext {
+            fields: self.metadata.partition_by.clone(),
+            props: writer_properties(
+                self.compression,
+                self.metadata.settings.row_group_rows,
+                &self.target,
+                &self.sort_cols,
+            ),
+            sort_cols: self.sort_cols.clone(),
+            target: self.target.clone(),
+            root: self.location.clone(),
+            now: self.now_ms,
+        });
         let new_id = self.new_id.clone();
-        let target = self.target.clone();
-        let now = self.now_ms;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Path, Vec<u8>, AddFile)>>(
             self.opts.upload_concurrency.max(1),
         );
-        let root = self.location.clone();
         let encoder = tokio::task::spawn_blocking(move || {
-            let Chunk { batches, labels } = chunk;
+            let Chunk {
+                batches, labels, ..
+            } = chunk;
             let num_parts = labels.len();
-            let grouped = batches
-                .into_par_iter()
-                .map(|(batch, codes)| {
-                    let cpu = thread_cpu();
-                    let grouped = group_by_partition(batch, &codes, num_parts);
-                    tracing::trace!(
-                        group_cpu_us = (thread_cpu() - cpu).as_micros() as u64,
-                        "grouped batch"
-                    );
-                    grouped
-                })
-                .collect::<Result<Vec<_>>>();
-            let grouped = match grouped {
-                Ok(g) => g,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
-                }
-            };
-            let mut slices: Vec<Vec<RecordBatch>> = vec![Vec::new(); num_parts];
-            for (batch, runs) in &grouped {
-                for &(code, start, len) in runs {
-                    slices[code as usize].push(batch.slice(start, len));
-                }
-            }
-            drop(grouped);
-            let mut work: Vec<_> = labels
-                .into_iter()
-                .zip(slices)
-                .map(|(values, slices)| {
-                    let rows: usize = slices.iter().map(|s| s.num_rows()).sum();
-                    (values, slices, rows, new_id())
-                })
-                .collect();
-            // Largest parts first, so the last tasks on the pool are short ones.
-            work.sort_by_key(|(_, _, rows, _)| std::cmp::Reverse(*rows));
-            work.into_par_iter()
-                .for_each_with(tx, |tx, (values, slices, _, id)| {
-                    let res = (|| {
-                        let (t, cpu) = (std::time::Instant::now(), thread_cpu());
-                        let part = gather_sorted(&target, &slices, &sort_cols)?;
-                        drop(slices);
-                        let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
-                        let (bytes, footer) = encode_parquet(&part, props.clone())?;
-                        let cpu_end = thread_cpu();
-                        tracing::trace!(
-                            sort_us = t_sort.as_micros() as u64,
-                            encode_us = (t.elapsed() - t_sort).as_micros() as u64,
-                            sort_cpu_us = (cpu_sort - cpu).as_micros() as u64,
-                            encode_cpu_us = (cpu_end - cpu_sort).as_micros() as u64,
-                            rows = part.num_rows(),
-                            "encoded part"
+            let passes = passes(&batches, num_parts, resident_budget);
+            for pass in passes {
+                let selected = |code: usize| pass.codes.as_ref().is_none_or(|m| m[code]);
+                let grouped = batches[pass.batches.clone()]
+                    .par_iter()
+                    .map(|(batch, codes)| {
+                        let cpu = thread_cpu();
+                        let grouped = group_by_partition(
+                            batch.clone(),
+                            codes,
+                            num_parts,
+                            pass.codes.as_deref(),
                         );
-                        let cpu_stats = thread_cpu();
-                        let stats = file_stats(&part, &footer)?;
                         tracing::trace!(
-                            stats_cpu_us = (thread_cpu() - cpu_stats).as_micros() as u64,
-                            "part statistics"
+                            group_cpu_us = (thread_cpu() - cpu).as_micros() as u64,
+                            "grouped batch"
                         );
-                        let folder = partition_path(&fields, &values);
-                        let rel = if folder.is_empty() {
-                            format!("_data/part-{id}.parquet")
-                        } else {
-                            format!("_data/{folder}/part-{id}.parquet")
-                        };
-                        let partition_values: BTreeMap<String, Option<String>> = fields
-                            .iter()
-                            .zip(&values)
-                            .map(|(f, v)| (f.name.clone(), v.clone()))
-                            .collect();
-                        let add = AddFile {
-                            path: rel.clone(),
-                            partition_values,
-                            size: bytes.len() as u64,
-                            rows: part.num_rows() as u64,
-                            modification_time: now,
-                            stats,
-                            seq: None,
-                            merged: false,
-                            added_version: None,
-                        };
-                        Ok((root.child(&rel), bytes, add))
-                    })();
-                    let _ = tx.blocking_send(res);
+                        grouped
+                    })
+                    .collect::<Result<Vec<_>>>();
+                let grouped = match grouped {
+                    Ok(g) => g,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                };
+                let mut slices: Vec<Vec<RecordBatch>> = vec![Vec::new(); num_parts];
+                for (batch, runs) in &grouped {
+                    for &(code, start, len) in runs {
+                        slices[code as usize].push(batch.slice(start, len));
+                    }
+                }
+                drop(grouped);
+                let parts = labels
+                    .iter()
+                    .zip(slices)
+                    .enumerate()
+                    .filter(|(code, (_, slices))| selected(*code) && !slices.is_empty())
+                    .map(|(_, (values, slices))| (values.clone(), slices, new_id()))
+                    .collect();
+                encode_parts(parts, &ctx, tx.clone(), |slices: Vec<RecordBatch>| {
+                    gather_sorted(&ctx.target, &slices, &ctx.sort_cols)
                 });
+            }
         });
         let store = self.location.store.clone();
         let progress = self.progress.clone();
@@ -372,15 +381,13 @@ impl DataWriter {
 /// Bytes a batch's rows occupy. Not `get_array_memory_size`: batches decoded from one IPC or
 /// Parquet buffer share it, and that counts the whole buffer for every batch.
 fn slice_bytes(batch: &RecordBatch) -> usize {
-    batch
-        .columns()
-        .iter()
-        .map(|c| {
-            c.to_data()
-                .get_slice_memory_size()
-                .unwrap_or_else(|_| c.get_array_memory_size())
-        })
-        .sum()
+    batch.columns().iter().map(column_bytes).sum()
+}
+
+fn column_bytes(c: &arrow::array::ArrayRef) -> usize {
+    c.to_data()
+        .get_slice_memory_size()
+        .unwrap_or_else(|_| c.get_array_memory_size())
 }
 
 /// Single PUT for small files, multipart for large ones.
@@ -427,4 +434,173 @@ fn thread_cpu() -> std::time::Duration {
         }
     }
     std::time::Duration::ZERO
+}
+
+/// What every part of a chunk is encoded with.
+struct PartContext {
+    fields: Vec<crate::partition::PartitionField>,
+    props: parquet::file::properties::WriterProperties,
+    sort_cols: Vec<usize>,
+    target: SchemaRef,
+    root: TableLocation,
+    now: i64,
+}
+
+/// Per partition (in parallel, largest first, so the last tasks on the pool are short ones):
+/// `gather` its rows in key order, encode them and send the file to the uploads.
+fn encode_parts<P: Send>(
+    parts: Vec<(Vec<Option<String>>, Vec<P>, String)>,
+    ctx: &PartContext,
+    tx: tokio::sync::mpsc::Sender<Result<(Path, Vec<u8>, AddFile)>>,
+    gather: impl Fn(Vec<P>) -> Result<RecordBatch> + Sync,
+) where
+    Vec<P>: PartRows,
+{
+    let mut parts = parts;
+    parts.sort_by_key(|(_, part, _)| std::cmp::Reverse(part.rows()));
+    parts
+        .into_par_iter()
+        .for_each_with(tx, |tx, (values, part, id)| {
+            let res = (|| {
+                let (t, cpu) = (std::time::Instant::now(), thread_cpu());
+                let part = gather(part)?;
+                let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
+                let (bytes, footer) = encode_parquet(&part, ctx.props.clone())?;
+                let cpu_end = thread_cpu();
+                tracing::trace!(
+                    sort_us = t_sort.as_micros() as u64,
+                    encode_us = (t.elapsed() - t_sort).as_micros() as u64,
+                    sort_cpu_us = (cpu_sort - cpu).as_micros() as u64,
+                    encode_cpu_us = (cpu_end - cpu_sort).as_micros() as u64,
+                    rows = part.num_rows(),
+                    "encoded part"
+                );
+                let cpu_stats = thread_cpu();
+                let stats = file_stats(&part, &footer)?;
+                tracing::trace!(
+                    stats_cpu_us = (thread_cpu() - cpu_stats).as_micros() as u64,
+                    "part statistics"
+                );
+                let folder = partition_path(&ctx.fields, &values);
+                let rel = if folder.is_empty() {
+                    format!("_data/part-{id}.parquet")
+                } else {
+                    format!("_data/{folder}/part-{id}.parquet")
+                };
+                let partition_values: BTreeMap<String, Option<String>> = ctx
+                    .fields
+                    .iter()
+                    .zip(&values)
+                    .map(|(f, v)| (f.name.clone(), v.clone()))
+                    .collect();
+                let add = AddFile {
+                    path: rel.clone(),
+                    partition_values,
+                    size: bytes.len() as u64,
+                    rows: part.num_rows() as u64,
+                    modification_time: ctx.now,
+                    stats,
+                    seq: None,
+                    merged: false,
+                    added_version: None,
+                };
+                Ok((ctx.root.child(&rel), bytes, add))
+            })();
+            let _ = tx.blocking_send(res);
+        });
+}
+
+/// Rows of a part before it is gathered.
+trait PartRows {
+    fn rows(&self) -> usize;
+}
+
+impl PartRows for Vec<RecordBatch> {
+    fn rows(&self) -> usize {
+        self.iter().map(|s| s.num_rows()).sum()
+    }
+}
+
+/// One grouping pass over a chunk: the batches it reads and the partitions it groups (all
+/// when `None`).
+struct Pass {
+    batches: std::ops::Range<usize>,
+    codes: Option<Vec<bool>>,
+}
+
+/// How a chunk is grouped: in one pass, or, for a resident input larger than `budget` bytes, in
+/// passes of a few partitions each, so that no pass copies more than `budget` (a partition
+/// larger than that on its own gets a pass per run of batches that fits). Each pass reads
+/// every batch again, but only copies its own partitions' rows, and each partition gets one
+/// file per insert instead of one per chunk.
+fn passes(
+    batches: &[(RecordBatch, Vec<u32>)],
+    num_parts: usize,
+    budget: Option<usize>,
+) -> Vec<Pass> {
+    let all = Pass {
+        batches: 0..batches.len(),
+        codes: None,
+    };
+    let Some(budget) = budget else {
+        return vec![all];
+    };
+    let budget = budget.max(1);
+    // Bytes of each partition's rows per batch, at the batch's mean row size.
+    let per_batch: Vec<Vec<usize>> = batches
+        .par_iter()
+        .map(|(batch, codes)| {
+            let row = slice_bytes(batch) / batch.num_rows().max(1) + 1;
+            let mut bytes = vec![0usize; num_parts];
+            for &c in codes {
+                bytes[c as usize] += row;
+            }
+            bytes
+        })
+        .collect();
+    let total = |code: usize| per_batch.iter().map(|b| b[code]).sum::<usize>();
+    let mut out = Vec::new();
+    let (mut mask, mut used) = (vec![false; num_parts], 0usize);
+    for code in 0..num_parts {
+        let size = total(code);
+        if size > budget {
+            // On its own, in runs of batches of at most `budget`.
+            let mut first = 0;
+            let mut run = 0usize;
+            for (b, bytes) in per_batch.iter().enumerate() {
+                if run > 0 && run + bytes[code] > budget {
+                    out.push(one(code, first..b, num_parts));
+                    (first, run) = (b, 0);
+                }
+                run += bytes[code];
+            }
+            out.push(one(code, first..batches.len(), num_parts));
+            continue;
+        }
+        if used > 0 && used + size > budget {
+            out.push(Pass {
+                batches: 0..batches.len(),
+                codes: Some(std::mem::replace(&mut mask, vec![false; num_parts])),
+            });
+            used = 0;
+        }
+        mask[code] = true;
+        used += size;
+    }
+    if used > 0 {
+        out.push(Pass {
+            batches: 0..batches.len(),
+            codes: Some(mask),
+        });
+    }
+    out
+}
+
+fn one(code: usize, batches: std::ops::Range<usize>, num_parts: usize) -> Pass {
+    let mut mask = vec![false; num_parts];
+    mask[code] = true;
+    Pass {
+        batches,
+        codes: Some(mask),
+    }
 }

@@ -89,7 +89,7 @@ proptest! {
         }
         let mut slices: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts as usize];
         for (batch, codes) in input {
-            let (grouped, runs) = group_by_partition(batch, &codes, parts as usize).unwrap();
+            let (grouped, runs) = group_by_partition(batch, &codes, parts as usize, None).unwrap();
             let mut covered = 0;
             for (code, start, len) in runs {
                 prop_assert_eq!(start, covered);
@@ -530,4 +530,161 @@ proptest! {
         let expected = sample.len() >= 64 && distinct * share.1 >= sample.len() * share.0;
         prop_assert_eq!(got, expected);
     }
+}
+
+proptest! {
+    /// A resident input larger than the chunk is grouped in passes: every row lands in exactly
+    /// one pass's part of its partition; a partition within the budget is grouped by one pass
+    /// (so it gets one file); and a pass copies more than the budget only when it is one
+    /// batch's rows of one partition.
+    #[test]
+    fn passes_group_every_row_once(
+        parts in 1u32..6,
+        rows in proptest::collection::vec(
+            proptest::collection::vec(row_strategy(6), 0..40), 1..6),
+        budget in 1usize..6000,
+    ) {
+        let rows: Vec<Vec<_>> = rows
+            .into_iter()
+            .map(|b| b.into_iter().map(|(c, k, t)| (c % parts, k, t)).collect())
+            .collect();
+        let input = batches(&rows);
+        let n = parts as usize;
+        let row_bytes = |b: &RecordBatch| super::slice_bytes(b) / b.num_rows().max(1) + 1;
+        let mut expected: Vec<Vec<i64>> = vec![Vec::new(); n];
+        let mut size = vec![0usize; n];
+        for (batch, codes) in &input {
+            for (row, (id, _)) in keys(batch).into_iter().enumerate() {
+                expected[codes[row] as usize].push(id);
+                size[codes[row] as usize] += row_bytes(batch);
+            }
+        }
+        let mut seen: Vec<Vec<i64>> = vec![Vec::new(); n];
+        let mut passes_of = vec![0usize; n];
+        for pass in super::passes(&input, n, Some(budget)) {
+            let mask = pass.codes.clone().expect("a budget gives masks");
+            let (mut copied, mut touched, mut from) = (0usize, vec![false; n], 0usize);
+            for (batch, codes) in &input[pass.batches.clone()] {
+                let (grouped, runs) =
+                    group_by_partition(batch.clone(), codes, n, Some(&mask)).unwrap();
+                let mut covered = 0;
+                for (code, start, len) in runs {
+                    prop_assert!(mask[code as usize]);
+                    prop_assert_eq!(start, covered);
+                    covered += len;
+                    touched[code as usize] = true;
+                    seen[code as usize]
+                        .extend(keys(&grouped.slice(start, len)).into_iter().map(|(id, _)| id));
+                }
+                prop_assert_eq!(covered, grouped.num_rows());
+                copied += grouped.num_rows() * row_bytes(batch);
+                from += usize::from(grouped.num_rows() > 0);
+            }
+            for (p, t) in touched.iter().enumerate() {
+                passes_of[p] += usize::from(*t);
+            }
+            let one_run = mask.iter().filter(|m| **m).count() == 1 && from == 1;
+            prop_assert!(copied <= budget || one_run, "pass copies {} > {}", copied, budget);
+        }
+        for p in 0..n {
+            // Within a partition the passes come in input order, and so do rows within a pass.
+            prop_assert_eq!(&seen[p], &expected[p]);
+            if size[p] <= budget {
+                prop_assert!(passes_of[p] <= 1, "partition {} in {} passes", p, passes_of[p]);
+            }
+        }
+    }
+}
+
+/// `insert_batches` of more rows than a chunk holds: a file per partition, every row once,
+/// each file sorted.
+#[tokio::test]
+async fn a_resident_input_beyond_the_chunk_gets_a_file_per_partition() {
+    use crate::partition::parse_spec;
+    use crate::storage::TableLocation;
+    use crate::table::{CreateOptions, InsertOptions, TableBuilder};
+    use object_store::ObjectStoreExt;
+
+    let t = TableBuilder::new(TableLocation::memory("t")).build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("region").unwrap(),
+        sort_by: vec!["t".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("region", DataType::Utf8, false),
+        Field::new("t", DataType::Int64, false),
+        Field::new("note", DataType::Utf8, false),
+    ]));
+    let regions = ["eu", "us", "ap", "sa"];
+    let input: Vec<RecordBatch> = (0..20i64)
+        .map(|b| {
+            let ids: Vec<i64> = (0..500).map(|i| b * 500 + i).collect();
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(ids.clone())),
+                    Arc::new(StringArray::from_iter_values(
+                        ids.iter().map(|i| regions[(i * 7 % 4) as usize]),
+                    )),
+                    Arc::new(Int64Array::from_iter_values(
+                        ids.iter().map(|i| (i * 7919) % 1000),
+                    )),
+                    Arc::new(StringArray::from_iter_values(
+                        ids.iter().map(|i| format!("{i:0>100}")),
+                    )),
+                ],
+            )
+            .unwrap()
+        })
+        .collect();
+    // 10,000 rows of about 130 bytes (1.3 MB); a chunk of 400 kB holds a region's 2,500.
+    let opts = InsertOptions {
+        write: super::WriteOptions {
+            chunk_bytes: 400_000,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let report = t
+        .insert_batches(schema, input, &opts, Arc::new(super::NoProgress))
+        .await
+        .unwrap();
+    assert_eq!(report.rows, 10_000);
+    let snap = t.snapshot().await.unwrap();
+    // Each region (2,500 rows, about 330 kB) fits the budget: one file each, where chunks of
+    // 400 kB would have given each region a file in each of four chunks.
+    assert_eq!(snap.files.len(), 4, "{:?}", snap.files.keys());
+    let mut ids = Vec::new();
+    for (path, add) in &snap.files {
+        let bytes = t
+            .location()
+            .store
+            .get(&t.location().child(path))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(bytes, 8192).unwrap();
+        let mut last = i64::MIN;
+        for b in reader {
+            let b = b.unwrap();
+            let region = add.partition_values["region"].clone().unwrap();
+            for i in 0..b.num_rows() {
+                let id = b["id"].as_primitive::<Int64Type>().value(i);
+                let tv = b["t"].as_primitive::<Int64Type>().value(i);
+                assert_eq!(regions[(id * 7 % 4) as usize], region);
+                assert!(tv >= last, "file {path} not sorted by t");
+                last = tv;
+                ids.push(id);
+            }
+        }
+    }
+    ids.sort();
+    assert_eq!(ids, (0..10_000).collect::<Vec<_>>());
 }
