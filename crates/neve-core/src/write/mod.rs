@@ -546,33 +546,42 @@ fn passes(
         return vec![all];
     };
     let budget = budget.max(1);
-    // Bytes of each partition's rows per batch, at the batch's mean row size.
-    let per_batch: Vec<Vec<usize>> = batches
+    // Bytes of each partition's rows, at each batch's mean row size (a table per thread, not
+    // per batch: a table may have many partitions).
+    let row_bytes = |b: &RecordBatch| slice_bytes(b) / b.num_rows().max(1) + 1;
+    let add = |mut a: Vec<usize>, b: Vec<usize>| {
+        a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        a
+    };
+    let totals = batches
         .par_iter()
-        .map(|(batch, codes)| {
-            let row = slice_bytes(batch) / batch.num_rows().max(1) + 1;
-            let mut bytes = vec![0usize; num_parts];
-            for &c in codes {
-                bytes[c as usize] += row;
-            }
-            bytes
-        })
-        .collect();
-    let total = |code: usize| per_batch.iter().map(|b| b[code]).sum::<usize>();
+        .fold(
+            || vec![0usize; num_parts],
+            |mut acc, (batch, codes)| {
+                let row = row_bytes(batch);
+                for &c in codes {
+                    acc[c as usize] += row;
+                }
+                acc
+            },
+        )
+        .reduce(|| vec![0usize; num_parts], add);
     let mut out = Vec::new();
     let (mut mask, mut used) = (vec![false; num_parts], 0usize);
-    for code in 0..num_parts {
-        let size = total(code);
+    for (code, &size) in totals.iter().enumerate() {
         if size > budget {
-            // On its own, in runs of batches of at most `budget`.
+            // On its own, in runs of batches of at most `budget` (there are few such
+            // partitions: their rows are more than a chunk each).
             let mut first = 0;
             let mut run = 0usize;
-            for (b, bytes) in per_batch.iter().enumerate() {
-                if run > 0 && run + bytes[code] > budget {
+            for (b, (batch, codes)) in batches.iter().enumerate() {
+                let bytes =
+                    codes.iter().filter(|&&c| c as usize == code).count() * row_bytes(batch);
+                if run > 0 && run + bytes > budget {
                     out.push(one(code, first..b, num_parts));
                     (first, run) = (b, 0);
                 }
-                run += bytes[code];
+                run += bytes;
             }
             out.push(one(code, first..batches.len(), num_parts));
             continue;

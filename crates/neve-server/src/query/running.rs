@@ -23,9 +23,11 @@ pub struct Running {
     metrics: Arc<Metrics>,
     rows: u64,
     finished: bool,
-    /// Holds the query's slot until the deadline, and gives it back then even if the client
-    /// stopped reading (nothing polls `next` while the socket is full). Aborted, giving the
-    /// slot back at once, when this is dropped.
+    /// The query's slot. Given back as the query ends, before its last bytes are sent, so a
+    /// client that has read the whole answer finds the slot free for its next query.
+    slot: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
+    /// Gives the slot back at the deadline even if the client stopped reading (nothing polls
+    /// `next` while the socket is full). Aborted when this is dropped.
     watchdog: tokio::task::AbortHandle,
 }
 
@@ -38,6 +40,8 @@ impl Running {
         metrics: Arc<Metrics>,
         permit: OwnedSemaphorePermit,
     ) -> Self {
+        let slot = Arc::new(std::sync::Mutex::new(Some(permit)));
+        let held = slot.clone();
         Self {
             batches,
             first,
@@ -47,9 +51,10 @@ impl Running {
             metrics,
             rows: 0,
             finished: false,
+            slot,
             watchdog: tokio::spawn(async move {
                 tokio::time::sleep_until(deadline).await;
-                drop(permit);
+                release(&held);
             })
             .abort_handle(),
         }
@@ -81,6 +86,7 @@ impl Running {
             Some(Err(e)) => Some(Err(self.fail(e))),
             None => {
                 self.finished = true;
+                release(&self.slot);
                 self.metrics.queries_ok.inc();
                 self.metrics
                     .query_seconds
@@ -94,6 +100,7 @@ impl Running {
     /// End the query with `e` (counted by its code).
     pub fn fail(&mut self, e: Error) -> Error {
         self.finished = true;
+        release(&self.slot);
         tracing::warn!(error = %e, rows = self.rows, "query failed while streaming");
         self.metrics.query_outcome(&e);
         e
@@ -103,6 +110,7 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.watchdog.abort();
+        release(&self.slot);
         if !self.finished {
             self.metrics.queries_cancelled.inc();
             tracing::info!(
@@ -111,4 +119,9 @@ impl Drop for Running {
             );
         }
     }
+}
+
+/// Give the query's slot back (once; later calls find it gone).
+fn release(slot: &std::sync::Mutex<Option<OwnedSemaphorePermit>>) {
+    drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
 }
