@@ -318,9 +318,7 @@ impl DataWriter {
                     .filter(|(code, (_, slices))| selected(*code) && !slices.is_empty())
                     .map(|(_, (values, slices))| (values.clone(), slices, new_id()))
                     .collect();
-                encode_parts(parts, &ctx, tx.clone(), |slices: Vec<RecordBatch>| {
-                    gather_sorted(&ctx.target, &slices, &ctx.sort_cols)
-                });
+                encode_parts(parts, &ctx, tx.clone());
             }
         });
         let store = self.location.store.clone();
@@ -382,6 +380,11 @@ impl DataWriter {
 /// Parquet buffer share it, and that counts the whole buffer for every batch.
 fn slice_bytes(batch: &RecordBatch) -> usize {
     batch.columns().iter().map(column_bytes).sum()
+}
+
+/// A batch's bytes a row (rounded up), what a pass over a resident input counts its rows at.
+fn mean_row_bytes(batch: &RecordBatch) -> usize {
+    slice_bytes(batch) / batch.num_rows().max(1) + 1
 }
 
 fn column_bytes(c: &arrow::array::ArrayRef) -> usize {
@@ -447,23 +450,23 @@ struct PartContext {
 }
 
 /// Per partition (in parallel, largest first, so the last tasks on the pool are short ones):
-/// `gather` its rows in key order, encode them and send the file to the uploads.
-fn encode_parts<P: Send>(
-    parts: Vec<(Vec<Option<String>>, Vec<P>, String)>,
+/// sort its slices' rows by the keys and gather them in that order, encode them and send the
+/// file to the uploads.
+fn encode_parts(
+    mut parts: Vec<(Vec<Option<String>>, Vec<RecordBatch>, String)>,
     ctx: &PartContext,
     tx: tokio::sync::mpsc::Sender<Result<(Path, Vec<u8>, AddFile)>>,
-    gather: impl Fn(Vec<P>) -> Result<RecordBatch> + Sync,
-) where
-    Vec<P>: PartRows,
-{
-    let mut parts = parts;
-    parts.sort_by_key(|(_, part, _)| std::cmp::Reverse(part.rows()));
+) {
+    parts.sort_by_key(|(_, slices, _)| {
+        std::cmp::Reverse(slices.iter().map(|s| s.num_rows()).sum::<usize>())
+    });
     parts
         .into_par_iter()
-        .for_each_with(tx, |tx, (values, part, id)| {
+        .for_each_with(tx, |tx, (values, slices, id)| {
             let res = (|| {
                 let (t, cpu) = (std::time::Instant::now(), thread_cpu());
-                let part = gather(part)?;
+                let part = gather_sorted(&ctx.target, &slices, &ctx.sort_cols)?;
+                drop(slices);
                 let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
                 let (bytes, footer) = encode_parquet(&part, ctx.props.clone())?;
                 let cpu_end = thread_cpu();
@@ -510,17 +513,6 @@ fn encode_parts<P: Send>(
         });
 }
 
-/// Rows of a part before it is gathered.
-trait PartRows {
-    fn rows(&self) -> usize;
-}
-
-impl PartRows for Vec<RecordBatch> {
-    fn rows(&self) -> usize {
-        self.iter().map(|s| s.num_rows()).sum()
-    }
-}
-
 /// One grouping pass over a chunk: the batches it reads and the partitions it groups (all
 /// when `None`).
 struct Pass {
@@ -548,7 +540,6 @@ fn passes(
     let budget = budget.max(1);
     // Bytes of each partition's rows, at each batch's mean row size (a table per thread, not
     // per batch: a table may have many partitions).
-    let row_bytes = |b: &RecordBatch| slice_bytes(b) / b.num_rows().max(1) + 1;
     let add = |mut a: Vec<usize>, b: Vec<usize>| {
         a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
         a
@@ -558,7 +549,7 @@ fn passes(
         .fold(
             || vec![0usize; num_parts],
             |mut acc, (batch, codes)| {
-                let row = row_bytes(batch);
+                let row = mean_row_bytes(batch);
                 for &c in codes {
                     acc[c as usize] += row;
                 }
@@ -576,7 +567,7 @@ fn passes(
             let mut run = 0usize;
             for (b, (batch, codes)) in batches.iter().enumerate() {
                 let bytes =
-                    codes.iter().filter(|&&c| c as usize == code).count() * row_bytes(batch);
+                    codes.iter().filter(|&&c| c as usize == code).count() * mean_row_bytes(batch);
                 if run > 0 && run + bytes > budget {
                     out.push(one(code, first..b, num_parts));
                     (first, run) = (b, 0);

@@ -66,6 +66,13 @@ fn row_strategy(parts: u32) -> impl Strategy<Value = Row> {
     )
 }
 
+/// The rows with their part codes brought below `parts`.
+fn within(rows: Vec<Vec<Row>>, parts: u32) -> Vec<Vec<Row>> {
+    rows.into_iter()
+        .map(|b| b.into_iter().map(|(c, k, t)| (c % parts, k, t)).collect())
+        .collect()
+}
+
 proptest! {
     /// Each part gets exactly its rows, in key order (ascending, nulls first), whatever the
     /// batch sizes and however the rows are spread.
@@ -76,11 +83,7 @@ proptest! {
             proptest::collection::vec(row_strategy(6), 0..40), 1..5),
         sort in any::<bool>(),
     ) {
-        let rows: Vec<Vec<_>> = rows
-            .into_iter()
-            .map(|b| b.into_iter().map(|(c, k, t)| (c % parts, k, t)).collect())
-            .collect();
-        let input = batches(&rows);
+        let input = batches(&within(rows, parts));
         let mut expected: Vec<Vec<(i64, Key)>> = vec![Vec::new(); parts as usize];
         for (batch, codes) in &input {
             for (row, key) in keys(batch).into_iter().enumerate() {
@@ -544,13 +547,9 @@ proptest! {
             proptest::collection::vec(row_strategy(6), 0..40), 1..6),
         budget in 1usize..6000,
     ) {
-        let rows: Vec<Vec<_>> = rows
-            .into_iter()
-            .map(|b| b.into_iter().map(|(c, k, t)| (c % parts, k, t)).collect())
-            .collect();
-        let input = batches(&rows);
+        let input = batches(&within(rows, parts));
         let n = parts as usize;
-        let row_bytes = |b: &RecordBatch| super::slice_bytes(b) / b.num_rows().max(1) + 1;
+        let row_bytes = super::mean_row_bytes;
         let mut expected: Vec<Vec<i64>> = vec![Vec::new(); n];
         let mut size = vec![0usize; n];
         for (batch, codes) in &input {
