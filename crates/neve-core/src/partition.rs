@@ -352,9 +352,10 @@ pub fn assign(
     Ok(PartitionAssignment { codes, labels })
 }
 
-/// Intern keys of one level.
+/// Intern keys of one level. Every input row is looked up here, so the map hashes with
+/// aHash (a few instructions for an integer key) rather than SipHash.
 struct Interner<K> {
-    map: HashMap<K, u32>,
+    map: HashMap<K, u32, std::hash::BuildHasherDefault<ahash::AHasher>>,
     labels: Vec<Option<String>>,
     null_code: Option<u32>,
 }
@@ -362,7 +363,7 @@ struct Interner<K> {
 impl<K: std::hash::Hash + Eq> Interner<K> {
     fn new() -> Self {
         Self {
-            map: HashMap::new(),
+            map: HashMap::default(),
             labels: Vec::new(),
             null_code: None,
         }

@@ -568,19 +568,9 @@ impl Table {
                 let (tx, rx) = tokio::sync::mpsc::channel(8);
                 let splitter = writer.splitter();
                 let name = inp.name.clone();
+                let resident = opts.write.resident;
                 let reader = tokio::task::spawn_blocking(move || {
-                    let mut rows = 0u64;
-                    for b in inp.batches {
-                        let split = b.and_then(|b| {
-                            let first = rows;
-                            rows += b.num_rows() as u64;
-                            splitter.split(b, &name, first)
-                        });
-                        let stop = split.is_err();
-                        if tx.blocking_send(split).is_err() || stop {
-                            break;
-                        }
-                    }
+                    crate::write::split_input(&splitter, inp.batches, &name, resident, &tx)
                 });
                 let res = writer.write_stream(rx).await;
                 reader.await.map_err(|e| Error::TaskFailed(e.to_string()))?;

@@ -687,3 +687,66 @@ async fn a_resident_input_beyond_the_chunk_gets_a_file_per_partition() {
     ids.sort();
     assert_eq!(ids, (0..10_000).collect::<Vec<_>>());
 }
+
+/// A resident input is split a window of batches at a time on the rayon pool: the writer
+/// still gets every batch in input order, each error names its row counted over the whole
+/// input, and the first bad batch in input order is the one reported, nothing after it sent.
+#[test]
+fn a_resident_input_is_split_in_order_and_stops_at_its_first_bad_batch() {
+    let target = schema();
+    let splitter = super::Splitter {
+        target: target.clone(),
+        fields: vec![],
+    };
+    let nullable = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("k", DataType::Utf8, true),
+        Field::new("t", DataType::Int64, true),
+    ]));
+    // 40 batches of 10 rows; ids 0..400; a null id (not allowed) at rows 237 and 318.
+    let input: Vec<RecordBatch> = (0..40)
+        .map(|b| {
+            let ids: Int64Array = (b * 10..b * 10 + 10)
+                .map(|i| (i != 236 && i != 317).then_some(i))
+                .collect();
+            RecordBatch::try_new(
+                nullable.clone(),
+                vec![
+                    Arc::new(ids),
+                    Arc::new(StringArray::from(vec![Some("a"); 10])),
+                    Arc::new(Int64Array::from(vec![Some(1); 10])),
+                ],
+            )
+            .unwrap()
+        })
+        .collect();
+    for resident in [true, false] {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        super::split_input(
+            &splitter,
+            input.clone().into_iter().map(Ok),
+            "in.arrow",
+            resident,
+            &tx,
+        );
+        drop(tx);
+        let mut ids = Vec::new();
+        let mut err = None;
+        while let Some(s) = rx.blocking_recv() {
+            match s {
+                Ok(s) => {
+                    assert_eq!(s.batch.schema(), target);
+                    let col = s.batch.column(0).as_primitive::<Int64Type>();
+                    ids.extend(col.values().iter().copied());
+                }
+                Err(e) => {
+                    assert!(err.is_none(), "nothing after the first error");
+                    err = Some(e.to_string());
+                }
+            }
+        }
+        assert_eq!(ids, (0..230).collect::<Vec<i64>>(), "resident {resident}");
+        let err = err.expect("the null id is an error");
+        assert!(err.contains("row 237"), "{err}");
+    }
+}

@@ -51,8 +51,8 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
             let s = started.elapsed().as_secs_f64();
             let p = mark.phases();
             eprintln!(
-                "  neve run {}: {:.2}s, {} files; CPU {:.2}s: grouping batches by partition {:.2}s, sorting parts {:.2}s, encoding them {:.2}s, their statistics {:.2}s",
-                run + 1, s, report.files, p.cpu_s, p.group_s, p.sort_s, p.encode_s, p.stats_s
+                "  neve run {}: {:.2}s, {} files; CPU {:.2}s: splitting batches (conform, partitions) {:.2}s, grouping them by partition {:.2}s, sorting parts {:.2}s, encoding them {:.2}s, their statistics {:.2}s",
+                run + 1, s, report.files, p.cpu_s, p.split_s, p.group_s, p.sort_s, p.encode_s, p.stats_s
             );
             secs.push(s);
             phases.push(p);
@@ -70,6 +70,7 @@ pub async fn run(a: BenchIngestArgs) -> Result<()> {
             "neve_mb_per_s_arrow": arrow_bytes as f64 / 1e6 / neve_s,
             "neve_files": files, "neve_bytes": written, "neve_runs_s": secs,
             "neve_cpu_runs_s": phases.iter().map(|p| p.cpu_s).collect::<Vec<_>>(),
+            "neve_split_runs_s": phases.iter().map(|p| p.split_s).collect::<Vec<_>>(),
             "neve_group_runs_s": phases.iter().map(|p| p.group_s).collect::<Vec<_>>(),
             "neve_sort_runs_s": phases.iter().map(|p| p.sort_s).collect::<Vec<_>>(),
             "neve_stats_runs_s": phases.iter().map(|p| p.stats_s).collect::<Vec<_>>(),

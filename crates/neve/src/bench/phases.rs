@@ -1,5 +1,5 @@
 //! Where an insert's time goes, for `neve bench ingest`: the write path's per-part trace
-//! events ("grouped batch", "encoded part", "part statistics": the CPU time of each step on its thread) summed over a run, and the
+//! events ("split batch", "grouped batch", "encoded part", "part statistics": the CPU time of each step on its thread) summed over a run, and the
 //! process's CPU time. These give the bound a benchmark states beside its target: however fast
 //! the rest gets, an insert cannot finish before its Parquet encoding, spread over the cores.
 
@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
 
+static SPLIT_US: AtomicU64 = AtomicU64::new(0);
 static GROUP_US: AtomicU64 = AtomicU64::new(0);
 static SORT_US: AtomicU64 = AtomicU64::new(0);
 static ENCODE_US: AtomicU64 = AtomicU64::new(0);
@@ -22,6 +23,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PartTimings {
         impl Visit for Sum {
             fn record_u64(&mut self, field: &Field, value: u64) {
                 match field.name() {
+                    "split_cpu_us" => SPLIT_US.fetch_add(value, Ordering::Relaxed),
                     "group_cpu_us" => GROUP_US.fetch_add(value, Ordering::Relaxed),
                     "sort_cpu_us" => SORT_US.fetch_add(value, Ordering::Relaxed),
                     "encode_cpu_us" => ENCODE_US.fetch_add(value, Ordering::Relaxed),
@@ -45,6 +47,8 @@ pub fn part_timings_filter() -> tracing_subscriber::filter::Targets {
 /// process's CPU seconds (user + system), since the last call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phases {
+    /// Conforming each input batch to the table's schema and assigning its rows' partitions.
+    pub split_s: f64,
     /// Reordering each input batch by partition.
     pub group_s: f64,
     /// Sorting each part and gathering its rows in that order.
@@ -63,7 +67,7 @@ pub struct Mark {
 
 impl Mark {
     pub fn now() -> Self {
-        for c in [&GROUP_US, &SORT_US, &ENCODE_US, &STATS_US] {
+        for c in [&SPLIT_US, &GROUP_US, &SORT_US, &ENCODE_US, &STATS_US] {
             c.store(0, Ordering::Relaxed);
         }
         Self {
@@ -74,6 +78,7 @@ impl Mark {
     pub fn phases(&self) -> Phases {
         let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e6;
         Phases {
+            split_s: s(&SPLIT_US),
             group_s: s(&GROUP_US),
             sort_s: s(&SORT_US),
             encode_s: s(&ENCODE_US),
