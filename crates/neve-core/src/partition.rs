@@ -353,9 +353,11 @@ pub fn assign(
 }
 
 /// Intern keys of one level. Every input row is looked up here, so the map hashes with
-/// aHash (a few instructions for an integer key) rather than SipHash.
+/// aHash (a few instructions for an integer key) rather than SipHash, keyed at random as std's
+/// maps are: partition values come from the input, and fixed keys would let crafted values
+/// collide.
 struct Interner<K> {
-    map: HashMap<K, u32, std::hash::BuildHasherDefault<ahash::AHasher>>,
+    map: HashMap<K, u32, ahash::RandomState>,
     labels: Vec<Option<String>>,
     null_code: Option<u32>,
 }
@@ -363,7 +365,12 @@ struct Interner<K> {
 impl<K: std::hash::Hash + Eq> Interner<K> {
     fn new() -> Self {
         Self {
-            map: HashMap::default(),
+            map: HashMap::with_hasher(ahash::RandomState::with_seeds(
+                rand::random(),
+                rand::random(),
+                rand::random(),
+                rand::random(),
+            )),
             labels: Vec::new(),
             null_code: None,
         }

@@ -129,8 +129,8 @@ const SPLIT_WINDOW_PER_THREAD: usize = 2;
 /// Split an input's batches in order and send them to the writer, stopping at the first
 /// error (in input order). A resident input's batches are split a window at a time on the
 /// rayon pool: otherwise the whole input is conformed and assigned its partitions on one
-/// thread before any grouping starts, with the other cores idle (for a 1M-row insert from
-/// Python, tens of milliseconds of a half-second insert).
+/// thread before any grouping starts, with the other cores idle (about 1% of a 1M-row
+/// insert's CPU: BENCHMARKS.md, issue 15).
 pub(crate) fn split_input(
     splitter: &Splitter,
     batches: impl Iterator<Item = Result<RecordBatch>>,
