@@ -352,6 +352,17 @@ pub fn assign(
     Ok(PartitionAssignment { codes, labels })
 }
 
+/// aHash keyed at random, for maps keyed by input values (partition keys, a part's sort-key
+/// strings): fixed keys would let crafted values collide and make every lookup a scan.
+pub(crate) fn keyed_hasher() -> ahash::RandomState {
+    ahash::RandomState::with_seeds(
+        rand::random(),
+        rand::random(),
+        rand::random(),
+        rand::random(),
+    )
+}
+
 /// Intern keys of one level. Every input row is looked up here, so the map hashes with
 /// aHash (a few instructions for an integer key) rather than SipHash, keyed at random as std's
 /// maps are: partition values come from the input, and fixed keys would let crafted values
@@ -365,12 +376,7 @@ struct Interner<K> {
 impl<K: std::hash::Hash + Eq> Interner<K> {
     fn new() -> Self {
         Self {
-            map: HashMap::with_hasher(ahash::RandomState::with_seeds(
-                rand::random(),
-                rand::random(),
-                rand::random(),
-                rand::random(),
-            )),
+            map: HashMap::with_hasher(keyed_hasher()),
             labels: Vec::new(),
             null_code: None,
         }

@@ -10,7 +10,6 @@
 //! strings with many distinct values) fall back to the row format.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{self as dt, DataType};
@@ -297,9 +296,8 @@ fn bytes_ranks(
     raw: &mut Vec<u64>,
     valid: &mut Vec<bool>,
 ) -> Option<()> {
-    type Hasher = BuildHasherDefault<twox_hash::XxHash64>;
     let limit = (rows / 2).max(64);
-    let mut ids: HashMap<&[u8], u32, Hasher> = HashMap::default();
+    let mut ids: HashMap<&[u8], u32, _> = HashMap::with_hasher(crate::partition::keyed_hasher());
     let mut distinct: Vec<&[u8]> = Vec::new();
     for a in columns {
         let value = bytes_of(*a);
