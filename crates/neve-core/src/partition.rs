@@ -364,9 +364,8 @@ pub(crate) fn keyed_hasher() -> ahash::RandomState {
 }
 
 /// Intern keys of one level. Every input row is looked up here, so the map hashes with
-/// aHash (a few instructions for an integer key) rather than SipHash, keyed at random as std's
-/// maps are: partition values come from the input, and fixed keys would let crafted values
-/// collide.
+/// aHash (a few instructions for an integer key) rather than SipHash, keyed at random
+/// ([`keyed_hasher`]).
 struct Interner<K> {
     map: HashMap<K, u32, ahash::RandomState>,
     labels: Vec<Option<String>>,
