@@ -130,30 +130,28 @@ fn warm(a: &dyn Array) {
         }
         std::hint::black_box(acc);
     }
-    let len = a.len();
-    if len == 0 {
+    /// The offsets of an array's values, then just those values' bytes.
+    fn touch_bytes(offsets: &[i32], values: &[u8]) {
+        touch(arrow::datatypes::ToByteSlice::to_byte_slice(offsets));
+        touch(&values[offsets[0] as usize..offsets[offsets.len() - 1] as usize]);
+    }
+    if a.is_empty() {
         return;
     }
-    if let Some(w) = a.data_type().primitive_width() {
-        let data = a.to_data();
-        if let Some(b) = data.buffers().first() {
-            touch(&b.as_slice()[data.offset() * w..(data.offset() + len) * w]);
-        }
-        return;
-    }
-    let (offsets, values) = match a.data_type() {
+    // Typed views of the array's own range: no `ArrayData` built per call (this runs for every
+    // column of every slice of every part).
+    arrow::array::downcast_primitive_array!(
+        a => touch(arrow::datatypes::ToByteSlice::to_byte_slice(a.values().as_ref())),
         DataType::Utf8 => {
             let s = a.as_string::<i32>();
-            (s.value_offsets(), s.values().as_slice())
+            touch_bytes(s.value_offsets(), s.values());
         }
         DataType::Binary => {
             let s = a.as_binary::<i32>();
-            (s.value_offsets(), s.values().as_slice())
+            touch_bytes(s.value_offsets(), s.values());
         }
-        _ => return,
-    };
-    touch(arrow::datatypes::ToByteSlice::to_byte_slice(offsets));
-    touch(&values[offsets[0] as usize..offsets[len] as usize]);
+        _ => {}
+    )
 }
 
 /// One partition's rows, given as contiguous slices of the chunk's grouped batches, sorted by
