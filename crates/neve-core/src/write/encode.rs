@@ -3,13 +3,13 @@
 //! in `stats.rs`).
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::compute::interleave;
 use arrow::datatypes::{DataType, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
+use super::gather::{gather_column, take_column, Loc};
 use crate::error::Result;
 use crate::partition::{self, PartitionField};
 
@@ -105,7 +105,7 @@ pub(crate) fn group_by_partition(
             if dense {
                 warm(c.as_ref());
             }
-            Ok(arrow::compute::take(c.as_ref(), &perm, None)?)
+            take_column(c.as_ref(), &perm)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((
@@ -166,31 +166,25 @@ pub(crate) fn gather_sorted(
     if slices.len() == 1 && !sorting {
         return Ok(slices[0].clone());
     }
-    let column =
-        |c: usize| -> Vec<&dyn Array> { slices.iter().map(|s| s.column(c).as_ref()).collect() };
-    let order: Vec<(usize, usize)> = if sorting {
-        let order = super::order::sort_order(slices, sort_cols)?;
-        // Position in the concatenated part -> (slice, row in slice).
-        let mut owner = Vec::with_capacity(rows);
-        for (i, s) in slices.iter().enumerate() {
-            owner.extend((0..s.num_rows()).map(|r| (i, r)));
-        }
-        order.into_iter().map(|i| owner[i as usize]).collect()
-    } else {
-        slices
-            .iter()
-            .enumerate()
-            .flat_map(|(i, s)| (0..s.num_rows()).map(move |r| (i, r)))
-            .collect()
-    };
-    if slices.len() == 1 && order.iter().enumerate().all(|(i, &(_, r))| i == r) {
+    if !sorting {
+        return Ok(arrow::compute::concat_batches(schema, slices)?);
+    }
+    let order = super::order::sort_order(slices, sort_cols)?;
+    if slices.len() == 1 && order.iter().enumerate().all(|(i, &r)| i as u32 == r) {
         return Ok(slices[0].clone());
     }
+    // Position in the concatenated part -> (slice, row in slice), then in sorted order.
+    let mut owner: Vec<Loc> = Vec::with_capacity(rows);
+    for (i, s) in slices.iter().enumerate() {
+        owner.extend((0..s.num_rows() as u32).map(|r| (i as u32, r)));
+    }
+    let locs: Vec<Loc> = order.iter().map(|&i| owner[i as usize]).collect();
+    drop((owner, order));
     let cols = (0..schema.fields().len())
         .map(|c| {
-            let arrays = column(c);
+            let arrays: Vec<&dyn Array> = slices.iter().map(|s| s.column(c).as_ref()).collect();
             arrays.iter().for_each(|a| warm(*a));
-            Ok(interleave(&arrays, &order)?)
+            gather_column(&arrays, &locs)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new_with_options(

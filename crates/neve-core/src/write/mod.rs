@@ -4,6 +4,7 @@
 
 pub(crate) mod conform;
 mod encode;
+mod gather;
 pub mod input;
 mod order;
 pub(crate) mod sink;
