@@ -9,7 +9,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use super::gather::{gather_column, take_column, Loc};
+use super::gather::{gather_column, take_column};
 use crate::error::Result;
 use crate::partition::{self, PartitionField};
 
@@ -174,17 +174,17 @@ pub(crate) fn gather_sorted(
         return Ok(slices[0].clone());
     }
     // Position in the concatenated part -> (slice, row in slice), then in sorted order.
-    let mut owner: Vec<Loc> = Vec::with_capacity(rows);
+    let mut owner = Vec::with_capacity(rows);
     for (i, s) in slices.iter().enumerate() {
-        owner.extend((0..s.num_rows() as u32).map(|r| (i as u32, r)));
+        owner.extend((0..s.num_rows()).map(|r| (i, r)));
     }
-    let locs: Vec<Loc> = order.iter().map(|&i| owner[i as usize]).collect();
-    drop((owner, order));
+    let order: Vec<(usize, usize)> = order.into_iter().map(|i| owner[i as usize]).collect();
+    drop(owner);
     let cols = (0..schema.fields().len())
         .map(|c| {
             let arrays: Vec<&dyn Array> = slices.iter().map(|s| s.column(c).as_ref()).collect();
             arrays.iter().for_each(|a| warm(*a));
-            gather_column(&arrays, &locs)
+            gather_column(&arrays, &order)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new_with_options(
