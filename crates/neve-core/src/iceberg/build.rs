@@ -1,0 +1,377 @@
+//! Building the metadata for a neve version: each snapshot's manifests and manifest list,
+//! written with create-only PUTs (the same bytes from any sync), on top of what the previous
+//! metadata already describes.
+
+use super::*;
+
+impl IcebergWriter {
+    /// The metadata describing `latest`, built on `prev`; and how many snapshots it added.
+    pub(super) async fn build(
+        &self,
+        run: &mut Run<'_>,
+        latest: &Snapshot,
+        info: Option<&CommitInfo>,
+        prev: Option<TableMetadata>,
+        cutoff: i64,
+        floor: Option<i64>,
+    ) -> Result<(TableMetadata, usize)> {
+        let described = prev.as_ref().and_then(|p| p.neve_version());
+        let mut entries: BTreeMap<i64, SnapshotEntry> = BTreeMap::new();
+        let mut schemas: BTreeMap<i32, Json> = BTreeMap::new();
+        if let Some(p) = &prev {
+            for s in &p.schemas {
+                if let Some(id) = s["schema-id"].as_i64() {
+                    schemas.insert(id as i32, s.clone());
+                }
+            }
+            for e in &p.snapshots {
+                entries.insert(e.snapshot_id, e.clone());
+            }
+        }
+        let before = entries.len();
+        // Where to start: right after what `prev` describes; else the version current at
+        // the cutoff, or the oldest the log still has.
+        let start_after = described.filter(|&d| d < latest.version);
+        // The oldest version the cap keeps: a rebuild starts there, not at the cutoff.
+        let max = max_snapshots(&latest.metadata.settings);
+        let lowest = (latest.version + 1).saturating_sub(max).max(1);
+        if latest.version > 0 && described.is_none_or(|d| d < latest.version) {
+            if start_after == Some(latest.version - 1) {
+                // The common case, right after a commit: the previous manifests are known
+                // from their list; only this version's new chunks are written.
+                self.learn_list(run, latest.version - 1).await?;
+                self.snapshot_entry(run, latest, info, &mut entries, &mut schemas)
+                    .await?;
+            } else {
+                let mut snap = match start_after.filter(|&s| s + 1 >= lowest) {
+                    Some(s) => match self.log.load_version(s).await {
+                        Ok(snap) => {
+                            self.learn_list(run, s).await?;
+                            Some(snap)
+                        }
+                        Err(_) => None,
+                    },
+                    None => None,
+                };
+                if snap.is_none() {
+                    let mut first = self.first_retained(cutoff).await?;
+                    if first.version < lowest {
+                        first = self.log.load_version(lowest).await?;
+                    }
+                    let info = self.log.read_commit(first.version).await?.map(|c| c.info);
+                    if first.version > 0 {
+                        self.snapshot_entry(run, &first, info.as_ref(), &mut entries, &mut schemas)
+                            .await?;
+                    }
+                    snap = Some(first);
+                }
+                let mut snap = snap.expect("a start");
+                let versions: Vec<u64> = (snap.version + 1..=latest.version).collect();
+                for chunk in versions.chunks(64) {
+                    let commits = self.log.read_commits(chunk.iter().copied()).await?;
+                    for c in commits {
+                        self.log.apply_all(&mut snap, std::slice::from_ref(&c))?;
+                        self.snapshot_entry(run, &snap, Some(&c.info), &mut entries, &mut schemas)
+                            .await?;
+                    }
+                }
+            }
+        }
+        let added = entries.len() - before;
+        // Expire: keep what was committed after the cutoff, the snapshot current at the
+        // cutoff, and always the newest.
+        let current_at_cutoff = entries
+            .values()
+            .filter(|e| e.timestamp_ms <= cutoff)
+            .map(|e| e.snapshot_id)
+            .max();
+        let newest = entries.keys().next_back().copied();
+        let total = entries.len();
+        entries.retain(|id, e| {
+            let kept = e.timestamp_ms > cutoff || Some(*id) == current_at_cutoff;
+            (kept && floor.is_none_or(|f| *id >= f)) || Some(*id) == newest
+        });
+        while entries.len() as u64 > max {
+            entries.pop_first();
+        }
+        run.report.snapshots_expired = total - entries.len();
+
+        let meta = &latest.metadata;
+        let (schema_id, schema) = schema_with_id(types::schema_fields(&meta.schema)?);
+        schemas.insert(schema_id, schema);
+        let used: HashSet<i32> = entries
+            .values()
+            .map(|e| e.schema_id)
+            .chain([schema_id])
+            .collect();
+        schemas.retain(|id, _| used.contains(id));
+        let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
+        let mut properties = BTreeMap::from([
+            ("neve.version".to_string(), latest.version.to_string()),
+            ("neve.table-id".to_string(), meta.table_id.clone()),
+            ("write.format.default".to_string(), "parquet".to_string()),
+            // Spark's Iceberg reader otherwise sizes splits for its 200 shuffle partitions (16
+            // MB, not 128): a table of many small files became 6.6× as many tasks as Spark's
+            // own Parquet reader makes of the same files, and ran 1.7-2.3× slower. Without it,
+            // splits are `read.split.target-size` (128 MB), as Spark's file source makes them.
+            (
+                "read.split.adaptive-size.enabled".to_string(),
+                "false".to_string(),
+            ),
+            (
+                "schema.name-mapping.default".to_string(),
+                types::name_mapping(&meta.schema).to_string(),
+            ),
+        ]);
+        properties.extend(MetricsConfig::of(meta.settings.iceberg_metrics.as_deref()).properties());
+        properties.insert(
+            "comment".into(),
+            "written by neve from its log (_log/); read-only for other engines".into(),
+        );
+        let snapshots: Vec<SnapshotEntry> = entries.into_values().collect();
+        let current = snapshots.last().map(|s| s.snapshot_id);
+        let mut refs = BTreeMap::new();
+        if let Some(c) = current {
+            refs.insert(
+                "main".to_string(),
+                json!({"snapshot-id": c, "type": "branch"}),
+            );
+        }
+        let table_uuid = uuid::Uuid::parse_str(&meta.table_id)
+            .unwrap_or_else(|_| {
+                let d = Sha256::digest(meta.table_id.as_bytes());
+                uuid::Builder::from_random_bytes(d[..16].try_into().expect("16")).into_uuid()
+            })
+            .to_string();
+        let metadata = TableMetadata {
+            format_version: 2,
+            table_uuid,
+            location: self.location.file_url("").trim_end_matches('/').to_string(),
+            last_sequence_number: latest.version as i64,
+            last_updated_ms: latest.timestamp,
+            last_column_id: meta.schema.last_column_id as i64,
+            current_schema_id: schema_id,
+            schemas: schemas.into_values().collect(),
+            default_spec_id: 0,
+            partition_specs: vec![types::spec_json(&spec)],
+            last_partition_id: types::FIRST_PARTITION_FIELD_ID - 1 + spec.len() as i32,
+            properties,
+            current_snapshot_id: current.unwrap_or(-1),
+            snapshot_log: snapshots
+                .iter()
+                .map(|s| SnapshotLogEntry {
+                    timestamp_ms: s.timestamp_ms,
+                    snapshot_id: s.snapshot_id,
+                })
+                .collect(),
+            snapshots,
+            metadata_log: vec![],
+            sort_orders: vec![json!({"order-id": 0, "fields": []})],
+            default_sort_order_id: 0,
+            refs,
+        };
+        Ok((metadata, added))
+    }
+
+    /// The snapshot to start a rebuild from: current at `cutoff`, else the oldest readable.
+    async fn first_retained(&self, cutoff: i64) -> Result<Snapshot> {
+        match self.log.load_at_timestamp(cutoff).await {
+            Ok(s) => Ok(s),
+            Err(Error::TimestampNotFound { .. } | Error::VersionNotFound { .. }) => {
+                let listing = self.log.list(None).await?;
+                let oldest = listing
+                    .checkpoints
+                    .iter()
+                    .chain(listing.commits.iter())
+                    .copied()
+                    .min()
+                    .unwrap_or(0);
+                self.log.load_version(oldest).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Learn the manifests snapshot `version` lists (they are stored), if its list is there.
+    async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<()> {
+        let key = manifest_list_key(version);
+        let listed = match run.prefetched.take() {
+            Some((v, Listed::Known(infos))) if v == version => infos,
+            Some((v, Listed::Stored(bytes))) if v == version => match bytes {
+                Some(bytes) => manifest::read_manifest_list(&key, &bytes)?,
+                None => vec![],
+            },
+            _ => match self.get(&key).await? {
+                Some(bytes) => manifest::read_manifest_list(&key, &bytes)?,
+                None => vec![],
+            },
+        };
+        for info in listed {
+            run.known.insert(info.key.clone(), (info, true));
+        }
+        Ok(())
+    }
+
+    /// Write snapshot `snap.version` (its manifests and list) and record its entry.
+    async fn snapshot_entry(
+        &self,
+        run: &mut Run<'_>,
+        snap: &Snapshot,
+        info: Option<&CommitInfo>,
+        entries: &mut BTreeMap<i64, SnapshotEntry>,
+        schemas: &mut BTreeMap<i32, Json>,
+    ) -> Result<()> {
+        let info = match info {
+            Some(i) => i.clone(),
+            None => match self.log.read_commit(snap.version).await? {
+                Some(c) => c.info,
+                None => {
+                    return Err(Error::VersionNotFound {
+                        version: snap.version,
+                        reason: "its log entry was removed".into(),
+                    })
+                }
+            },
+        };
+        let meta = &snap.metadata;
+        let fields = types::schema_fields(&meta.schema)?;
+        let (schema_id, schema) = schema_with_id(fields);
+        let schema_text = schema.to_string();
+        let spec = types::partition_spec(&meta.schema, &meta.partition_by)?;
+        let metrics = MetricsConfig::of(meta.settings.iceberg_metrics.as_deref());
+        let layout_key = format!("{schema_text}\n{}\n{metrics}", types::spec_json(&spec));
+        if run.layout.as_ref().is_none_or(|l| l.0 != layout_key) {
+            // Kept by the writer across syncs: parsing the manifest schema was a tenth of a
+            // commit's sync.
+            let kept = self.layout.lock().expect("layout").clone();
+            let layout = match kept.filter(|l| l.0 == layout_key) {
+                Some(l) => l,
+                None => {
+                    let layout = Layout::new(
+                        run.location,
+                        &meta.schema,
+                        schema_text,
+                        schema_id,
+                        spec,
+                        &metrics,
+                    )?;
+                    let l = Arc::new((layout_key, layout));
+                    *self.layout.lock().expect("layout") = Some(l.clone());
+                    l
+                }
+            };
+            run.layout = Some(layout);
+        }
+        schemas.insert(schema_id, schema);
+        let mut infos = Vec::new();
+        let mut writes = Vec::new();
+        {
+            let layout = &run.layout.as_ref().expect("layout").1;
+            // Known manifests are reused; the new ones (an insert's own, or a rebuild's
+            // many) are encoded in parallel.
+            let mut todo = Vec::new();
+            let mut memo = self.chunk_memo.lock().expect("chunk memo").take();
+            let mut encoded = memo
+                .as_mut()
+                .map(|m| m.take_entries(layout))
+                .unwrap_or_default();
+            let (chunks, mut memo) = chunks_named(layout, snap.version, &snap.files, memo.as_ref());
+            for Chunk { named, files } in chunks {
+                match run.known.get(&named.0) {
+                    Some((info, _)) => infos.push(Some(info.clone())),
+                    None => {
+                        todo.push((infos.len(), files.resolve(&snap.files), named));
+                        infos.push(None);
+                    }
+                }
+            }
+            // Entries not kept from the sync before, encoded in parallel file by file (an
+            // insert's new files usually fall in one or two chunks).
+            use rayon::prelude::*;
+            let missing: Vec<&AddFile> = todo
+                .iter()
+                .flat_map(|(_, chunk, _)| chunk.iter().copied())
+                .filter(|f| encoded.get(&f.path).is_none_or(|e| !e.is_of(f)))
+                .collect();
+            let writer = manifest::entry_writer(layout)?;
+            let fresh = missing
+                .into_par_iter()
+                .map(|f| Ok((f.path.clone(), manifest::encode_entry(layout, &writer, f)?)))
+                .collect::<Result<Vec<_>>>()?;
+            encoded.extend(fresh);
+            let built: Vec<_> = todo
+                .into_par_iter()
+                .map(|(at, chunk, named)| {
+                    let entries: Vec<&manifest::EncodedEntry> =
+                        chunk.iter().map(|f| &encoded[&f.path]).collect();
+                    (at, assemble_manifest(layout, &entries, named))
+                })
+                .collect();
+            memo.keep_entries(&mut encoded);
+            *self.chunk_memo.lock().expect("chunk memo") = Some(memo);
+            for (at, (info, bytes)) in built {
+                writes.push((info.key.clone(), Bytes::from(bytes)));
+                infos[at] = Some(info);
+            }
+        }
+        let infos: Vec<ManifestInfo> = infos.into_iter().flatten().collect();
+        for i in &infos {
+            run.known
+                .entry(i.key.clone())
+                .or_insert_with(|| (i.clone(), true));
+        }
+        let parent = snap.version.checked_sub(1).filter(|&p| p > 0);
+        let refs: Vec<&ManifestInfo> = infos.iter().collect();
+        let list = build_manifest_list(&self.location, snap.version, parent, &refs)?;
+        let list_key = manifest_list_key(snap.version);
+        // Readers reach the manifests and the list only through the metadata file written
+        // after them, so they are all PUT at once.
+        run.list = Some((snap.version, infos));
+        writes.push((list_key.clone(), Bytes::from(list)));
+        let puts = writes
+            .into_iter()
+            .map(|(key, bytes)| self.put_once(key, bytes));
+        for len in futures::future::try_join_all(puts)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            run.report.files_written += 1;
+            run.report.bytes_written += len;
+        }
+        crate::failpoint::hit("iceberg:after-manifests");
+
+        let s = &info.summary;
+        let total_rows: u64 = snap.files.values().map(|f| f.rows).sum();
+        let summary = BTreeMap::from([
+            ("operation".to_string(), operation(&info).to_string()),
+            ("added-data-files".to_string(), s.files_added.to_string()),
+            (
+                "deleted-data-files".to_string(),
+                s.files_removed.to_string(),
+            ),
+            ("added-records".to_string(), s.rows_added.to_string()),
+            ("deleted-records".to_string(), s.rows_removed.to_string()),
+            ("total-data-files".to_string(), snap.files.len().to_string()),
+            ("total-records".to_string(), total_rows.to_string()),
+            ("total-delete-files".to_string(), "0".to_string()),
+            ("total-position-deletes".to_string(), "0".to_string()),
+            ("total-equality-deletes".to_string(), "0".to_string()),
+            ("neve.operation".to_string(), info.operation.clone()),
+        ]);
+        entries.insert(
+            snap.version as i64,
+            SnapshotEntry {
+                snapshot_id: snap.version as i64,
+                parent_snapshot_id: parent.map(|p| p as i64),
+                sequence_number: snap.version as i64,
+                timestamp_ms: snap.timestamp,
+                manifest_list: self.location.file_url(&list_key),
+                summary,
+                schema_id,
+            },
+        );
+        run.report.snapshots_added += 1;
+        Ok(())
+    }
+}
