@@ -2,7 +2,21 @@
 //! written with create-only PUTs (the same bytes from any sync), on top of what the previous
 //! metadata already describes.
 
-use super::*;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+
+use super::manifest::{self, assemble_manifest, build_manifest_list, chunks_named};
+use super::manifest::{manifest_list_key, Chunk, Layout, ManifestInfo};
+use super::{
+    max_snapshots, operation, schema_with_id, types, IcebergWriter, Listed, MetricsConfig, Run,
+    SnapshotEntry, SnapshotLogEntry, TableMetadata,
+};
+use crate::error::{Error, Result};
+use crate::log::{AddFile, CommitInfo, Snapshot};
 
 impl IcebergWriter {
     /// The metadata describing `latest`, built on `prev`; and how many snapshots it added.

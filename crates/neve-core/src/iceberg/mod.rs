@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::log::{AddFile, CommitInfo, LogStore, Snapshot};
+use crate::log::{CommitInfo, LogStore, Snapshot};
 use crate::storage::TableLocation;
 
 pub use metrics::{MetricsConfig, MetricsMode};
@@ -71,8 +71,8 @@ pub(crate) fn metrics_after_alter(
     Some(config.to_string())
 }
 
-use manifest::{assemble_manifest, build_manifest_list, chunks_named, manifest_list_key};
-use manifest::{Chunk, ChunkMemo, Layout, ManifestInfo};
+use manifest::manifest_list_key;
+use manifest::{ChunkMemo, Layout, ManifestInfo};
 
 /// The folder Iceberg readers look in.
 pub const METADATA_DIR: &str = "metadata";
