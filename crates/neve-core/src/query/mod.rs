@@ -17,6 +17,7 @@ mod merged;
 mod metadata;
 pub mod output;
 mod provider;
+mod runs;
 mod scan;
 mod series;
 pub mod splits;
@@ -200,7 +201,13 @@ impl QueryEngine {
         let runtime = runtime
             .build_arc()
             .expect("a runtime with the default disk manager");
-        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(runs::CountRuns))
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         ctx.add_optimizer_rule(Arc::new(metadata::CountFromLog));
         series::register(&ctx);
         let counter = match &limits.reads {
