@@ -191,3 +191,38 @@ fn hands_over_short_runs() {
     assert!(text.contains("|    | 200 | 0   |"), "{text}");
     assert!(runs.is_empty());
 }
+
+/// EXPLAIN ANALYZE shows the runs counted, and whether a partition was handed over.
+#[test]
+fn reports_runs_and_hand_overs() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let analyzed = |parts: Vec<Vec<RecordBatch>>| {
+        rt.block_on(async {
+            let ctx = context(true);
+            let table = MemTable::try_new(schema(), parts).unwrap();
+            ctx.register_table("t", Arc::new(table)).unwrap();
+            let df = ctx
+                .sql("EXPLAIN ANALYZE SELECT k1, count(*) FROM t GROUP BY k1")
+                .await
+                .unwrap();
+            let text = arrow::util::pretty::pretty_format_batches(&df.collect().await.unwrap())
+                .unwrap()
+                .to_string();
+            text.lines()
+                .find(|l| l.contains("NeveCountRunsExec"))
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    let sorted = analyzed(vec![vec![batch(
+        &[(0, 0, 100), (1, 0, 100), (0, 0, 50)],
+        0,
+    )]]);
+    assert!(sorted.contains("runs=3"), "{sorted}");
+    assert!(sorted.contains("handed_over=0"), "{sorted}");
+    assert!(sorted.contains("output_rows=2"), "{sorted}");
+    let shuffled: Vec<(u8, u8, usize)> = (0..400).map(|i| ((i % 6) as u8, 0, 1)).collect();
+    let handed = analyzed(vec![vec![batch(&shuffled, 7)]]);
+    assert!(handed.contains("handed_over=1"), "{handed}");
+    assert!(handed.contains("output_rows=6"), "{handed}");
+}
