@@ -290,14 +290,12 @@ const MIN_MEAN_RUN: usize = 32;
 /// short batches (a file's last rows) do not decide it.
 const SLACK_ROWS: usize = if cfg!(test) { 64 } else { 8192 };
 
-/// The counts of the runs seen so far, by key, in first-seen order.
+/// The counts of the runs seen so far, by key (in any order: the final aggregate groups them).
 struct Runs {
     groups: Vec<Arc<dyn PhysicalExpr>>,
     counts: Vec<Counted>,
     schema: SchemaRef,
-    index: HashMap<Vec<ScalarValue>, usize, ahash::RandomState>,
-    keys: Vec<Vec<ScalarValue>>,
-    totals: Vec<Vec<i64>>,
+    totals: HashMap<Vec<ScalarValue>, Vec<i64>, ahash::RandomState>,
     rows_seen: usize,
     runs_seen: usize,
     /// EXPLAIN ANALYZE's: time spent here, runs counted, partitions handed over.
@@ -312,9 +310,7 @@ impl Runs {
             groups,
             counts,
             schema,
-            index: HashMap::default(),
-            keys: Vec::new(),
-            totals: Vec::new(),
+            totals: HashMap::default(),
             rows_seen: 0,
             runs_seen: 0,
             elapsed: Time::new(),
@@ -324,11 +320,11 @@ impl Runs {
     }
 
     fn len(&self) -> usize {
-        self.keys.len()
+        self.totals.len()
     }
 
     fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.totals.is_empty()
     }
 
     /// Counts `batch`'s runs; `false`, counting nothing, when the stream's runs are too short
@@ -357,22 +353,20 @@ impl Runs {
                 .map(|k| ScalarValue::try_from_array(k, run.start))
                 .collect::<DfResult<Vec<_>>>()?;
             let len = run.len() as i64;
-            let slot = match self.index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    self.index.insert(key.clone(), self.keys.len());
-                    self.totals.push(vec![0; self.counts.len()]);
-                    self.keys.push(key);
-                    self.keys.len() - 1
-                }
-            };
-            let key = &self.keys[slot];
-            for (total, c) in self.totals[slot].iter_mut().zip(&self.counts) {
-                *total += match c {
-                    Counted::Rows => len,
+            let adds: Vec<i64> = self
+                .counts
+                .iter()
+                .map(|c| match c {
                     Counted::Key(k) if key[*k].is_null() => 0,
-                    Counted::Key(_) => len,
-                };
+                    Counted::Rows | Counted::Key(_) => len,
+                })
+                .collect();
+            let totals = self
+                .totals
+                .entry(key)
+                .or_insert_with(|| vec![0; adds.len()]);
+            for (total, add) in totals.iter_mut().zip(adds) {
+                *total += add;
             }
         }
         Ok(true)
@@ -381,9 +375,7 @@ impl Runs {
     /// The groups so far as the partial aggregate's output, and the table emptied.
     fn take(&mut self) -> DfResult<RecordBatch> {
         let _timer = self.elapsed.timer();
-        let keys = std::mem::take(&mut self.keys);
-        let totals = std::mem::take(&mut self.totals);
-        self.index.clear();
+        let (keys, totals): (Vec<Vec<ScalarValue>>, Vec<Vec<i64>>) = self.totals.drain().unzip();
         let fields = self.schema.fields();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
         for (g, field) in fields.iter().take(self.groups.len()).enumerate() {
@@ -447,10 +439,14 @@ impl PartitionStream for Handed {
         let taken = self.stream.lock().ok().and_then(|mut s| s.take());
         match taken {
             Some(s) => s,
-            // Executed once by `hand_over`; a second run has nothing left to read.
+            // `hand_over` executes it once; a second run must not pass for an empty input.
             None => Box::pin(RecordBatchStreamAdapter::new(
                 self.schema.clone(),
-                futures::stream::empty(),
+                futures::stream::once(async {
+                    Err(datafusion::error::DataFusionError::Internal(
+                        "a handed-over stream was executed twice".into(),
+                    ))
+                }),
             )),
         }
     }
