@@ -461,6 +461,7 @@ async fn plan(
     let mut engine = QueryEngine::with_limits(neve_core::query::QueryLimits {
         footers: Some(FOOTERS.clone()),
         chunks,
+        read_only: true,
         ..Default::default()
     });
     engine.set_raw(raw);

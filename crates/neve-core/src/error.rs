@@ -153,8 +153,9 @@ pub enum Error {
     #[error("table format version {found} is newer than this neve supports ({supported})")]
     UnsupportedFormatVersion { found: u32, supported: u32 },
 
-    /// The object store failed (network, permissions, missing bucket...).
-    #[error("storage error: {source}")]
+    /// The object store failed (network, permissions, missing bucket...). The message carries
+    /// the causes too: "connection refused" is in a cause, not in object_store's own text.
+    #[error("storage error: {}", with_causes(source))]
     Storage {
         #[from]
         source: object_store::Error,
@@ -245,6 +246,21 @@ pub enum Error {
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
+}
+
+/// An error's text followed by each cause's that it does not already contain.
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !t.is_empty() && !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn location_suffix(line: Option<u64>, column: Option<&str>) -> String {

@@ -133,12 +133,18 @@ pub fn parse_spec(spec: &str) -> Result<Vec<PartitionField>> {
             let two = |args: &[&str]| -> Result<(u32, String)> {
                 match args {
                     [n, c] => {
-                        let n: u32 = n.parse().map_err(|_| {
-                            err(format!("{name}(N, column): '{n}' is not a positive number"))
-                        })?;
-                        if n == 0 {
-                            return Err(err(format!("{name}(N, column): N must be at least 1")));
-                        }
+                        // Iceberg's N is a 32-bit int: readers of the metadata hold it so.
+                        let n: u32 = match n.parse::<u64>() {
+                            Ok(n @ 1..=0x7fff_ffff) => n as u32,
+                            Ok(0) => {
+                                return Err(err(format!("{name}(N, column): N must be at least 1")))
+                            }
+                            _ => {
+                                return Err(err(format!(
+                                    "{name}(N, column): N must be a whole number from 1 to 2147483647, got '{n}'"
+                                )))
+                            }
+                        };
                         Ok((n, unquote(c)))
                     }
                     _ => Err(err(format!("{name}() takes (N, column)"))),

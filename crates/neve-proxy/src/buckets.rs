@@ -58,6 +58,11 @@ pub fn parse(bucket: &str) -> Option<BucketRef> {
     if segments.len() > 3 || !segments.iter().all(|s| valid_segment(s)) {
         return None;
     }
+    // As S3's own rule: a bucket starts with a letter or digit. So `/_neve/…`, the proxy's own
+    // routes, can never be a bucket's keys.
+    if !base.as_bytes()[0].is_ascii_alphanumeric() {
+        return None;
+    }
     Some(BucketRef {
         base: base.to_string(),
         table: segments.join("/"),
@@ -122,7 +127,11 @@ mod tests {
         let b = parse("a--b").unwrap();
         assert_eq!((b.table.as_str(), b.pin), ("a--b", Pin::Latest));
         assert_eq!(name_of("metrics/cpu"), "metrics.cpu");
-        for bad in ["", "a..b", ".a", "a/b", "a.b.c.d", "x y", "_log.."] {
+        // `_neve` would shadow the proxy's own `/_neve/…` routes; S3 names start alphanumeric.
+        assert_eq!(parse("a._b").unwrap().table, "a/_b");
+        for bad in [
+            "", "a..b", ".a", "a/b", "a.b.c.d", "x y", "_log..", "_neve", "-a", "_x--v3",
+        ] {
             assert!(parse(bad).is_none(), "{bad}");
         }
     }

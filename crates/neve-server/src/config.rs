@@ -34,7 +34,9 @@ pub struct ServerConfig {
     /// no token at all, open, and only on a loopback address).
     pub tenants: Vec<TenantConfig>,
     /// The admin token of the single tenant when `tenants` is empty (`--token`, `NEVE_TOKEN`).
-    #[serde(skip_serializing)]
+    /// Never read from the file, where tenants' tokens are stored hashed: a file naming it is
+    /// refused as an unknown field.
+    #[serde(skip)]
     pub admin_token: Option<String>,
     /// `neve proxy`'s section of the shared file (read by the proxy, see docs/PROXY.md).
     pub proxy: neve_proxy::ProxySettings,
@@ -264,6 +266,9 @@ mod tests {
         c.validate().unwrap();
         let e = ServerConfig::from_toml("flush = 1").unwrap_err();
         assert!(e.to_string().contains("flush"), "{e}");
+        // The admin token comes from `--token` or `NEVE_TOKEN`, never in clear from the file.
+        let e = ServerConfig::from_toml(r#"admin_token = "secret""#).unwrap_err();
+        assert!(e.to_string().contains("admin_token"), "{e}");
         // Open to the network without a token: refused.
         let open = ServerConfig {
             listen: "0.0.0.0:8080".parse().unwrap(),

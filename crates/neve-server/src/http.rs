@@ -157,8 +157,24 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/write", post(write_v1))
         .route("/query", get(influx_query).post(influx_query))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::map_response(
+            move |r: Response| async move { json_body_limit(r, limit as u64) },
+        ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// axum refuses a raw body over the limit before a handler runs, with a text 413: answer it
+/// as every other error, in JSON (`body_too_large`).
+fn json_body_limit(r: Response, limit: u64) -> Response {
+    let json = r
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE && !json {
+        return Error::BodyTooLarge { limit }.into_response();
+    }
+    r
 }
 
 /// A request id and a span for every request; counted by route and status.

@@ -101,7 +101,7 @@ pub struct MaintenanceArgs {
     #[arg(long)]
     pub maintenance_interval: Option<humantime::Duration>,
     /// Merge a partition once it has this many small files.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least(2))]
     pub merge_min_files: Option<usize>,
     /// Merged files' target size (e.g. 128MiB).
     #[arg(long)]
@@ -293,7 +293,7 @@ pub struct InsertArgs {
     #[command(flatten)]
     pub layout: LayoutArgs,
     /// Rows of a CSV/JSON input used to infer the types of new columns.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = at_least(1))]
     pub infer_rows: usize,
     /// CSV field delimiter (one character; `\t` for tab).
     #[arg(long, default_value = ",")]
@@ -306,7 +306,7 @@ pub struct InsertArgs {
     #[arg(long, value_name = "s|ms|us|ns")]
     pub epoch_unit: Option<String>,
     /// Rows buffered before a chunk is partitioned, sorted and written (bounds memory).
-    #[arg(long, default_value_t = 2 << 20)]
+    #[arg(long, default_value_t = 2 << 20, value_parser = at_least(1))]
     pub chunk_rows: usize,
     /// Print the report as JSON.
     #[arg(long)]
@@ -391,7 +391,7 @@ pub struct MergeArgs {
     #[arg(long, default_value = "512MiB", value_parser = parse_size)]
     pub target_file_size: u64,
     /// Merge a partition only when it has at least this many files below the target.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least(2))]
     pub min_files: usize,
     /// Which partitions go first when the run is capped.
     #[arg(long, value_enum, default_value_t = OrderArg::Newest)]
@@ -403,7 +403,7 @@ pub struct MergeArgs {
     #[arg(long, default_value = "64GiB", value_parser = parse_size)]
     pub max_input_bytes: u64,
     /// Groups merged at once (default: the number of cores).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least(1))]
     pub parallelism: Option<usize>,
     /// Show the plan without writing anything.
     #[arg(long)]
@@ -453,7 +453,7 @@ pub struct DeleteArgs {
     #[arg(long = "where", value_name = "PREDICATE")]
     pub predicate: String,
     /// Files rewritten at once (default: the number of cores).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least(1))]
     pub parallelism: Option<usize>,
     #[arg(long)]
     pub json: bool,
@@ -492,4 +492,12 @@ pub struct QuickstartArgs {
     /// Rows to generate.
     #[arg(long, default_value_t = 200_000)]
     pub rows: usize,
+}
+
+/// A count flag's parser: whole numbers from `min` (`--min-files 0` is refused, not run).
+fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s: &str| match s.parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!("expected a whole number of at least {min}")),
+    }
 }

@@ -12,7 +12,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    // A usage error exits 64 (EX_USAGE), as the CLI's own usage errors do, not clap's 2; help
+    // and version print to stdout and exit 0.
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
+        }
+    };
     let timings = matches!(
         args.command,
         cli::Command::Bench(cli::BenchCommand::Ingest(_))

@@ -15,6 +15,13 @@ fn parses_specs() {
     assert_eq!(f[1].name, "user_id_bucket");
     assert_eq!(f[2].transform, Transform::Identity);
     assert_eq!(parse_spec(&format_spec(&f)).unwrap(), f);
+    // Iceberg holds N in a 32-bit int.
+    assert_eq!(
+        parse_spec("bucket(2147483647, a)").unwrap()[0].transform,
+        Transform::Bucket(2147483647)
+    );
+    let e = parse_spec("bucket(4294967295, a)").unwrap_err().to_string();
+    assert!(e.contains("from 1 to 2147483647, got '4294967295'"), "{e}");
     for bad in [
         "month(a",
         "bucket(a)",
@@ -22,6 +29,9 @@ fn parses_specs() {
         "frob(a)",
         "a, a",
         "month(a) as x/y",
+        "bucket(2147483648, a)",
+        "bucket(99999999999999999999, a)",
+        "truncate(-1, a)",
     ] {
         assert!(
             matches!(parse_spec(bad), Err(Error::InvalidPartitionSpec { .. })),

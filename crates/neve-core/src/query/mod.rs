@@ -463,7 +463,11 @@ impl QueryEngine {
                 .with_allow_dml(false)
                 .with_allow_statements(false)
                 .verify_plan(&plan)
-                .map_err(query_error)?;
+                .map_err(|e| Error::InvalidQuery {
+                    message: format!(
+                        "{e}: only queries are answered; tables change through insert, delete, drop-partition and alter"
+                    ),
+                })?;
         }
         // Judged on the analyzed plan (types coerced), as the optimizer will see it.
         let analyzed = state

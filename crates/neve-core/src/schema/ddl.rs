@@ -377,7 +377,11 @@ pub fn parse_schema(s: &str) -> Result<TableSchema> {
         }
         p.expect_sym(',').map_err(|r| schema_error(s, r))?;
     }
-    Ok(TableSchema::new(columns))
+    let schema = TableSchema::new(columns);
+    schema
+        .check_new_names(&TableSchema::default())
+        .map_err(|(_, r)| schema_error(s, r))?;
+    Ok(schema)
 }
 
 fn is_identifier(s: &str) -> bool {

@@ -33,7 +33,46 @@ impl TableSchema {
         }
         out.assign_ids();
         out.check_unique_ids()?;
+        out.check_new_names(self)
+            .map_err(|(column, message)| Error::InvalidInput {
+                input: "schema".into(),
+                line: None,
+                column: Some(column),
+                message,
+            })?;
         Ok(out)
+    }
+
+    /// The names `self` has that `before` did not: none empty, and none equal to another of
+    /// its level but for case (Spark, Trino and Iceberg readers match names ignoring case, so
+    /// they could not tell the two apart). Names a table already had are left as they are.
+    /// An error is the new name's path and why.
+    pub(crate) fn check_new_names(
+        &self,
+        before: &TableSchema,
+    ) -> std::result::Result<(), (String, String)> {
+        let old: std::collections::HashSet<String> =
+            before.fields().into_iter().map(|(p, _)| p).collect();
+        let mut by_lower: std::collections::HashMap<String, String> = Default::default();
+        for (path, c) in self.fields() {
+            let new = !old.contains(&path);
+            if new && c.name.trim().is_empty() {
+                let what = match path.rsplit_once('.') {
+                    Some((parent, _)) => format!("a field of '{parent}' has an empty name"),
+                    None => "a column has an empty name".to_string(),
+                };
+                return Err((path, what));
+            }
+            if let Some(other) = by_lower.insert(path.to_lowercase(), path.clone()) {
+                if new || !old.contains(&other) {
+                    return Err((
+                        path.clone(),
+                        format!("'{path}' and '{other}' differ only in case, and engines that match names ignoring case (Spark, Trino) could not tell them apart"),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Two fields with one id: a concurrent commit gave an id this schema also uses.
@@ -197,6 +236,8 @@ impl TableSchema {
             AlterOp::SetSetting { .. } => {}
         }
         out.assign_ids();
+        out.check_new_names(self)
+            .map_err(|(column, reason)| unsafe_alter(&column, reason))?;
         Ok(out)
     }
 }
@@ -257,9 +298,14 @@ fn field_mut<'a>(columns: &'a mut [Column], path: &str) -> Result<&'a mut Column
 fn conflict(path: &str, table: &ColumnType, input: &ColumnType) -> Error {
     use ColumnType::*;
     let hint = match (table, input) {
-        (Int64 | UInt64, Float32 | Float64) | (Float32 | Float64, Int64 | UInt64) => {
-            Some("int64 to float64 is not lossless above 2^53; cast the column explicitly".into())
-        }
+        (Int64 | UInt64, Float32 | Float64) => Some(
+            "a float does not fit an integer column (a fraction, NaN or infinity would be lost); cast the input's column explicitly"
+                .into(),
+        ),
+        (Float32 | Float64, Int64 | UInt64) => Some(
+            "an integer above 2^53 does not fit a float exactly; cast the input's column explicitly"
+                .into(),
+        ),
         _ if table.is_integer() && input.is_integer() => {
             Some("the table's type cannot hold every value of the input's type".into())
         }

@@ -287,6 +287,49 @@ fn written_ids_must_agree_with_the_table() {
     assert_eq!(written.evolve(&written, false).unwrap(), written);
 }
 
+/// Empty names, and names equal but for case, are refused where they would be new; a table
+/// that has them already goes on being written.
+#[test]
+fn new_names_must_be_non_empty_and_distinct_ignoring_case() {
+    let table = TableSchema::new(vec![col("name", t("string"))]);
+    let msg = |e: Error| e.to_string();
+    let e = table
+        .evolve(&input(vec![col("Name", t("string"))]), false)
+        .unwrap_err();
+    assert!(msg(e).contains("'Name' and 'name' differ only in case"));
+    let e = table
+        .evolve(&input(vec![col("", t("int64"))]), false)
+        .unwrap_err();
+    assert!(msg(e).contains("a column has an empty name"));
+    let nested = input(vec![col("s", t("struct<a int64, A int64>"))]);
+    let e = table.evolve(&nested, false).unwrap_err();
+    assert!(msg(e).contains("'s.A' and 's.a'"), "case within a struct");
+    // Already in the table (written before the check): inserts go on.
+    let old = TableSchema::new(vec![col("x", t("int64")), col("X", t("int64"))]);
+    old.evolve(&input(vec![col("x", t("int64"))]), false)
+        .unwrap();
+    // `--schema` and `alter` say the same.
+    let e = parse_schema("\"\" int64").unwrap_err();
+    assert!(msg(e).contains("empty name"));
+    assert!(msg(parse_schema("a int64, A string").unwrap_err()).contains("differ only in case"));
+    let op = |words: &[&str]| {
+        AlterOp::parse(&words.iter().map(|w| w.to_string()).collect::<Vec<_>>()).unwrap()
+    };
+    let e = table
+        .alter(&op(&["rename", "column", "name", "to", ""]), true)
+        .unwrap_err();
+    assert!(msg(e).contains("empty name"));
+    let two = TableSchema::new(vec![col("name", t("string")), col("b", t("int64"))]);
+    let e = two
+        .alter(&op(&["rename", "column", "b", "to", "NAME"]), true)
+        .unwrap_err();
+    assert!(msg(e).contains("differ only in case"));
+    let e = two
+        .alter(&op(&["add", "column", "B string"]), true)
+        .unwrap_err();
+    assert!(msg(e).contains("differ only in case"));
+}
+
 #[test]
 fn alter_changes_and_refusals() {
     let s = parse_schema(

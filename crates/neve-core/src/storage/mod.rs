@@ -170,6 +170,12 @@ impl TableLocation {
                 .join(dir)
         };
         let abs = normalize(&abs);
+        if abs.is_file() {
+            return Err(Error::InvalidLocation {
+                location: display.to_string(),
+                reason: "is a file; a table is a folder (holding _log/ and _data/)".into(),
+            });
+        }
         let root = Path::from_absolute_path(&abs).map_err(|e| Error::InvalidLocation {
             location: display.to_string(),
             reason: e.to_string(),
@@ -223,7 +229,25 @@ impl TableLocation {
             .map(|v| v == "true" || v == "1")
             .unwrap_or(false)
             || endpoint.as_deref().is_some_and(is_loopback_http);
-        let mut builder = AmazonS3Builder::from_env()
+        check_s3(bucket, endpoint.as_deref(), &region).map_err(|reason| {
+            Error::InvalidLocation {
+                location: display.to_string(),
+                reason,
+            }
+        })?;
+        // `AmazonS3Builder::from_env`, but an empty variable counts as unset, as in the AWS SDKs
+        // (an empty endpoint would otherwise become the base of every request's URL).
+        let mut builder = AmazonS3Builder::new();
+        for (key, value) in std::env::vars_os() {
+            if let (Some(key), Some(value)) = (key.to_str(), value.to_str()) {
+                if key.starts_with("AWS_") && !value.is_empty() {
+                    if let Ok(k) = key.to_ascii_lowercase().parse::<K>() {
+                        builder = builder.with_config(k, value);
+                    }
+                }
+            }
+        }
+        let mut builder = builder
             .with_bucket_name(bucket)
             .with_region(&region)
             .with_client_options(
@@ -366,6 +390,44 @@ fn s3_option(address: &str, key: &str) -> Result<object_store::aws::AmazonS3Conf
     })
 }
 
+/// What object_store would otherwise only find out when it builds a request's URL (and
+/// panics): the bucket, the endpoint and the region must each fit in one.
+fn check_s3(bucket: &str, endpoint: Option<&str>, region: &str) -> Result<(), String> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"._-".contains(&b);
+    if bucket.is_empty() || bucket.len() > 255 || !bucket.bytes().all(plain) {
+        return Err(format!(
+            "'{bucket}' is not a bucket name (letters, digits, '.', '-' and '_')"
+        ));
+    }
+    if region.is_empty() || !region.bytes().all(plain) {
+        return Err(format!(
+            "'{region}' is not a region (AWS_REGION or the storage option region), e.g. us-east-1"
+        ));
+    }
+    if let Some(ep) = endpoint {
+        let bad = |why: &str| {
+            Err(format!(
+                "endpoint '{ep}' (AWS_ENDPOINT_URL or the storage option endpoint_url): {why}, e.g. http://127.0.0.1:9000"
+            ))
+        };
+        if ep.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad("it holds a space or a control character");
+        }
+        match url::Url::parse(ep) {
+            Err(e) => return bad(&format!("not a URL ({e})")),
+            Ok(u) if !matches!(u.scheme(), "http" | "https") => {
+                return bad("the scheme must be http or https")
+            }
+            Ok(u) if u.host_str().is_none_or(str::is_empty) => return bad("no host"),
+            Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+                return bad("a query or fragment cannot lead a request's URL")
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
 fn is_loopback_http(endpoint: &str) -> bool {
     let Ok(url) = url::Url::parse(endpoint) else {
         return false;
@@ -416,6 +478,50 @@ mod tests {
         assert!(TableLocation::parse("gs://b/t").is_err());
         assert!(TableLocation::parse("s3:///t").is_err());
         assert!(TableLocation::parse("").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("taxi.parquet");
+        std::fs::write(&file, b"PAR1").unwrap();
+        let e = TableLocation::parse(&file.display().to_string()).unwrap_err();
+        assert!(
+            e.to_string().contains("is a file; a table is a folder"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn s3_settings_that_cannot_make_a_url_are_refused() {
+        check_s3("lake", Some("http://127.0.0.1:9000"), "us-east-1").unwrap();
+        check_s3("my.bucket_1", None, "eu-west-3").unwrap();
+        check_s3("lake", Some("https://s3.example.com/base/"), "auto").unwrap();
+        for (bucket, endpoint, region, needle) in [
+            ("bu cket", None, "us-east-1", "not a bucket name"),
+            ("", None, "us-east-1", "not a bucket name"),
+            ("lake", None, "not a region!", "not a region"),
+            ("lake", Some("not a url"), "us-east-1", "holds a space"),
+            ("lake", Some("127.0.0.1:9000"), "us-east-1", "not a URL"),
+            (
+                "lake",
+                Some("http://127.0.0.1:99999"),
+                "us-east-1",
+                "not a URL",
+            ),
+            ("lake", Some("http://[::1"), "us-east-1", "not a URL"),
+            (
+                "lake",
+                Some("http://127.0.0.1:9000/ "),
+                "us-east-1",
+                "holds a space",
+            ),
+            ("lake", Some("ftp://host"), "us-east-1", "http or https"),
+            ("lake", Some("http://h/?x=1"), "us-east-1", "query"),
+        ] {
+            let e = check_s3(bucket, endpoint, region).unwrap_err();
+            assert!(e.contains(needle), "{bucket} {endpoint:?} {region}: {e}");
+        }
+        // Through the address: an error naming the table, not a panic at the first request.
+        let opts = StorageOptions::from([("endpoint_url".to_string(), "not a url".to_string())]);
+        let e = TableLocation::parse_with("s3://lake/t", &opts).unwrap_err();
+        assert!(e.to_string().contains("endpoint 'not a url'"), "{e}");
     }
 
     #[test]

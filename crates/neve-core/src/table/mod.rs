@@ -195,7 +195,26 @@ impl Table {
 
     /// Create the table (version 0). Fails with `TableExists` if any version 0 is there.
     pub async fn create(&self, opts: CreateOptions) -> Result<Snapshot> {
-        for s in &opts.sort_by {
+        for (i, s) in opts.sort_by.iter().enumerate() {
+            let bad = |reason: &str| {
+                Err(Error::InvalidSortKey {
+                    column: s.clone(),
+                    reason: reason.into(),
+                })
+            };
+            if s.trim().is_empty() {
+                return bad("is empty");
+            }
+            if opts.sort_by[..i].contains(s) {
+                return bad("is given twice");
+            }
+            if let Some((_, dir)) = s.rsplit_once(' ') {
+                if ["asc", "desc"].contains(&dir.to_ascii_lowercase().as_str()) {
+                    return bad(
+                        "sort keys are ascending, with no direction: name the column alone",
+                    );
+                }
+            }
             if opts.partition_by.iter().any(|p| p.name == *s) {
                 return Err(Error::InvalidSortKey {
                     column: s.clone(),

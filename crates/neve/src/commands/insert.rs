@@ -4,19 +4,89 @@ use std::time::Instant;
 
 use neve_core::write::input::{InputFormat, ReadOptions};
 use neve_core::write::WriteOptions;
-use neve_core::{InsertOptions, Table};
+use neve_core::{CreateOptions, InsertOptions, Table};
 
 use crate::cli::{FormatArg, InsertArgs};
 use crate::error::{CliError, Result};
 use crate::output::{bytes, count};
 use crate::progress::with_bar;
 
+/// `--create` of a table that exists: the layout flags given must be the table's, or the
+/// insert would go on under a layout the user did not ask for.
+async fn same_layout(table: &Table, a: &InsertArgs, given: &CreateOptions) -> Result<()> {
+    use neve_core::partition::format_spec;
+    let m = table.metadata().await?;
+    let differs = |what: String| {
+        Err(CliError::Usage(format!(
+            "the table exists with {what}: leave out the flag, or `neve alter` the table"
+        )))
+    };
+    let quoted = |s: String| {
+        if s.is_empty() {
+            "none".into()
+        } else {
+            format!("'{s}'")
+        }
+    };
+    if !a.layout.partition_by.trim().is_empty() && m.partition_by != given.partition_by {
+        return differs(format!(
+            "partitions {}, not {}",
+            quoted(format_spec(&m.partition_by)),
+            quoted(format_spec(&given.partition_by))
+        ));
+    }
+    if !given.sort_by.is_empty() && m.sort_by != given.sort_by {
+        return differs(format!(
+            "sort keys '{}', not '{}'",
+            m.sort_by.join(","),
+            given.sort_by.join(",")
+        ));
+    }
+    if let Some(g) = given
+        .merge
+        .as_ref()
+        .filter(|g| m.merge.as_ref() != Some(*g))
+    {
+        let t = m.merge.as_ref().map(ToString::to_string);
+        return differs(format!(
+            "merge semantics '{}', not '{g}'",
+            t.as_deref().unwrap_or("none")
+        ));
+    }
+    let mut wanted = m.settings.clone();
+    for kv in &a.layout.settings {
+        if let Some((k, v)) = kv.split_once('=') {
+            wanted.set(k.trim(), v.trim())?;
+        }
+    }
+    if wanted != m.settings {
+        return differs(format!(
+            "other settings than --set {}",
+            a.layout.settings.join(" --set ")
+        ));
+    }
+    Ok(())
+}
+
 pub async fn run(a: InsertArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
     if a.create {
         let opts = super::create_options(&a.layout, false)?;
-        match table.create(opts).await {
-            Ok(_) | Err(neve_core::Error::TableExists { .. }) => {}
+        // A missing input is found before the table is made: a failed `--create` of a new
+        // table leaves nothing behind. (A bad value deep in an input is found only while
+        // inserting; the table is created by then, and stays, empty.)
+        for input in a.inputs.iter().filter(|i| *i != "-" && !i.contains("://")) {
+            if let Err(source) = std::fs::metadata(input) {
+                return Err(neve_core::Error::InputUnreadable {
+                    input: input.clone(),
+                    source,
+                }
+                .into());
+            }
+        }
+        match table.create(opts.clone()).await {
+            Ok(_) => {}
+            Err(neve_core::Error::TableExists { .. }) => same_layout(&table, &a, &opts).await?,
             Err(e) => return Err(e.into()),
         }
     } else if !a.layout.partition_by.is_empty() || a.layout.sort_by.iter().any(|s| !s.is_empty()) {

@@ -24,13 +24,22 @@ pub async fn run(a: SqlArgs) -> Result<()> {
     } else {
         a.query.clone()
     };
-    let mut engine = QueryEngine::new();
+    // One statement, and nothing kept after it: DDL or DML would only seem to work.
+    let mut engine = QueryEngine::with_limits(neve_core::query::QueryLimits {
+        read_only: true,
+        ..Default::default()
+    });
     engine.set_raw(a.raw);
     register(&mut engine, &a.tables, a.warehouse.as_deref(), as_of).await?;
     let started = Instant::now();
     let mut stream = engine.stream(&query).await?;
     let out: Box<dyn Write + Send> = match &a.output {
-        Some(path) => Box::new(std::io::BufWriter::new(std::fs::File::create(path)?)),
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|source| neve_core::Error::Io {
+                path: path.into(),
+                source,
+            })?,
+        )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout())),
     };
     let mut sink = Sink::new(a.format, stream.schema(), out)?;
@@ -72,6 +81,7 @@ pub async fn register(
         }
         tracing::debug!(tables = ?names, "registered warehouse");
     }
+    let mut given = std::collections::HashSet::new();
     for t in tables {
         let (name, url) = match t.split_once('=') {
             Some((n, u)) if !n.is_empty() && !n.contains('/') && !n.contains(':') => {
@@ -92,6 +102,11 @@ pub async fn register(
                 (name, t.clone())
             }
         };
+        if !given.insert(name.clone()) {
+            return Err(CliError::Usage(format!(
+                "two tables are named '{name}': give each --table its own NAME=URL"
+            )));
+        }
         engine.register(&name, &url, as_of).await?;
     }
     Ok(())

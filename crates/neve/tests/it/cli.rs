@@ -367,5 +367,91 @@ fn usage_errors() {
     assert_eq!(out.status.code(), Some(66));
     let out = neve(&["info", "gs://nope/t"]);
     assert_eq!(out.status.code(), Some(65));
+    // Arguments clap refuses are usage errors too (64, not clap's 2); help is not an error.
+    let out = neve(&["insert", &t, "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--no-such-flag"));
+    let out = neve(&["create"]);
+    assert_eq!(out.status.code(), Some(64));
+    for (keys, needle) in [("id,id", "given twice"), ("id desc", "no direction")] {
+        let (_d2, t2) = local_table("sorted");
+        let out = neve(&["create", &t2, "--sort-by", keys]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(65), "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(!Path::new(&t2).join("_log").exists());
+    }
+    let out = neve(&["merge", &t, "--min-files", "0"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2"));
+    let out = neve(&["insert", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
     assert_eq!(version(&t), 0);
+}
+
+/// `insert --create` looks before it makes a table: a missing input leaves no table, and an
+/// existing table's layout is not silently kept against the flags. New column names must be
+/// non-empty and distinct ignoring case; `neve sql` answers queries only.
+#[test]
+fn insert_create_and_names_refused_cleanly() {
+    let (d, t) = local_table("ic");
+    let csv = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let out = neve(&["insert", &t, "/nonexistent/rows.csv", "--create"]);
+    assert_eq!(out.status.code(), Some(66));
+    assert!(!Path::new(&t).join("_log").exists(), "no table made");
+
+    let good = csv("good.csv", "id,name\n1,a\n");
+    neve_ok(&["insert", &t, &good, "--create", "--sort-by", "id"]);
+    neve_ok(&["insert", &t, &good, "--create"]);
+    let before = version(&t);
+    for (flags, needle) in [
+        (
+            &["--partition-by", "bucket(4, id)"][..],
+            "partitions none, not 'bucket(4, id)",
+        ),
+        (&["--sort-by", "name"][..], "sort keys 'id', not 'name'"),
+        (&["--set", "compression=none"][..], "other settings"),
+    ] {
+        let mut args = vec!["insert", &t, &good, "--create"];
+        args.extend_from_slice(flags);
+        let out = neve(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{flags:?}: {err}");
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+    let cased = csv("cased.csv", "id,Name\n2,b\n");
+    let empty = csv("empty.csv", "id,\n3,c\n");
+    for (input, needle) in [(&cased, "differ only in case"), (&empty, "empty name")] {
+        let out = neve(&["insert", &t, input]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(65), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+    assert_eq!(version(&t), before, "nothing committed");
+
+    let table = format!("t={t}");
+    let out = neve(&["sql", "DROP TABLE t", "--table", &table]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("only queries are answered"), "{err}");
+    let out = neve(&["sql", "SELECT 1", "--table", &table, "--table", &table]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("two tables are named 't'"), "{err}");
+    let out = neve(&[
+        "sql",
+        "SELECT 1",
+        "--table",
+        &table,
+        "--output",
+        "/nonexistent/dir/x.csv",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("/nonexistent/dir/x.csv"), "{err}");
 }

@@ -145,8 +145,8 @@ async fn maintenance_cli(addr: &str) {
             66,
             "no partition",
         ),
-        (vec!["merge", addr, "--target-file-size", "big"], 2, "big"),
-        (vec!["gc", addr, "--grace", "soon"], 2, "soon"),
+        (vec!["merge", addr, "--target-file-size", "big"], 64, "big"),
+        (vec!["gc", addr, "--grace", "soon"], 64, "soon"),
     ] {
         let out = neve(&args);
         let err = String::from_utf8_lossy(&out.stderr);

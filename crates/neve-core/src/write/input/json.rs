@@ -38,7 +38,8 @@ fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema 
                 {
                     DataType::Date32
                 } else if looks_like_timestamp(s) {
-                    DataType::Timestamp(TimeUnit::Microsecond, None)
+                    let zone = crate::write::text::has_offset(s).then(|| "UTC".into());
+                    DataType::Timestamp(TimeUnit::Microsecond, zone)
                 } else {
                     kind = None;
                     break;

@@ -10,7 +10,9 @@ use std::time::Duration;
 use crate::common::{info, neve_bin, neve_ok, s3_table};
 
 mod idle;
+mod maintain;
 mod sql;
+mod stop;
 
 /// A running `neve serve`.
 struct ServerProc {
@@ -363,7 +365,7 @@ async fn bad_requests_are_refused_alone_inside_a_busy_flush() {
     );
     let (st, v) = insert(&c, &url, "admin-token", "nope", rows(0, 1), None).await;
     assert_eq!(st, 404, "{v}");
-    let (st, _) = insert(
+    let (st, v) = insert(
         &c,
         &url,
         "admin-token",
@@ -372,7 +374,8 @@ async fn bad_requests_are_refused_alone_inside_a_busy_flush() {
         None,
     )
     .await;
-    assert_eq!(st, 413);
+    assert_eq!(st, 413, "{v}");
+    assert_eq!(v["error"]["code"], "body_too_large", "{v}");
     let (st, v) = insert(&c, &url, "wrong-token", "events", rows(0, 1), None).await;
     assert_eq!(st, 401, "{v}");
     let (st, v) = insert(&c, &url, "read-token", "events", rows(0, 1), None).await;
@@ -428,49 +431,6 @@ async fn tenants_see_only_their_own_tables() {
     assert_eq!(counts(&format!("{w}/b/secret")), (3, 3));
 }
 
-/// Clients inserting request `r` (ids `r*per..`) until told to stop; returns what was acked
-/// and what failed.
-async fn load(url: String, token: &'static str, clients: u64, per: u64) -> (Vec<u64>, Vec<u64>) {
-    let c = client();
-    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let (c, url, next) = (c.clone(), url.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let (mut ok, mut failed) = (Vec::new(), Vec::new());
-            loop {
-                let r = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let sent = c
-                    .post(format!("{url}/v1/tables/events/insert"))
-                    .bearer_auth(token)
-                    .body(rows(r * per, per))
-                    .send()
-                    .await;
-                match sent {
-                    Ok(resp) if resp.status() == 200 => ok.push(r),
-                    Ok(resp) if resp.status() == 503 => {
-                        failed.push(r);
-                        break;
-                    }
-                    Ok(resp) => panic!("unexpected {}", resp.status()),
-                    Err(_) => {
-                        failed.push(r);
-                        break;
-                    }
-                }
-            }
-            (ok, failed)
-        }));
-    }
-    let (mut ok, mut failed) = (Vec::new(), Vec::new());
-    for t in tasks {
-        let (o, f) = t.await.unwrap();
-        ok.extend(o);
-        failed.extend(f);
-    }
-    (ok, failed)
-}
-
 /// Rows per request id (`id / per`) in the table.
 fn rows_per_request(table: &str, per: u64) -> HashMap<u64, u64> {
     let out = neve_ok(&[
@@ -487,65 +447,6 @@ fn rows_per_request(table: &str, per: u64) -> HashMap<u64, u64> {
             (v["r"].as_u64().unwrap(), v["n"].as_u64().unwrap())
         })
         .collect()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sigterm_answers_every_accepted_request() {
-    let (w, table) = warehouse();
-    let s = ServerProc::start(&w, &["--token", "t"]);
-    create(&client(), &s.url, "t", "events").await;
-    let l = tokio::spawn(load(s.url.clone(), "t", 16, 10));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let status = tokio::task::spawn_blocking(move || s.terminate())
-        .await
-        .unwrap();
-    assert!(status.success(), "{status}");
-    let (ok, _failed) = l.await.unwrap();
-    assert!(!ok.is_empty());
-    let present = rows_per_request(&table, 10);
-    for r in &ok {
-        assert_eq!(
-            present.get(r),
-            Some(&10),
-            "acknowledged request {r} is present whole"
-        );
-    }
-    // Nothing else was committed half: every present request is whole.
-    assert!(present.values().all(|&n| n == 10), "{present:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sigkill_loses_only_unanswered_requests() {
-    let (w, table) = warehouse();
-    let s = ServerProc::start(&w, &["--token", "t"]);
-    create(&client(), &s.url, "t", "events").await;
-    let l = tokio::spawn(load(s.url.clone(), "t", 16, 10));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    tokio::task::spawn_blocking(move || s.kill()).await.unwrap();
-    let (ok, _) = l.await.unwrap();
-    assert!(!ok.is_empty());
-    // Restarted, the server serves the same table; every acknowledged row is there, and no
-    // part of an unacknowledged flush is.
-    let s2 = ServerProc::start(&w, &["--token", "t"]);
-    let (st, _) = insert(
-        &client(),
-        &s2.url,
-        "t",
-        "events",
-        rows(10_000_000, 10),
-        None,
-    )
-    .await;
-    assert_eq!(st, 200);
-    let present = rows_per_request(&table, 10);
-    for r in &ok {
-        assert_eq!(
-            present.get(r),
-            Some(&10),
-            "acknowledged request {r} is present"
-        );
-    }
-    assert!(present.values().all(|&n| n == 10), "{present:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -768,60 +669,6 @@ async fn memory_held_by_queued_requests_is_bounded() {
     assert_eq!(got, ok, "exactly the accepted requests are stored");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_server_merges_small_files_in_the_background() {
-    let (w, table) = warehouse();
-    let s = merging_server(&w);
-    let c = client();
-    create(&c, &s.url, "t", "events").await;
-    // Sequential requests: one flush each, so each partition gets a file per request.
-    for r in 0..6u64 {
-        let (st, v) = insert(&c, &s.url, "t", "events", rows(r * 30, 30), None).await;
-        assert_eq!(st, 200, "{v}");
-    }
-    let mut merged = false;
-    for _ in 0..60 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        if info(&table)["files"].as_u64().unwrap() <= 3 {
-            merged = true;
-            break;
-        }
-    }
-    assert!(merged, "small files merged: {}", info(&table));
-    assert_eq!(counts(&table), (180, 180));
-    let metrics = metrics_text(&client(), &s.url).await;
-    assert!(metric(&metrics, "neve_merges_total") > 0.0, "{metrics}");
-}
-
-#[test]
-fn neve_maintain_merges_every_table_of_a_warehouse() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = dir.path().display().to_string();
-    let data = dir.path().join("rows.ndjson");
-    for name in ["a", "ns/b"] {
-        let t = format!("{w}/{name}");
-        neve_ok(&["create", &t, "--sort-by", "id"]);
-        for r in 0..4u64 {
-            std::fs::write(&data, rows(r * 10, 10)).unwrap();
-            neve_ok(&["insert", &t, data.to_str().unwrap()]);
-        }
-    }
-    let out = neve_ok(&[
-        "maintain",
-        "--warehouse",
-        &w,
-        "--once",
-        "--merge-min-files",
-        "2",
-    ]);
-    assert!(out.contains("maintained 2 tables"), "{out}");
-    for name in ["a", "ns/b"] {
-        let t = format!("{w}/{name}");
-        assert_eq!(info(&t)["files"], 1, "{name}");
-        assert_eq!(counts(&t), (40, 40));
-    }
-}
-
 /// Clients that wait for their answer before sending again are flushed as soon as all of them
 /// are back, not after `flush_interval` (an hour here: without the early flush the test
 /// could not finish), and still together, one commit per round.
@@ -881,75 +728,4 @@ async fn a_flush_starts_when_every_waiting_client_is_back() {
     // Version 0 is the create.
     assert_eq!(info(&table)["version"].as_u64().unwrap(), rounds);
     assert_eq!(counts(&table), (400 + 4 * 9, 400 + 4 * 9));
-}
-
-/// Two servers ingest into one table while both run maintenance on it, by the table's own
-/// policy (the config's would never merge): no row lost or doubled, small files merged.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_servers_merge_by_the_table_policy_while_ingesting() {
-    let (w, table) = warehouse();
-    let args = [
-        "--token",
-        "t",
-        "--maintenance-interval",
-        "1s",
-        "--merge-min-files",
-        "1000",
-    ];
-    let servers = [ServerProc::start(&w, &args), ServerProc::start(&w, &args)];
-    let c = client();
-    let r = c
-        .put(format!("{}/v1/tables/events", servers[0].url))
-        .bearer_auth("t")
-        .body(r#"{"partition_by": "identity(region)", "settings": {"merge_min_files": "2"}}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    // Set later, through the log: every server reads it from there. The grace must outlast
-    // any flush (write to commit): gc must not take a file an insert is about to commit.
-    neve_ok(&["alter", &table, "set", "gc_grace=5s"]);
-    let meta = info(&table);
-    assert_eq!(meta["settings"]["mergeMinFiles"], 2, "{meta}");
-    assert_eq!(meta["settings"]["gcGraceSeconds"], 5, "{meta}");
-    let bad = crate::common::neve(&["alter", &table, "set", "merge_min_files=1"]);
-    assert!(!bad.status.success());
-
-    let (clients, requests, per) = (8u64, 40u64, 10u64);
-    let mut tasks = Vec::new();
-    for k in 0..clients {
-        let (c, url) = (c.clone(), servers[k as usize % 2].url.clone());
-        tasks.push(tokio::spawn(async move {
-            for r in 0..requests {
-                let first = (k * requests + r) * per;
-                let (st, v) = insert(&c, &url, "t", "events", rows(first, per), None).await;
-                assert_eq!(st, 200, "{v}");
-                // Spread the load over several maintenance rounds.
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let total = clients * requests * per;
-    let mut files = u64::MAX;
-    for _ in 0..60 {
-        files = info(&table)["files"].as_u64().unwrap();
-        if files <= 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(files <= 3, "small files merged: {}", info(&table));
-    assert_eq!(
-        counts(&table),
-        (total, total),
-        "every acknowledged row once"
-    );
-    let mut merges = 0.0;
-    for s in &servers {
-        merges += metric(&metrics_text(&c, &s.url).await, "neve_merges_total");
-    }
-    assert!(merges >= 2.0, "{merges} merges");
 }

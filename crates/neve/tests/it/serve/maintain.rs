@@ -1,0 +1,129 @@
+//! Maintenance inside and beside the server: background merges, `neve maintain`, and two
+//! servers merging one table while both ingest.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_server_merges_small_files_in_the_background() {
+    let (w, table) = warehouse();
+    let s = merging_server(&w);
+    let c = client();
+    create(&c, &s.url, "t", "events").await;
+    // Sequential requests: one flush each, so each partition gets a file per request.
+    for r in 0..6u64 {
+        let (st, v) = insert(&c, &s.url, "t", "events", rows(r * 30, 30), None).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let mut merged = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if info(&table)["files"].as_u64().unwrap() <= 3 {
+            merged = true;
+            break;
+        }
+    }
+    assert!(merged, "small files merged: {}", info(&table));
+    assert_eq!(counts(&table), (180, 180));
+    let metrics = metrics_text(&client(), &s.url).await;
+    assert!(metric(&metrics, "neve_merges_total") > 0.0, "{metrics}");
+}
+
+#[test]
+fn neve_maintain_merges_every_table_of_a_warehouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().display().to_string();
+    let data = dir.path().join("rows.ndjson");
+    for name in ["a", "ns/b"] {
+        let t = format!("{w}/{name}");
+        neve_ok(&["create", &t, "--sort-by", "id"]);
+        for r in 0..4u64 {
+            std::fs::write(&data, rows(r * 10, 10)).unwrap();
+            neve_ok(&["insert", &t, data.to_str().unwrap()]);
+        }
+    }
+    let out = neve_ok(&[
+        "maintain",
+        "--warehouse",
+        &w,
+        "--once",
+        "--merge-min-files",
+        "2",
+    ]);
+    assert!(out.contains("maintained 2 tables"), "{out}");
+    for name in ["a", "ns/b"] {
+        let t = format!("{w}/{name}");
+        assert_eq!(info(&t)["files"], 1, "{name}");
+        assert_eq!(counts(&t), (40, 40));
+    }
+}
+
+/// Two servers ingest into one table while both run maintenance on it, by the table's own
+/// policy (the config's would never merge): no row lost or doubled, small files merged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_servers_merge_by_the_table_policy_while_ingesting() {
+    let (w, table) = warehouse();
+    let args = [
+        "--token",
+        "t",
+        "--maintenance-interval",
+        "1s",
+        "--merge-min-files",
+        "1000",
+    ];
+    let servers = [ServerProc::start(&w, &args), ServerProc::start(&w, &args)];
+    let c = client();
+    let r = c
+        .put(format!("{}/v1/tables/events", servers[0].url))
+        .bearer_auth("t")
+        .body(r#"{"partition_by": "identity(region)", "settings": {"merge_min_files": "2"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    // Set later, through the log: every server reads it from there. The grace must outlast
+    // any flush (write to commit): gc must not take a file an insert is about to commit.
+    neve_ok(&["alter", &table, "set", "gc_grace=5s"]);
+    let meta = info(&table);
+    assert_eq!(meta["settings"]["mergeMinFiles"], 2, "{meta}");
+    assert_eq!(meta["settings"]["gcGraceSeconds"], 5, "{meta}");
+    let bad = crate::common::neve(&["alter", &table, "set", "merge_min_files=1"]);
+    assert!(!bad.status.success());
+
+    let (clients, requests, per) = (8u64, 40u64, 10u64);
+    let mut tasks = Vec::new();
+    for k in 0..clients {
+        let (c, url) = (c.clone(), servers[k as usize % 2].url.clone());
+        tasks.push(tokio::spawn(async move {
+            for r in 0..requests {
+                let first = (k * requests + r) * per;
+                let (st, v) = insert(&c, &url, "t", "events", rows(first, per), None).await;
+                assert_eq!(st, 200, "{v}");
+                // Spread the load over several maintenance rounds.
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = clients * requests * per;
+    let mut files = u64::MAX;
+    for _ in 0..60 {
+        files = info(&table)["files"].as_u64().unwrap();
+        if files <= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(files <= 3, "small files merged: {}", info(&table));
+    assert_eq!(
+        counts(&table),
+        (total, total),
+        "every acknowledged row once"
+    );
+    let mut merges = 0.0;
+    for s in &servers {
+        merges += metric(&metrics_text(&c, &s.url).await, "neve_merges_total");
+    }
+    assert!(merges >= 2.0, "{merges} merges");
+}
