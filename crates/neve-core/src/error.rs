@@ -155,7 +155,7 @@ pub enum Error {
 
     /// The object store failed (network, permissions, missing bucket...). The message carries
     /// the causes too: "connection refused" is in a cause, not in object_store's own text.
-    #[error("storage error: {}", with_causes(source))]
+    #[error("storage error: {}", storage_message(source))]
     Storage {
         #[from]
         source: object_store::Error,
@@ -246,6 +246,19 @@ pub enum Error {
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
+}
+
+/// A store's error with its causes, and what a failed credentials lookup means: with no keys
+/// in the environment or the options, object_store asks the EC2 metadata service, whose
+/// refusal otherwise reads as a network error.
+fn storage_message(e: &object_store::Error) -> String {
+    let text = with_causes(e);
+    if text.contains("169.254.169.254") {
+        return format!(
+            "{text} (no AWS credentials were given, so the EC2 instance metadata service was asked: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the storage options access_key_id and secret_access_key)"
+        );
+    }
+    text
 }
 
 /// An error's text followed by each cause's that it does not already contain.

@@ -78,6 +78,21 @@ pub fn info_text(location: &str, s: &Snapshot) -> String {
         "settings      checkpoint_interval={} strict_schema={} compression={} row_group_rows={} log_retention_hours={}",
         st.checkpoint_interval, st.strict_schema, st.compression, st.row_group_rows, st.log_retention_hours
     );
+    // The table's own maintenance policy, where it sets one (else the maintaining process's).
+    let policy: Vec<String> = [
+        st.merge_min_files.map(|n| format!("merge_min_files={n}")),
+        st.merge_target_file_size
+            .map(|b| format!("merge_target_file_size={}", bytes(b))),
+        st.maintenance_interval_seconds
+            .map(|s| format!("maintenance_interval={s}s")),
+        st.gc_grace_seconds.map(|s| format!("gc_grace={s}s")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !policy.is_empty() {
+        let _ = writeln!(o, "maintenance   {}", policy.join(" "));
+    }
     if st.iceberg {
         let _ = writeln!(
             o,

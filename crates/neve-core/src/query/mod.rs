@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
 use datafusion::common::{ScalarValue, TableReference};
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -645,6 +646,20 @@ pub fn query_error(e: DataFusionError) -> Error {
             };
             Error::InvalidQuery {
                 message: format!("{message}{position}{hint}"),
+            }
+        }
+        // The data, not neve: a division by zero, an overflow, a cast or parse of a value.
+        DataFusionError::ArrowError(a, _)
+            if matches!(
+                a.as_ref(),
+                ArrowError::DivideByZero
+                    | ArrowError::ArithmeticOverflow(_)
+                    | ArrowError::CastError(_)
+                    | ArrowError::ParseError(_)
+            ) =>
+        {
+            Error::InvalidQuery {
+                message: format!("{}{position}", root_message(&e)),
             }
         }
         DataFusionError::ResourcesExhausted(m) => Error::QueryOutOfMemory {

@@ -496,6 +496,16 @@ async fn errors_say_what_and_where() {
         "{msg}"
     );
 
+    // What the data does to an expression is the query's fault, not neve's (65, not 70).
+    for q in [
+        "SELECT id / (id - id) FROM t",
+        "SELECT CAST(kind AS INT) FROM t",
+    ] {
+        let err = e.collect(q).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidQuery { .. }), "{q}: {err:?}");
+        assert_eq!(err.exit_code(), 65, "{q}");
+    }
+
     let err = e.collect("SELECT * FROM missing").await.unwrap_err();
     assert!(matches!(err, Error::UnknownTable { .. }), "{err:?}");
     assert!(err.to_string().contains("missing"), "{err}");

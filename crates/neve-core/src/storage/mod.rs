@@ -524,6 +524,39 @@ mod tests {
         assert!(e.to_string().contains("endpoint 'not a url'"), "{e}");
     }
 
+    /// "connection refused" is in a cause of object_store's error, not in its text.
+    #[test]
+    fn storage_errors_say_their_causes() {
+        #[derive(Debug)]
+        struct Sending(std::io::Error);
+        impl std::fmt::Display for Sending {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "error sending request for url (http://169.254.169.254/latest/api/token)",
+                )
+            }
+        }
+        impl std::error::Error for Sending {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        );
+        let e = Error::from(object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(Sending(refused)),
+        });
+        let m = e.to_string();
+        assert!(
+            m.contains("api/token): Connection refused (os error 111)"),
+            "{m}"
+        );
+        assert!(m.contains("no AWS credentials were given"), "{m}");
+    }
+
     #[test]
     fn loopback_detection() {
         assert!(is_loopback_http("http://127.0.0.1:9000"));

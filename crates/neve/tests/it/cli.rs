@@ -454,4 +454,9 @@ fn insert_create_and_names_refused_cleanly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(74), "{err}");
     assert!(err.contains("/nonexistent/dir/x.csv"), "{err}");
+
+    // `info` shows the table's own maintenance policy once it has one.
+    neve_ok(&["alter", &t, "set", "gc_grace=1h"]);
+    let text = neve_ok(&["info", &t]);
+    assert!(text.contains("maintenance   gc_grace=3600s"), "{text}");
 }
