@@ -55,6 +55,9 @@ pub struct QueryEngine {
     counter: Arc<ReadCounter>,
     chunks: Option<ChunkCache>,
     tables: Vec<(String, u64)>,
+    /// Tables of a registered warehouse that could not be opened, and why: a query naming
+    /// one says so; the others go on being queried.
+    unopened: Vec<(String, String)>,
     read_only: bool,
     raw: bool,
     /// `QueryLimits::batch_rows` and `batch_bytes`, when both are set.
@@ -220,6 +223,7 @@ impl QueryEngine {
             counter: Arc::new(counter),
             chunks: limits.chunks.clone(),
             tables: Vec::new(),
+            unopened: Vec::new(),
             read_only: limits.read_only,
             raw: false,
             batch_sizing: limits.batch_rows.zip(limits.batch_bytes),
@@ -439,11 +443,32 @@ impl QueryEngine {
             match self.register(&name, &sub, as_of).await {
                 Ok(_) => names.push(name),
                 Err(Error::TableNotFound { .. }) => continue,
+                // One broken table does not take the warehouse's others with it.
+                Err(e @ (Error::CorruptLog { .. } | Error::UnsupportedFormatVersion { .. })) => {
+                    tracing::warn!(table = %sub, error = %e, "table left out of the warehouse");
+                    self.unopened.push((name, e.to_string()));
+                }
                 Err(e) => return Err(e),
             }
         }
         names.sort();
         Ok(names)
+    }
+
+    /// An unknown table that is one of the warehouse's unopened ones: why it was left out.
+    fn unopened_named(&self, e: Error) -> Error {
+        if let Error::UnknownTable { message } = &e {
+            if let Some((name, why)) = self.unopened.iter().find(|(n, _)| {
+                message.contains(&format!("'{n}'")) || message.contains(&format!(".{n}'"))
+            }) {
+                return Error::UnknownTable {
+                    message: format!(
+                        "{message}: the warehouse's table '{name}' could not be opened: {why}"
+                    ),
+                };
+            }
+        }
+        e
     }
 
     /// Plan a query. Tables registered by their head get their file lists read first,
@@ -454,7 +479,7 @@ impl QueryEngine {
         let plan = state
             .statement_to_plan(statement)
             .await
-            .map_err(query_error)?;
+            .map_err(|e| self.unopened_named(query_error(e)))?;
         let plan = catalog::own_types(&state, plan)
             .await
             .map_err(query_error)?;

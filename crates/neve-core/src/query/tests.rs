@@ -480,6 +480,34 @@ async fn catalog_statements_show_the_tables_own_types() {
     assert_eq!(int(&b, 1), vec![1310]);
 }
 
+/// A warehouse with one table whose log cannot be read: the others are queried, and a query
+/// of the broken one says why it is missing.
+#[tokio::test]
+async fn a_broken_table_does_not_hide_a_warehouses_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = Table::at(&dir.path().join("good").display().to_string()).unwrap();
+    good.create(CreateOptions::default()).await.unwrap();
+    insert(&good, rows(1, 0, 3, 10)).await;
+    let log = dir.path().join("broken/_log");
+    std::fs::create_dir_all(&log).unwrap();
+    std::fs::write(log.join("00000000000000000000.json"), b"{ not json").unwrap();
+
+    let mut e = QueryEngine::new();
+    let names = e
+        .register_warehouse(&dir.path().display().to_string(), None)
+        .await
+        .unwrap();
+    assert_eq!(names, ["good"]);
+    let n = e.collect("SELECT count(*) FROM good").await.unwrap();
+    assert_eq!(int(&n, 0), vec![30]);
+    let err = e.collect("SELECT * FROM broken").await.unwrap_err();
+    assert!(matches!(err, Error::UnknownTable { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("'broken' could not be opened"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn errors_say_what_and_where() {
     let t = table().await;

@@ -80,7 +80,22 @@ fn check_input(
     input: &Schema,
     strict: bool,
 ) -> Result<TableSchema> {
-    let ts = TableSchema::from_arrow(input)?;
+    // Errors of the input's schema as a whole name the input, not "schema".
+    let named = |e: Error| match e {
+        Error::InvalidInput {
+            input,
+            line,
+            column,
+            message,
+        } if input == "schema" => Error::InvalidInput {
+            input: name.to_string(),
+            line,
+            column,
+            message,
+        },
+        e => e,
+    };
+    let ts = TableSchema::from_arrow(input).map_err(named)?;
     let has = |c: &str| crate::write::input::has_column(input, c);
     for c in meta.schema.columns.iter().filter(|c| !c.nullable) {
         if !has(&c.name) {
@@ -100,7 +115,7 @@ fn check_input(
             });
         }
     }
-    merged.evolve(&ts, strict)
+    merged.evolve(&ts, strict).map_err(named)
 }
 
 /// What an insert did.

@@ -431,6 +431,7 @@ fn insert_create_and_names_refused_cleanly() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(65), "{err}");
         assert!(err.contains(needle), "{err}");
+        assert!(err.contains(input.as_str()), "the input is named: {err}");
     }
     assert_eq!(version(&t), before, "nothing committed");
 
