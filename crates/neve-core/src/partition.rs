@@ -115,6 +115,9 @@ pub fn parse_spec(spec: &str) -> Result<Vec<PartitionField>> {
     for level in split_top_level(spec) {
         let level = level.trim();
         let (expr, alias) = match split_alias(level) {
+            Some((_, a)) if a.trim().is_empty() => {
+                return Err(err(format!("'{level}': a name must follow 'as'")))
+            }
             Some((e, a)) => (e.trim(), Some(a.trim().to_string())),
             None => (level, None),
         };
@@ -194,6 +197,10 @@ fn unquote(s: &str) -> String {
 
 fn split_alias(level: &str) -> Option<(&str, &str)> {
     let lower = level.to_ascii_lowercase();
+    if lower.ends_with(" as") {
+        // `month(ts) as`: the name is missing (an empty alias, refused by the caller).
+        return Some((&level[..level.len() - 3], ""));
+    }
     lower.rfind(" as ").map(|i| (&level[..i], &level[i + 4..]))
 }
 

@@ -20,6 +20,8 @@ fn parses_specs() {
         parse_spec("bucket(2147483647, a)").unwrap()[0].transform,
         Transform::Bucket(2147483647)
     );
+    let e = parse_spec("month(ts) as").unwrap_err().to_string();
+    assert!(e.contains("a name must follow 'as'"), "{e}");
     let e = parse_spec("bucket(4294967295, a)").unwrap_err().to_string();
     assert!(e.contains("from 1 to 2147483647, got '4294967295'"), "{e}");
     for bad in [
