@@ -366,7 +366,17 @@ fn parse_predicate(snapshot: &Snapshot, sql: &str) -> Result<Expr> {
     let schema = snapshot.metadata.schema.to_arrow();
     let df_schema = DFSchema::try_from(schema).map_err(query_error)?;
     let ctx = SessionContext::new();
-    let expr = ctx.parse_sql_expr(sql, &df_schema).map_err(query_error)?;
+    let expr = ctx
+        .parse_sql_expr(sql, &df_schema)
+        .map_err(|e| match query_error(e) {
+            // Only a subquery names a table here.
+            Error::UnknownTable { message } => Error::InvalidQuery {
+                message: format!(
+                    "the predicate '{sql}' reads a table ({message}): it may use only the table's own columns, with no subquery"
+                ),
+            },
+            e => e,
+        })?;
     let t = expr.get_type(&df_schema).map_err(query_error)?;
     if t != arrow::datatypes::DataType::Boolean {
         return Err(Error::InvalidQuery {

@@ -139,6 +139,11 @@ async fn maintenance_cli(addr: &str) {
         (vec!["delete", addr, "--where", "nosuch = 1"], 65, "nosuch"),
         (vec!["delete", addr, "--where", "id +"], 65, "SQL syntax"),
         (vec!["delete", addr, "--where", "id + 1"], 65, "boolean"),
+        (
+            vec!["delete", addr, "--where", "id > (SELECT max(id) FROM t)"],
+            65,
+            "with no subquery",
+        ),
         (vec!["drop-partition", addr, "m=1999-01"], 66, "m=2021-02"),
         (
             vec!["merge", addr, "--partition", "m=1999-01"],
