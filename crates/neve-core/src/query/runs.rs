@@ -344,6 +344,8 @@ impl Runs {
         if (self.runs_seen + runs.len()) * MIN_MEAN_RUN > self.rows_seen + n + SLACK_ROWS {
             return Ok(false);
         }
+        // Nulls as the key's scalar sees them: a dictionary's null values too, not just its keys.
+        let nulls: Vec<_> = keys.iter().map(|k| k.logical_nulls()).collect();
         self.rows_seen += n;
         self.runs_seen += runs.len();
         self.runs_metric.add(runs.len());
@@ -353,20 +355,17 @@ impl Runs {
                 .map(|k| ScalarValue::try_from_array(k, run.start))
                 .collect::<DfResult<Vec<_>>>()?;
             let len = run.len() as i64;
-            let adds: Vec<i64> = self
-                .counts
-                .iter()
-                .map(|c| match c {
-                    Counted::Key(k) if key[*k].is_null() => 0,
-                    Counted::Rows | Counted::Key(_) => len,
-                })
-                .collect();
             let totals = self
                 .totals
                 .entry(key)
-                .or_insert_with(|| vec![0; adds.len()]);
-            for (total, add) in totals.iter_mut().zip(adds) {
-                *total += add;
+                .or_insert_with(|| vec![0; self.counts.len()]);
+            for (total, c) in totals.iter_mut().zip(&self.counts) {
+                *total += match c {
+                    Counted::Key(k) if nulls[*k].as_ref().is_some_and(|n| n.is_null(run.start)) => {
+                        0
+                    }
+                    Counted::Rows | Counted::Key(_) => len,
+                };
             }
         }
         Ok(true)

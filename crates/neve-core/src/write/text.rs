@@ -416,11 +416,7 @@ fn parse_timestamp(
         };
     }
     // Other spellings chrono knows. With an offset or Z: an instant.
-    let with_offset = chrono::DateTime::parse_from_rfc3339(t)
-        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z"))
-        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f%z"))
-        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%z"));
-    if let Ok(dt) = with_offset {
+    if let Ok(dt) = with_offset(t) {
         if zone.is_none() && dt.offset().local_minus_utc() != 0 {
             return Err(format!(
                 "has a UTC offset ({}) and the column is a timestamp without a time zone (declare it timestamp(UTC) to store instants)",
@@ -469,25 +465,29 @@ fn local_to_utc(zone: &arrow::array::timezone::Tz, naive: &NaiveDateTime) -> Res
     }
 }
 
-/// The common ISO 8601 spellings, parsed by hand (chrono's format parsers tried one after the
-/// other cost microseconds a value): `YYYY-MM-DD`, then optionally `T` or a space,
-/// `HH:MM[:SS[.fraction]]`, then optionally `Z` or `±HH[:]MM`. Returns the wall time as
-/// microseconds since the epoch and the offset in seconds, if any; `None` for anything else
-/// (another spelling, or an invalid date such as 2023-02-29, left to chrono to explain).
 /// Whether a timestamp's text names its offset (`Z`, `+02:00`): an instant, which an inferred
 /// column keeps as `timestamp(UTC)` rather than as wall time.
 pub(crate) fn has_offset(s: &str) -> bool {
     let t = s.trim();
     match iso_timestamp(t.as_bytes()) {
         Some((_, off)) => off.is_some(),
-        None => chrono::DateTime::parse_from_rfc3339(t)
-            .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z"))
-            .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f%z"))
-            .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%z"))
-            .is_ok(),
+        None => with_offset(t).is_ok(),
     }
 }
 
+/// The spellings with an offset (or `Z`) chrono knows beyond the ISO form `iso_timestamp` reads.
+fn with_offset(t: &str) -> chrono::ParseResult<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(t)
+        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%:z"))
+        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f%z"))
+        .or_else(|_| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%z"))
+}
+
+/// The common ISO 8601 spellings, parsed by hand (chrono's format parsers tried one after the
+/// other cost microseconds a value): `YYYY-MM-DD`, then optionally `T` or a space,
+/// `HH:MM[:SS[.fraction]]`, then optionally `Z` or `±HH[:]MM`. Returns the wall time as
+/// microseconds since the epoch and the offset in seconds, if any; `None` for anything else
+/// (another spelling, or an invalid date such as 2023-02-29, left to chrono to explain).
 fn iso_timestamp(b: &[u8]) -> Option<(i64, Option<i32>)> {
     fn num(b: &[u8]) -> Option<u32> {
         if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {

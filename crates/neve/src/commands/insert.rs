@@ -54,11 +54,7 @@ async fn same_layout(table: &Table, a: &InsertArgs, given: &CreateOptions) -> Re
         ));
     }
     let mut wanted = m.settings.clone();
-    for kv in &a.layout.settings {
-        if let Some((k, v)) = kv.split_once('=') {
-            wanted.set(k.trim(), v.trim())?;
-        }
-    }
+    super::apply_settings(&mut wanted, &a.layout.settings)?;
     if wanted != m.settings {
         return differs(format!(
             "other settings than --set {}",

@@ -45,12 +45,7 @@ pub fn create_options(layout: &LayoutArgs, strict: bool) -> Result<CreateOptions
         strict_schema: strict,
         ..Default::default()
     };
-    for kv in &layout.settings {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| CliError::Usage(format!("--set expects KEY=VALUE, got '{kv}'")))?;
-        settings.set(k.trim(), v.trim())?;
-    }
+    apply_settings(&mut settings, &layout.settings)?;
     Ok(CreateOptions {
         partition_by: parse_spec(&layout.partition_by)?,
         sort_by: layout
@@ -63,6 +58,17 @@ pub fn create_options(layout: &LayoutArgs, strict: bool) -> Result<CreateOptions
         schema: Default::default(),
         merge: layout.merge.as_deref().map(str::parse).transpose()?,
     })
+}
+
+/// `--set KEY=VALUE` flags applied to `settings`.
+pub fn apply_settings(settings: &mut TableSettings, flags: &[String]) -> Result<()> {
+    for kv in flags {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--set expects KEY=VALUE, got '{kv}'")))?;
+        settings.set(k.trim(), v.trim())?;
+    }
+    Ok(())
 }
 
 pub fn parse_as_of(s: &Option<String>) -> Result<AsOf> {
