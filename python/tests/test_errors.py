@@ -97,3 +97,30 @@ def test_a_bad_chunk_cache_size_is_named_not_ignored(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode == 3, p.stderr
     assert "NEVE_CHUNK_CACHE_MB" in p.stdout and "lots" in p.stdout
+
+
+def test_a_strict_table_keeps_its_types(where):
+    """pandas and pyarrow give int64 and wide decimals; a strict table keeps its declared types
+    and takes such values only when each fits exactly."""
+    import decimal
+    import pandas as pd
+
+    t = neve.create_table(where, schema="n int32, amount decimal(10,2)", settings={"strict_schema": True})
+    t.insert(pd.DataFrame({"n": [1, -5, 2**31 - 1],
+                           "amount": [decimal.Decimal("1.5"), decimal.Decimal("-2.25"), None]}))
+    assert t.schema.field("n").type == pa.int32()
+    assert t.schema.field("amount").type == pa.decimal128(10, 2)
+    before = state(t)
+    # Out of range for int32, in the third row.
+    with pytest.raises(neve.SchemaError) as e:
+        t.insert(pa.table({"n": pa.array([7, 8, 2**31], pa.int64())}))
+    assert "row 3" in str(e.value) and "'n'" in str(e.value) and "int32" in str(e.value), str(e.value)
+    # More fraction digits than the column keeps: refused, never rounded.
+    wide = pa.array([decimal.Decimal("1.2300"), decimal.Decimal("1.2345")], pa.decimal128(14, 4))
+    with pytest.raises(neve.SchemaError) as e:
+        t.insert(pa.table({"amount": wide}))
+    assert "row 2" in str(e.value) and "1.2345" in str(e.value), str(e.value)
+    assert state(t) == before
+    got = t.sql("SELECT n, amount FROM t ORDER BY n").to_pylist()
+    assert got == [{"n": -5, "amount": decimal.Decimal("-2.25")}, {"n": 1, "amount": decimal.Decimal("1.50")},
+                   {"n": 2**31 - 1, "amount": None}]

@@ -6,7 +6,9 @@ use crate::error::{Error, Result};
 
 impl TableSchema {
     /// Evolve `self` (the table) to accept `input`: new columns and nested fields are appended
-    /// (unless `strict`), types widen losslessly. Input fields that carry an id (the schema an
+    /// and types widen losslessly, unless `strict`: then new names are refused and a wider input
+    /// type leaves the table's as it is (its values are then narrowed one by one on the way in,
+    /// and one that does not fit exactly is an error; see `write::conform`). Input fields that carry an id (the schema an
     /// insert wrote its files with) keep it, and must agree with the table's: a column renamed,
     /// dropped or given that id by a concurrent commit is a conflict. Returns the new schema;
     /// an error names the first conflict.
@@ -15,7 +17,7 @@ impl TableSchema {
         let mut new_fields = Vec::new();
         for col in &input.columns {
             match out.columns.iter_mut().find(|c| c.name == col.name) {
-                Some(existing) => evolve_column(existing, col, &col.name, &mut new_fields)?,
+                Some(existing) => evolve_column(existing, col, &col.name, strict, &mut new_fields)?,
                 None => {
                     new_fields.push(col.name.clone());
                     out.columns.push(Column {
@@ -333,6 +335,7 @@ fn evolve_column(
     existing: &mut Column,
     input: &Column,
     path: &str,
+    strict: bool,
     new_fields: &mut Vec<String>,
 ) -> Result<()> {
     if input.id != 0 && existing.id != 0 && input.id != existing.id {
@@ -346,7 +349,7 @@ fn evolve_column(
             for f in inputs {
                 let p = format!("{path}.{}", f.name);
                 match fields.iter_mut().find(|c| c.name == f.name) {
-                    Some(e) => evolve_column(e, f, &p, new_fields)?,
+                    Some(e) => evolve_column(e, f, &p, strict, new_fields)?,
                     None => {
                         new_fields.push(p);
                         fields.push(Column {
@@ -358,24 +361,29 @@ fn evolve_column(
                 }
             }
         }
-        (C::List(e), C::List(i)) => evolve_column(e, i, &format!("{path}[]"), new_fields)?,
+        (C::List(e), C::List(i)) => evolve_column(e, i, &format!("{path}[]"), strict, new_fields)?,
         (C::Map(k, v), C::Map(ik, iv)) => {
             let kp = format!("{path}.key");
             if k.column_type != ik.column_type {
                 match k.column_type.unify(&ik.column_type) {
-                    Some(t) if !t.is_nested() => k.column_type = t,
+                    Some(t) if !t.is_nested() => {
+                        if !strict {
+                            k.column_type = t
+                        }
+                    }
                     _ => return Err(conflict(&kp, &k.column_type, &ik.column_type)),
                 }
             }
             if ik.id != 0 && k.id != 0 && ik.id != k.id {
                 return Err(id_conflict(&kp, k.id, ik.id));
             }
-            evolve_column(v, iv, &format!("{path}.value"), new_fields)?;
+            evolve_column(v, iv, &format!("{path}.value"), strict, new_fields)?;
         }
         (t, i) if !t.is_nested() && !i.is_nested() => {
             if t != i {
                 match t.unify(i) {
-                    Some(u) => *t = u,
+                    Some(u) if !strict => *t = u,
+                    Some(_) => {}
                     None => return Err(conflict(path, t, i)),
                 }
             }

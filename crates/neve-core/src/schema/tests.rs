@@ -73,6 +73,13 @@ fn evolve_adds_and_widens_and_rejects() {
     assert_eq!(out.columns[2].name, "c");
     let err = table.evolve(&inp, true).unwrap_err();
     assert!(err.to_string().contains("c"), "{err}");
+    // Strict: a wider input leaves the table's type (values are narrowed on the way in).
+    let wider = input(vec![col("a", t("int64"))]);
+    let held = table.evolve(&wider, true).unwrap();
+    assert_eq!(held.column("a").unwrap().column_type, t("int32"));
+    assert!(table
+        .evolve(&input(vec![col("b", t("int64"))]), true)
+        .is_err());
 
     let bad = input(vec![col("b", t("int64"))]);
     let err = table.evolve(&bad, false).unwrap_err();

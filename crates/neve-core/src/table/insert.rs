@@ -340,6 +340,14 @@ impl Table {
                         }
                         e => e,
                     })?;
+                // The table made strict while this insert ran: a type its files were written
+                // wider than the table's would not be read back exactly.
+                if schema.evolve(&merged, false)? != schema {
+                    return Err(Error::CommitConflict {
+                        version: snap.version,
+                        reason: "the table's schema was made strict while this insert ran, and its files have types wider than the table's; nothing was committed".into(),
+                    });
+                }
                 // A column set `not null` while this insert ran: its files must have no nulls.
                 for c in schema.columns.iter().filter(|c| !c.nullable) {
                     if let Some(a) = adds

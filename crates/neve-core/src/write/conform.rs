@@ -417,6 +417,18 @@ fn conform_leaf(
         }
         _ => {}
     }
+    let types = (
+        crate::schema::ColumnType::from_arrow(path, from),
+        crate::schema::ColumnType::from_arrow(path, to),
+    );
+    if let (Ok(f), Ok(t)) = &types {
+        if !f.widens_to(t) {
+            let reason = format!(
+                "does not fit {t}, the column's type, exactly (the table's schema is strict: its types do not widen)"
+            );
+            return narrow(a, to, |i| bad(i, &reason));
+        }
+    }
     // Lossless by the widening rules; `safe: false` makes any surprise an error, not a null.
     Ok(arrow::compute::cast_with_options(
         a,
@@ -426,6 +438,26 @@ fn conform_leaf(
             ..Default::default()
         },
     )?)
+}
+
+/// Cast `a` to the narrower `to` (a strict table keeps its types), refusing the first value
+/// that does not come back unchanged: out of range (the cast gives null), rounded (a decimal's
+/// or a float's digits) or cut (a binary's length).
+fn narrow(a: &ArrayRef, to: &DataType, bad: impl Fn(usize) -> ConformError) -> CResult<ArrayRef> {
+    let out = arrow::compute::cast_with_options(
+        a,
+        to,
+        &CastOptions {
+            safe: true,
+            ..Default::default()
+        },
+    )?;
+    let back = arrow::compute::cast(&out, a.data_type())?;
+    let same = arrow::compute::kernels::cmp::not_distinct(&back, a)?;
+    if let Some(i) = (0..a.len()).find(|&i| a.is_valid(i) && (out.is_null(i) || !same.value(i))) {
+        return Err(bad(i));
+    }
+    Ok(out)
 }
 
 /// Multiply 32- or 64-bit time values by `factor` into i64-based `O`, refusing overflow.

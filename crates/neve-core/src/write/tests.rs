@@ -749,3 +749,90 @@ fn a_resident_input_is_split_in_order_and_stops_at_its_first_bad_batch() {
         assert!(err.contains("row 237"), "{err}");
     }
 }
+
+/// One strict column narrowed on the way in: `input` values of `from`, into the table's `to`.
+fn narrowed(input: arrow::array::ArrayRef, to: DataType) -> crate::Result<arrow::array::ArrayRef> {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "c",
+        input.data_type().clone(),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(schema, vec![input]).unwrap();
+    let target = Arc::new(Schema::new(vec![Field::new("c", to, true)]));
+    super::conform::conform_batch(&batch, &target, &Default::default(), "in", &|i| {
+        format!("row {}", i + 1)
+    })
+    .map(|b| b.column(0).clone())
+}
+
+proptest! {
+    /// A strict table keeps its types: wider input values are taken exactly when each fits
+    /// the table's type, and otherwise the first that does not is refused by its row (the
+    /// reference: the value's own range and digits).
+    #[test]
+    fn a_strict_column_takes_wider_values_only_when_they_fit(
+        ints in proptest::collection::vec(proptest::option::of(prop_oneof![
+            -1000i64..1000,
+            (i32::MIN as i64 - 3)..(i32::MIN as i64 + 3),
+            (i32::MAX as i64 - 3)..(i32::MAX as i64 + 3),
+        ]), 0..40),
+        // decimal(14,4) into decimal(10,2): in range below 10^12 units, exact when a multiple of 100.
+        decimals in proptest::collection::vec(proptest::option::of(prop_oneof![
+            (-20_000i128..20_000).prop_map(|v| v * 100),
+            -20_000i128..20_000,
+            (9_999_999_990_i128..10_000_000_010).prop_map(|v| v * 100),
+        ]), 0..40),
+        floats in proptest::collection::vec(proptest::option::of(prop_oneof![
+            (-1000i32..1000).prop_map(|v| v as f64 / 4.0),
+            any::<f64>(),
+            Just(f64::NAN),
+        ]), 0..40),
+    ) {
+        use arrow::array::{Decimal128Array, Float64Array, Int32Array};
+        let first_bad = |fits: &dyn Fn(usize) -> bool, n: usize| (0..n).find(|&i| !fits(i));
+        let check = |got: crate::Result<arrow::array::ArrayRef>, bad: Option<usize>| -> Result<Option<arrow::array::ArrayRef>, TestCaseError> {
+            match (got, bad) {
+                (Ok(a), None) => Ok(Some(a)),
+                (Err(e), Some(i)) => {
+                    let msg = e.to_string();
+                    prop_assert!(msg.contains(&format!("row {}", i + 1)) && msg.contains("strict"), "{}", msg);
+                    Ok(None)
+                }
+                (Ok(_), Some(i)) => Err(TestCaseError::fail(format!("row {} taken", i + 1))),
+                (Err(e), None) => Err(TestCaseError::fail(format!("refused: {e}"))),
+            }
+        };
+
+        let got = narrowed(Arc::new(Int64Array::from(ints.clone())), DataType::Int32);
+        let bad = first_bad(&|i| ints[i].is_none_or(|v| i32::try_from(v).is_ok()), ints.len());
+        if let Some(a) = check(got, bad)? {
+            let expected: Int32Array = ints.iter().map(|v| v.map(|v| v as i32)).collect();
+            prop_assert_eq!(a.as_primitive::<arrow::datatypes::Int32Type>(), &expected);
+        }
+
+        let input = Decimal128Array::from(decimals.clone()).with_precision_and_scale(14, 4).unwrap();
+        let got = narrowed(Arc::new(input), DataType::Decimal128(10, 2));
+        let fits = |v: i128| v % 100 == 0 && (v / 100).abs() < 10_000_000_000;
+        let bad = first_bad(&|i| decimals[i].is_none_or(fits), decimals.len());
+        if let Some(a) = check(got, bad)? {
+            let expected = Decimal128Array::from(decimals.iter().map(|v| v.map(|v| v / 100)).collect::<Vec<_>>())
+                .with_precision_and_scale(10, 2)
+                .unwrap();
+            prop_assert_eq!(a.as_primitive::<arrow::datatypes::Decimal128Type>(), &expected);
+        }
+
+        let got = narrowed(Arc::new(Float64Array::from(floats.clone())), DataType::Float32);
+        let fits = |v: f64| v.is_nan() || (v as f32) as f64 == v;
+        let bad = first_bad(&|i| floats[i].is_none_or(fits), floats.len());
+        if let Some(a) = check(got, bad)? {
+            let a = a.as_primitive::<arrow::datatypes::Float32Type>();
+            for (i, v) in floats.iter().enumerate() {
+                match v {
+                    None => prop_assert!(a.is_null(i)),
+                    Some(v) if v.is_nan() => prop_assert!(a.value(i).is_nan()),
+                    Some(v) => prop_assert_eq!(a.value(i) as f64, *v),
+                }
+            }
+        }
+    }
+}
