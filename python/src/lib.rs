@@ -113,6 +113,8 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("neve")
+        // Deep (but allowed) expressions are planned by recursion.
+        .thread_stack_size(16 << 20)
         .build()
         .expect("a tokio runtime")
 });

@@ -363,6 +363,7 @@ fn folder_of(snapshot: &Snapshot, f: &AddFile) -> String {
 
 /// Parse a SQL predicate over the table's columns; it must be boolean.
 fn parse_predicate(snapshot: &Snapshot, sql: &str) -> Result<Expr> {
+    crate::query::dialect::check_depth(sql)?;
     let schema = snapshot.metadata.schema.to_arrow();
     let df_schema = DFSchema::try_from(schema).map_err(query_error)?;
     let ctx = SessionContext::new();

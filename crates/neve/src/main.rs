@@ -28,6 +28,8 @@ fn main() -> ExitCode {
     init_tracing(args.verbose, timings);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Deep (but allowed) expressions are planned by recursion.
+        .thread_stack_size(16 << 20)
         .build()
     {
         Ok(r) => r,

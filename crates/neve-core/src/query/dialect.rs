@@ -238,6 +238,87 @@ fn fold(from: &mut TableWithJoins, renames: &mut Vec<Rename>) {
     }
 }
 
+/// How deep an expression may nest: each binary operator of a chain (`a OR b OR …`) is one
+/// level of the tree DataFusion plans and evaluates by recursion, so a chain of thousands would
+/// overflow a thread's stack and abort the process.
+pub const MAX_EXPRESSION_DEPTH: usize = 256;
+
+/// Refuse SQL whose expressions nest deeper than [`MAX_EXPRESSION_DEPTH`], before anything
+/// recursive sees it. Counted on the tokens, without recursion: the chaining operators in a row
+/// (`AND`, `OR`, arithmetic, `||`; a comparison binds tighter and adds one level at most) at each
+/// parenthesis level (a comma or a clause keyword starts a new expression), plus the open
+/// parentheses.
+pub fn check_depth(sql: &str) -> crate::Result<()> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(()); // the parser says what is wrong
+    };
+    let mut levels: Vec<usize> = vec![0];
+    let mut open_ops = 0usize;
+    let mut deepest = 0usize;
+    for t in &tokens {
+        let nested = levels.len() > 1;
+        let top = levels.last_mut().expect("level 0 is never closed");
+        match t {
+            Token::LParen | Token::LBracket => levels.push(0),
+            Token::RParen | Token::RBracket if nested => {
+                open_ops -= levels.pop().unwrap_or(0);
+            }
+            Token::Comma => {
+                open_ops -= *top;
+                *top = 0;
+            }
+            Token::Word(w) => match w.keyword {
+                Keyword::AND | Keyword::OR => {
+                    *top += 1;
+                    open_ops += 1;
+                }
+                Keyword::SELECT
+                | Keyword::FROM
+                | Keyword::WHERE
+                | Keyword::GROUP
+                | Keyword::HAVING
+                | Keyword::ORDER
+                | Keyword::LIMIT
+                | Keyword::ON
+                | Keyword::WHEN
+                | Keyword::THEN
+                | Keyword::ELSE
+                | Keyword::END
+                | Keyword::UNION
+                | Keyword::JOIN => {
+                    open_ops -= *top;
+                    *top = 0;
+                }
+                _ => {}
+            },
+            Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::Mod
+            | Token::StringConcat
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::Caret => {
+                *top += 1;
+                open_ops += 1;
+            }
+            _ => {}
+        }
+        deepest = deepest.max(open_ops + levels.len() - 1);
+        if deepest > MAX_EXPRESSION_DEPTH {
+            return Err(crate::Error::InvalidQuery {
+                message: format!(
+                    "an expression nests more than {MAX_EXPRESSION_DEPTH} levels deep (operators in a row, or parentheses); write a long list of alternatives as `x IN (…)`"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn derived(sql: &str) -> Option<TableFactor> {
     let mut statements = Parser::parse_sql(&GenericDialect {}, sql).ok()?;
     let Statement::Query(mut q) = statements.pop()? else {
@@ -382,5 +463,46 @@ mod tests {
             rewritten("SELECT * FROM (SELECT id FROM t JOIN unnest(t.a) ON true) s, unnest([1, 2])"),
             "SELECT * FROM (SELECT id FROM (SELECT *, unnest(t.a) AS unnest FROM t) AS t) s, UNNEST([1, 2])"
         );
+    }
+
+    #[test]
+    fn expressions_deeper_than_the_limit_are_refused_before_planning() {
+        let chain = |n: usize, op: &str| {
+            (0..n)
+                .map(|i| format!("v = {i}"))
+                .collect::<Vec<_>>()
+                .join(op)
+        };
+        let max = MAX_EXPRESSION_DEPTH;
+        assert!(check_depth(&format!("SELECT 1 FROM t WHERE {}", chain(max + 1, " OR "))).is_ok());
+        let err = check_depth(&format!("SELECT 1 FROM t WHERE {}", chain(max + 2, " OR ")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("IN ("), "{err}");
+        assert!(check_depth(&format!("SELECT {}", vec!["1"; max + 2].join(" + "))).is_err());
+        // Open parentheses count too; commas and clauses start a new expression.
+        let nested = format!(
+            "SELECT {}1{}",
+            "(1 + ".repeat(max / 2 + 1),
+            ")".repeat(max / 2 + 1)
+        );
+        assert!(check_depth(&nested).is_err());
+        let many = (0..2 * max)
+            .map(|i| format!("a + {i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(check_depth(&format!("SELECT {many} FROM t")).is_ok());
+        let clauses = format!(
+            "SELECT {} FROM t WHERE {} GROUP BY 1 HAVING {}",
+            vec!["a"; max / 2].join(" + "),
+            chain(max / 2, " AND "),
+            chain(max / 2, " OR ")
+        );
+        assert!(check_depth(&clauses).is_ok());
+        let list = (0..20_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(check_depth(&format!("SELECT 1 FROM t WHERE v IN ({list})")).is_ok());
     }
 }

@@ -14,7 +14,6 @@ use arrow::array::{make_comparator, Array};
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::Result as DfResult;
@@ -251,10 +250,7 @@ impl MergeExec {
                 let groups: Vec<FileGroup> = run
                     .iter()
                     .map(|f| {
-                        FileGroup::new(vec![PartitionedFile::new(
-                            scan.location.child(&f.path).to_string(),
-                            f.size,
-                        )])
+                        FileGroup::new(vec![super::table_file(&scan.location, &f.path, f.size)])
                     })
                     .collect();
                 let mut source = ParquetSource::new(schema.clone())

@@ -10,7 +10,7 @@ mod catalog;
 mod chunks;
 mod constant;
 mod counting;
-mod dialect;
+pub(crate) mod dialect;
 mod ids;
 mod indexed;
 mod merged;
@@ -252,6 +252,7 @@ impl QueryEngine {
     }
 
     fn parse(&self, sql: &str) -> Result<datafusion::sql::parser::Statement> {
+        dialect::check_depth(sql)?;
         let state = self.ctx.state();
         let dialect = state.config_options().sql_parser.dialect;
         let mut statement = state.sql_to_statement(sql, &dialect).map_err(query_error)?;
@@ -621,6 +622,23 @@ fn plain_strings(df: DataFrame) -> datafusion::error::Result<DataFrame> {
 /// Partitions of a query plan: `NEVE_SCAN_PARTITIONS`, or four per core (at least 8).
 /// The cores this process may use, read once: `available_parallelism` reads the cgroup's
 /// files on every call, and plans ask for it per query.
+/// A data file of the table for DataFusion, by the very object path the writer used. (Going
+/// through a string, as `PartitionedFile::new` does, would percent-encode an escaped partition
+/// value's `%` once more and name a file that does not exist.)
+pub(crate) fn table_file(
+    location: &TableLocation,
+    relative: &str,
+    size: u64,
+) -> datafusion::datasource::listing::PartitionedFile {
+    datafusion::datasource::listing::PartitionedFile::new_from_meta(object_store::ObjectMeta {
+        location: location.child(relative),
+        last_modified: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        size,
+        e_tag: None,
+        version: None,
+    })
+}
+
 pub(crate) fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| {

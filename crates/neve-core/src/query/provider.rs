@@ -548,7 +548,7 @@ impl SnapshotTable {
             return Ok(Arc::new(EmptyExec::new(projected)));
         }
         let groups = balance(&files, state.config().target_partitions(), |f| {
-            PartitionedFile::new(self.location.child(&f.path).to_string(), f.size)
+            super::table_file(&self.location, &f.path, f.size)
         });
         let mut stats = Statistics::new_unknown(&self.scan_schema);
         stats.num_rows = Precision::Exact(files.iter().map(|f| f.rows as usize).sum());

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
-use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -47,7 +46,7 @@ pub(crate) fn ordered_rows(
     ctx.register_object_store(&url, location.store.clone());
     let store_url = ObjectStoreUrl::parse("neve://rewrite").map_err(query_error)?;
 
-    let file = |f: &AddFile| PartitionedFile::new(location.child(&f.path).to_string(), f.size);
+    let file = |f: &AddFile| crate::query::table_file(location, &f.path, f.size);
     let ordering = LexOrdering::new(
         sort_by
             .iter()

@@ -19,6 +19,21 @@ enum Tok {
     Sym(char),
 }
 
+/// Zones as writers before the tokenizer kept them whole stored them: `-05:00` as `-5:00` and
+/// `Etc/GMT+5` as `Etc/GMT+05`. Read back as they were meant, so those tables open again.
+fn old_writer_zone(zone: String) -> String {
+    let b = zone.as_bytes();
+    if b.len() == 5 && b[0] == b'-' && b[1].is_ascii_digit() && b[2] == b':' {
+        return format!("-0{}", &zone[1..]);
+    }
+    if let Some(n) = zone.strip_prefix("Etc/GMT") {
+        if n.len() == 3 && n.as_bytes()[1] == b'0' && n.as_bytes()[2] != b'0' {
+            return format!("Etc/GMT{}{}", &n[..1], &n[2..]);
+        }
+    }
+    zone
+}
+
 fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
     let mut out = Vec::new();
     let cs: Vec<char> = s.chars().collect();
@@ -67,6 +82,24 @@ fn tokenize(s: &str) -> std::result::Result<Vec<Tok>, String> {
             }
             out.push(Tok::Word(cs[i..j].iter().collect()));
             i = j;
+        } else if c == '('
+            && matches!(out.last(), Some(Tok::Word(w)) if w.eq_ignore_ascii_case("timestamp"))
+        {
+            // A time zone is taken as written, up to the ')': `-05:00`, `Etc/GMT+5`,
+            // `America/Port-au-Prince` would not survive being split into words and numbers.
+            let Some(len) = cs[i + 1..].iter().position(|&x| x == ')') else {
+                return Err("timestamp(: the time zone has no closing ')'".into());
+            };
+            out.push(Tok::Sym('('));
+            out.push(Tok::Quoted(
+                cs[i + 1..i + 1 + len]
+                    .iter()
+                    .collect::<String>()
+                    .trim()
+                    .to_string(),
+            ));
+            out.push(Tok::Sym(')'));
+            i += len + 2;
         } else if "<>(),:/+".contains(c) {
             out.push(Tok::Sym(c));
             i += 1;
@@ -246,27 +279,21 @@ impl Parser {
             "timestamptz" => C::Timestamp(Some("UTC".into())),
             "timestamp" => {
                 if self.eat_sym('(') {
-                    let mut zone = String::new();
-                    loop {
-                        match self.next() {
-                            Some(Tok::Sym(')')) => break,
-                            Some(Tok::Word(w)) | Some(Tok::Quoted(w)) => zone.push_str(&w),
-                            Some(Tok::Num(n)) => {
-                                // `+02:00` tokenizes as '+', 2, ':', 0: keep two digits.
-                                zone.push_str(&format!("{n:02}"))
-                            }
-                            Some(Tok::Sym(c)) if "/+-:".contains(c) => zone.push(c),
-                            t => {
-                                return Err(format!(
-                                    "expected a time zone, found {}",
-                                    Self::describe(t.as_ref())
-                                ))
-                            }
+                    // The tokenizer gives the zone as written, as one token.
+                    let zone = match self.next() {
+                        Some(Tok::Quoted(z)) => z,
+                        t => {
+                            return Err(format!(
+                                "expected a time zone, found {}",
+                                Self::describe(t.as_ref())
+                            ))
                         }
-                    }
+                    };
+                    self.expect_sym(')')?;
                     if zone.is_empty() {
                         return Err("timestamp(): the time zone is empty".into());
                     }
+                    let zone = old_writer_zone(zone);
                     zone.parse::<arrow::array::timezone::Tz>()
                         .map_err(|e| format!("timestamp({zone}): {e}"))?;
                     C::Timestamp(Some(zone))

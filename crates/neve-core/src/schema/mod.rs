@@ -262,7 +262,19 @@ impl ColumnType {
             DataType::FixedSizeBinary(n) => C::Fixed(*n),
             DataType::Date32 | DataType::Date64 => C::Date,
             DataType::Time32(_) | DataType::Time64(_) => C::Time,
-            DataType::Timestamp(_, tz) => C::Timestamp(tz.as_ref().map(|t| t.to_string())),
+            DataType::Timestamp(_, tz) => {
+                // A zone Arrow cannot read (`utc`, `+25:00`) would be kept in the log, and no
+                // reader could open the table.
+                if let Some(z) = tz {
+                    if z.parse::<arrow::array::timezone::Tz>().is_err() {
+                        return Err(Error::UnsupportedType {
+                            column: column.to_string(),
+                            data_type: format!("timestamp with the time zone '{z}', which is not a known zone (write an IANA name such as 'Europe/Paris' or 'UTC', or an offset such as '-05:00')"),
+                        });
+                    }
+                }
+                C::Timestamp(tz.as_ref().map(|t| t.to_string()))
+            }
             DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s) => {
                 C::Decimal(*p, *s)
             }

@@ -354,7 +354,16 @@ impl TableLocation {
     /// (`s3://bucket/key` or an absolute local path).
     pub fn file_url(&self, relative: &str) -> String {
         match &self.kind {
-            StoreKind::Local { dir } => dir.join(relative).display().to_string(),
+            // Each part as the store names it on disk (an escaped partition value's `%` is
+            // itself encoded, as `child` does).
+            StoreKind::Local { dir } => relative
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .fold(dir.clone(), |d, part| {
+                    d.join(object_store::path::PathPart::from(part).as_ref())
+                })
+                .display()
+                .to_string(),
             StoreKind::S3 { bucket, .. } => format!("s3://{bucket}/{}", self.child(relative)),
             StoreKind::Memory => format!("memory://{}", self.child(relative)),
         }

@@ -192,3 +192,35 @@ fn sql_warehouse_and_usage() {
     let out = neve(&["sql", "SELECT 1", "--table", &missing]);
     assert_eq!(out.status.code(), Some(66));
 }
+
+/// A long chain of alternatives is planned by recursion: up to the limit it is answered, and
+/// beyond it refused as a bad query (65), never a crash of the process.
+#[test]
+fn long_expression_chains_are_answered_or_refused_never_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, t) = local_table("chains");
+    load(&t, dir.path());
+    let chain = |n: usize| {
+        (0..n)
+            .map(|i| format!("id = {i}"))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    };
+    let out = sql(
+        &t,
+        &format!("SELECT count(*) AS n FROM t WHERE {}", chain(250)),
+        &["--format", "csv"],
+    );
+    assert_eq!(out, "n\n240\n");
+    let table = format!("t={t}");
+    let long = format!("SELECT count(*) FROM t WHERE {}", chain(5000));
+    let out = neve(&["sql", &long, "--table", &table]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("IN ("), "{err}");
+    let out = neve(&["delete", &t, "--where", &chain(5000)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    let out = neve(&["info", &t, "--json"]);
+    assert!(out.status.success());
+}
