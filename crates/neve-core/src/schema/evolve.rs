@@ -4,6 +4,11 @@
 use super::{Column, ColumnType, TableSchema};
 use crate::error::{Error, Result};
 
+/// How deep structs, lists and maps may nest in one column: deeper, the log's JSON and Arrow's
+/// schema format (both depth-limited) could not hold the schema, and no reader would open the
+/// table again.
+pub const MAX_NESTING: usize = 32;
+
 impl TableSchema {
     /// Evolve `self` (the table) to accept `input`: new columns and nested fields are appended
     /// and types widen losslessly, unless `strict`: then new names are refused and a wider input
@@ -53,6 +58,16 @@ impl TableSchema {
         &self,
         before: &TableSchema,
     ) -> std::result::Result<(), (String, String)> {
+        for c in &self.columns {
+            let depth = c.column_type.depth();
+            let had = before.column(&c.name).map_or(0, |b| b.column_type.depth());
+            if depth > MAX_NESTING && depth > had {
+                return Err((
+                    c.name.clone(),
+                    format!("nests {depth} levels deep, and neve keeps at most {MAX_NESTING} (its log and Arrow's schema format have depth limits; flatten the value or store it as a JSON string)"),
+                ));
+            }
+        }
         let old: std::collections::HashSet<String> =
             before.fields().into_iter().map(|(p, _)| p).collect();
         let mut by_lower: std::collections::HashMap<String, String> = Default::default();

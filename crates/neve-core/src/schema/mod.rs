@@ -424,6 +424,22 @@ impl ColumnType {
         }
     }
 
+    /// Levels of nesting: 0 for a primitive, 1 for a struct of primitives, and so on.
+    pub fn depth(&self) -> usize {
+        match self {
+            ColumnType::Struct(fields) => {
+                1 + fields
+                    .iter()
+                    .map(|c| c.column_type.depth())
+                    .max()
+                    .unwrap_or(0)
+            }
+            ColumnType::List(e) => 1 + e.column_type.depth(),
+            ColumnType::Map(k, v) => 1 + k.column_type.depth().max(v.column_type.depth()),
+            _ => 0,
+        }
+    }
+
     /// The narrowest primitive type both widen to, if any.
     pub fn unify(&self, other: &ColumnType) -> Option<ColumnType> {
         if other.widens_to(self) {

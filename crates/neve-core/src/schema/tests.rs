@@ -537,3 +537,39 @@ fn concurrent_inserts_adding_columns() {
     assert!(matches!(e, Error::ConcurrentSchemaChange { .. }), "{e}");
     assert!(e.to_string().contains("field id 2"), "{e}");
 }
+
+/// A column nested as deep as neve allows still fits the log's JSON and Arrow's schema format,
+/// both read back; one level more is refused where it comes in, naming the column.
+#[test]
+fn nesting_is_bounded_by_what_the_log_and_arrow_read_back() {
+    let nested = |depth: usize| {
+        let mut ty = t("int64");
+        for _ in 0..depth {
+            ty = ColumnType::Struct(vec![col("a", ty)]);
+        }
+        ty
+    };
+    let table = TableSchema::new(vec![col("id", t("int64"))]);
+    let max = super::evolve::MAX_NESTING;
+    let ok = table
+        .evolve(&input(vec![col("nest", nested(max))]), false)
+        .unwrap();
+    let json = serde_json::to_string(&ok).unwrap();
+    let back: TableSchema = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, ok);
+    let arrow_schema = ok.to_arrow();
+    let mut buf = Vec::new();
+    let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut buf, &arrow_schema).unwrap();
+    w.finish().unwrap();
+    drop(w);
+    let r = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(buf), None).unwrap();
+    assert_eq!(r.schema(), arrow_schema);
+    let err = table
+        .evolve(&input(vec![col("nest", nested(max + 1))]), false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("'nest'") && err.contains("at most 32"), "{err}");
+    // In a list or a map too.
+    let list = ColumnType::List(Box::new(col("element", nested(max))));
+    assert!(table.evolve(&input(vec![col("l", list)]), false).is_err());
+}
