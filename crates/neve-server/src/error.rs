@@ -20,7 +20,7 @@ pub enum Error {
     #[error("no table '{table}'")]
     TableNotFound { table: String },
 
-    #[error("invalid table name '{name}': use letters, digits, '_' and '-'")]
+    #[error("invalid table name '{name}': use at most 128 letters, digits, '_' and '-', not starting with '_' (a table's own folders are '_log' and '_data')")]
     InvalidTableName { name: String },
 
     #[error("invalid request: {reason}")]

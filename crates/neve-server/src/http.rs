@@ -470,16 +470,17 @@ async fn write_lines(
     .await
     .map_err(task_failed)??;
     let root = format!("{}/{namespace}", state.tenant_root(&caller));
+    // Every name checked before any table is made.
+    if let Some(m) = measurements.iter().find(|m| !crate::valid_name(&m.name)) {
+        return Err(Error::BadRequest {
+            reason: format!(
+                "measurement '{}' cannot name a table: use letters, digits, '_' and '-', not starting with '_', at most 128",
+                m.name
+            ),
+        });
+    }
     let mut prepared = Vec::with_capacity(measurements.len());
     for m in measurements {
-        if !crate::valid_name(&m.name) {
-            return Err(Error::BadRequest {
-                reason: format!(
-                    "measurement '{}' cannot name a table: use letters, digits, '_' and '-'",
-                    m.name
-                ),
-            });
-        }
         let address = format!("{root}/{}", m.name);
         let table = state.table(&address).await?;
         let meta = match table.metadata().await {

@@ -20,9 +20,12 @@ use std::sync::Arc;
 pub use config::ServerConfig;
 pub use error::{Error, Result};
 
-/// Table, tenant and namespace names: letters, digits, `_` and `-`.
+/// Table, tenant and namespace names: letters, digits, `_` and `-`, not starting with `_`
+/// (a table's own folders are `_log` and `_data`: a line-protocol measurement of that name
+/// would land inside a table).
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
+        && !name.starts_with('_')
         && name.len() <= 128
         && name
             .bytes()

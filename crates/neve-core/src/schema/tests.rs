@@ -568,7 +568,10 @@ fn nesting_is_bounded_by_what_the_log_and_arrow_read_back() {
         .evolve(&input(vec![col("nest", nested(max + 1))]), false)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("'nest'") && err.contains("at most 32"), "{err}");
+    assert!(
+        err.contains("'nest'") && err.contains("at most 32"),
+        "{err}"
+    );
     // In a list or a map too.
     let list = ColumnType::List(Box::new(col("element", nested(max))));
     assert!(table.evolve(&input(vec![col("l", list)]), false).is_err());

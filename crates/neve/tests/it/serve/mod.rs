@@ -577,6 +577,68 @@ async fn line_protocol_writes_tables_of_a_namespace() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
+    // A table's own folders are not measurements, and a request naming one writes nothing,
+    // not even its other measurements' tables.
+    for (bucket, body) in [
+        (
+            "metrics",
+            "disk,host=a v=1 1700000000000000000\n_log,host=a v=1 1700000000000000000\n",
+        ),
+        ("metrics", "_data,host=a v=1 1700000000000000000\n"),
+        ("_log", "disk,host=a v=1 1700000000000000000\n"),
+    ] {
+        let r = c
+            .post(format!("{}/api/v2/write?bucket={bucket}", s.url))
+            .header("authorization", "Token tok")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bucket} {body}");
+        let v = json(r).await;
+        assert!(v["error"]["message"].to_string().contains("'_'"), "{v}");
+    }
+    for never in ["metrics/disk", "metrics/_log", "_log/disk"] {
+        let out = crate::common::neve(&["info", &format!("{w}/{never}")]);
+        assert_eq!(out.status.code(), Some(66), "{never} was made");
+    }
+    // A value nested deeper than a table can keep: 400, and the table still opens.
+    let deep = format!(
+        "{{\"nest\": {}1{}}}\n",
+        "{\"a\": ".repeat(40),
+        "}".repeat(40)
+    );
+    let r = c
+        .post(format!("{}/api/v2/write?bucket=metrics", s.url))
+        .header("authorization", "Token tok")
+        .body("cpu,host=d usage_user=4 1700000004000000000\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = c
+        .put(format!("{}/v1/tables/deep", s.url))
+        .bearer_auth("tok")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let r = c
+        .post(format!("{}/v1/tables/deep/insert", s.url))
+        .bearer_auth("tok")
+        .header("content-type", "application/x-ndjson")
+        .body(deep)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v = json(r).await;
+    assert!(
+        v["error"]["message"].to_string().contains("at most 32"),
+        "{v}"
+    );
+    info(&format!("{w}/deep"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
