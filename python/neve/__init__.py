@@ -69,11 +69,46 @@ class InsertReport:
     raw: dict
 
 
-def _arrow_stream(data: Any) -> Any:
+def _checked(reader: pa.RecordBatchReader, failure: list) -> Iterable[pa.RecordBatch]:
+    """The reader's batches, each checked against the reader's schema (pyarrow does not check
+    when it exports a reader through the C stream interface, and a batch of other types would
+    be read as the declared ones); an exception the source raises is kept in `failure`, so
+    that `insert` raises it as it was."""
+    schema = reader.schema
+    try:
+        for i, batch in enumerate(reader):
+            if not batch.schema.equals(schema):
+                raise SchemaError(
+                    f"batch {i + 1} of the RecordBatchReader has the columns ({batch.schema.to_string(show_schema_metadata=False)}) "
+                    f"but the reader declares ({schema.to_string(show_schema_metadata=False)})".replace("\n", ", ")
+                )
+            yield batch
+    except BaseException as e:  # noqa: B036 (KeyboardInterrupt too: it is raised again as it was)
+        failure.append(e)
+        raise
+
+
+def _pandas(df: Any) -> pa.Table:
+    """A DataFrame's columns; a named index (levels) becomes columns, as `reset_index` would
+    make them, and an unnamed one (the default range, or any other) is left out."""
+    named = [n for n in df.index.names if n is not None]
+    if named:
+        df = df.reset_index(level=named)
+    return pa.Table.from_pandas(df, preserve_index=False)
+
+
+def _arrow_stream(data: Any, failure: Optional[list] = None) -> Any:
     """Anything insertable as an object with `__arrow_c_stream__` (or a pyarrow reader)."""
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas" and hasattr(data, "index") and hasattr(data, "columns"):
+        # Before `__arrow_c_stream__`, which pandas DataFrames have too and which would keep
+        # their index as a column named `__index_level_0__`.
+        return _pandas(data)
+    if isinstance(data, pa.RecordBatchReader):
+        return pa.RecordBatchReader.from_batches(data.schema, _checked(data, failure if failure is not None else []))
     if hasattr(data, "__arrow_c_stream__"):
         return data
-    if isinstance(data, (pa.RecordBatchReader, pa.Table)):
+    if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
@@ -81,8 +116,6 @@ def _arrow_stream(data: Any) -> Any:
         # list[dict]: typed by pyarrow's inference, then by the table's rules.
         return pa.Table.from_pylist(data)
     module = type(data).__module__.split(".")[0]
-    if module == "pandas":
-        return pa.Table.from_pandas(data, preserve_index=False)
     if module == "polars":
         return data.to_arrow()
     if module == "duckdb":
@@ -95,6 +128,13 @@ def _arrow_stream(data: Any) -> Any:
         "DataFrame, a DuckDB relation, a list of dicts, or any object with __arrow_c_stream__; "
         f"got {type(data).__name__}"
     )
+
+
+def _names(values: Iterable[str], what: str) -> list:
+    """A list of names; a lone string would otherwise be split into its letters."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{what} takes a list of names, e.g. [{values!r}], not a single string")
+    return list(values)
 
 
 def _as_of(as_of: AsOf) -> Optional[str]:
@@ -164,7 +204,16 @@ class Table:
         not fit its column raises `SchemaError` naming the row and column, and nothing is
         committed. Several threads and processes may insert at once.
         """
-        raw = json.loads(self._t._insert(_arrow_stream(data)))
+        failure: list = []
+        stream = _arrow_stream(data, failure)
+        try:
+            raw = json.loads(self._t._insert(stream))
+        except NeveError:
+            if failure:
+                # The source's own exception (a KeyboardInterrupt stays one), not neve's
+                # account of the stream it broke off.
+                raise failure[0] from None
+            raise
         return InsertReport(
             version=raw.get("version"),
             rows=raw.get("rows", 0),
@@ -197,7 +246,7 @@ class Table:
             self._t._merge(
                 min_files,
                 target_file_size,
-                list(partitions) if partitions is not None else None,
+                _names(partitions, "partitions") if partitions is not None else None,
                 max_input_bytes,
             )
         )
@@ -221,7 +270,7 @@ class Table:
 
     def drop_partitions(self, partitions: Iterable[str]) -> dict:
         """Drop whole partitions by folder name, e.g. `["d=2013-01"]`."""
-        return json.loads(self._t._drop_partitions(list(partitions)))
+        return json.loads(self._t._drop_partitions(_names(partitions, "partitions")))
 
     def alter(self, change: str) -> int:
         """A schema or settings change as `neve alter` takes it, e.g. `"add column country string"`,
@@ -296,12 +345,14 @@ def create_table(
     `iceberg_scan`, pyiceberg and ClickHouse read the table (docs/ENGINES.md).
     Raises `ConflictError` when a table is there already.
     """
+    if not isinstance(iceberg, bool):
+        raise TypeError(f"iceberg is True or False, not {iceberg!r}")
     if iceberg:
         settings = {**(settings or {}), "iceberg": True}
     inner = _neve._create(
         os.fspath(address),
         partition_by,
-        list(sort_by) if sort_by is not None else None,
+        _names(sort_by, "sort_by") if sort_by is not None else None,
         schema,
         _text_map(settings),
         _options(storage_options),

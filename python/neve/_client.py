@@ -130,7 +130,9 @@ class Client:
     ) -> dict:
         """Create a table (an admin token's right); `ConflictError` when it exists. `merge`
         as in `neve.create_table`."""
-        spec = {"partition_by": partition_by or "", "sort_by": list(sort_by or []), "strict_schema": strict_schema}
+        from neve import _names
+
+        spec = {"partition_by": partition_by or "", "sort_by": _names(sort_by or [], "sort_by"), "strict_schema": strict_schema}
         if schema:
             spec["schema"] = schema
         if merge:

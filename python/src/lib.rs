@@ -110,6 +110,7 @@ fn tune_allocator() {
 
 /// One runtime for the process: neve's I/O and query threads.
 static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    STARTED_IN.store(std::process::id(), std::sync::atomic::Ordering::SeqCst);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("neve")
@@ -146,11 +147,27 @@ static CHUNKS: LazyLock<Result<Option<neve_core::query::ChunkCache>, String>> =
     });
 
 /// Run `fut` to the end with the GIL released, so other Python threads go on meanwhile.
+/// The process that started neve's threads (0 until then).
+static STARTED_IN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The runtime, unless this process is a child forked after the parent started neve's
+/// threads: they do not exist in the child, and any call would wait for them forever.
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    let started = STARTED_IN.load(std::sync::atomic::Ordering::SeqCst);
+    if started != 0 && started != std::process::id() {
+        return Err(NeveError::new_err(format!(
+            "this process was forked from process {started} after it had used neve, and neve's threads do not survive fork(): use multiprocessing's 'spawn' or 'forkserver' start method, or use neve in the parent only after the children are forked"
+        )));
+    }
+    Ok(&RUNTIME)
+}
+
 fn run<T: Send>(
     py: Python<'_>,
     fut: impl Future<Output = neve_core::Result<T>> + Send,
 ) -> PyResult<T> {
-    py.detach(|| RUNTIME.block_on(fut)).map_err(py_err)
+    let rt = runtime()?;
+    py.detach(|| rt.block_on(fut)).map_err(py_err)
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {
@@ -215,12 +232,40 @@ impl PyTable {
         py: Python<'_>,
         data: PyArrowType<ArrowArrayStreamReader>,
     ) -> PyResult<String> {
-        let reader = data.0;
+        let mut reader = data.0;
         let schema = reader.schema();
         // Read under the GIL: a stream made by Python code calls back into Python.
-        let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().map_err(arrow_err)?;
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        loop {
+            // Importing a batch whose arrays do not have the stream's columns panics in
+            // arrow-rs: that is the input's fault, not a crash.
+            let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
+            match next {
+                Ok(None) => break,
+                Ok(Some(Ok(b))) => batches.push(b),
+                Ok(Some(Err(e))) => {
+                    return Err(InvalidInputError::new_err(format!(
+                        "reading the input failed after {} batches: {e}",
+                        batches.len()
+                    )))
+                }
+                Err(_) => {
+                    return Err(InvalidInputError::new_err(format!(
+                        "batch {} of the input does not have the columns its stream declares ({})",
+                        batches.len() + 1,
+                        schema
+                            .fields()
+                            .iter()
+                            .map(|f| format!("{} {}", f.name(), f.data_type()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )))
+                }
+            }
+        }
         let t = self.table.clone();
         let report = run(py, async move {
+            neve_core::write::validate_foreign("the Arrow stream", &batches)?;
             t.insert_batches(
                 schema,
                 batches,
@@ -516,8 +561,11 @@ impl Iterator for Batches {
     type Item = Result<RecordBatch, ArrowError>;
     fn next(&mut self) -> Option<Self::Item> {
         // pyarrow releases the GIL while it waits for a batch.
-        RUNTIME
-            .block_on(self.stream.next())
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return Some(Err(ArrowError::ExternalError(Box::new(e)))),
+        };
+        rt.block_on(self.stream.next())
             .map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e))))
     }
 }

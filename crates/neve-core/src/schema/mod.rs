@@ -259,7 +259,8 @@ impl ColumnType {
             DataType::Float64 => C::Float64,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => C::String,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView => C::Binary,
-            DataType::FixedSizeBinary(n) => C::Fixed(*n),
+            // Parquet has no zero-byte fixed type (its writer panics on one).
+            DataType::FixedSizeBinary(n) if *n > 0 => C::Fixed(*n),
             DataType::Date32 | DataType::Date64 => C::Date,
             DataType::Time32(_) | DataType::Time64(_) => C::Time,
             DataType::Timestamp(_, tz) => {

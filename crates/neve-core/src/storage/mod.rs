@@ -224,17 +224,42 @@ impl TableLocation {
             .or_else(|| std::env::var("AWS_REGION").ok())
             .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
             .unwrap_or_else(|| "us-east-1".to_string());
-        let allow_http = option(K::Client(object_store::ClientConfigKey::AllowHttp))
-            .or_else(|| std::env::var("AWS_ALLOW_HTTP").ok())
-            .map(|v| v == "true" || v == "1")
-            .unwrap_or(false)
-            || endpoint.as_deref().is_some_and(is_loopback_http);
+        let allow_http = match option(K::Client(object_store::ClientConfigKey::AllowHttp))
+            .or_else(|| {
+                std::env::var("AWS_ALLOW_HTTP")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+            })
+            .map(|v| v.to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("false") | Some("0") => false,
+            Some("true") | Some("1") => true,
+            Some(other) => {
+                return Err(Error::InvalidLocation {
+                    location: display.to_string(),
+                    reason: format!(
+                        "allow_http (or AWS_ALLOW_HTTP) is '{other}': use true or false"
+                    ),
+                })
+            }
+        } || endpoint.as_deref().is_some_and(is_loopback_http);
         check_s3(bucket, endpoint.as_deref(), &region).map_err(|reason| {
             Error::InvalidLocation {
                 location: display.to_string(),
                 reason,
             }
         })?;
+        // The plain-http client below is neve's own, so it must apply `allow_http` itself:
+        // credentials and data would otherwise cross the network unencrypted, unasked.
+        if let Some(ep) = endpoint.as_deref().filter(|e| e.starts_with("http://")) {
+            if !allow_http {
+                return Err(Error::InvalidLocation {
+                    location: display.to_string(),
+                    reason: format!("the endpoint '{ep}' is plain http, which would send credentials and data unencrypted: use https, or set allow_http=true (AWS_ALLOW_HTTP=true) for a network you trust (loopback endpoints are allowed as they are)"),
+                });
+            }
+        }
         // `AmazonS3Builder::from_env`, but an empty variable counts as unset, as in the AWS SDKs
         // (an empty endpoint would otherwise become the base of every request's URL).
         let mut builder = AmazonS3Builder::new();
@@ -531,6 +556,41 @@ mod tests {
         let opts = StorageOptions::from([("endpoint_url".to_string(), "not a url".to_string())]);
         let e = TableLocation::parse_with("s3://lake/t", &opts).unwrap_err();
         assert!(e.to_string().contains("endpoint 'not a url'"), "{e}");
+    }
+
+    /// Plain http to a host that is not loopback only when asked for: credentials would cross
+    /// the network unencrypted.
+    #[test]
+    fn plain_http_beyond_loopback_needs_allow_http() {
+        let with = |allow: &str| {
+            StorageOptions::from([
+                (
+                    "endpoint_url".to_string(),
+                    "http://10.1.2.3:9000".to_string(),
+                ),
+                ("allow_http".to_string(), allow.to_string()),
+            ])
+        };
+        let e = TableLocation::parse_with("s3://lake/t", &with("false"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("plain http") && e.contains("allow_http=true"),
+            "{e}"
+        );
+        let e = TableLocation::parse_with("s3://lake/t", &with("maybe"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'maybe'"), "{e}");
+        TableLocation::parse_with("s3://lake/t", &with("true")).unwrap();
+        let local = StorageOptions::from([
+            (
+                "endpoint_url".to_string(),
+                "http://127.0.0.1:9000".to_string(),
+            ),
+            ("allow_http".to_string(), "false".to_string()),
+        ]);
+        TableLocation::parse_with("s3://lake/t", &local).unwrap();
     }
 
     /// "connection refused" is in a cause of object_store's error, not in its text.

@@ -475,6 +475,26 @@ async fn upload(
     Ok(())
 }
 
+/// Check arrays handed over through the Arrow C interfaces, which trust their producer: offsets
+/// in bounds, strings valid UTF-8, dictionary keys in range. A producer that breaks the
+/// interface (pyarrow's `Array.from_buffers` does not validate) would otherwise have its bytes
+/// read out of bounds, or commit strings no reader can decode. Batches are checked in parallel.
+pub fn validate_foreign(input: &str, batches: &[arrow::array::RecordBatch]) -> Result<()> {
+    batches.par_iter().enumerate().try_for_each(|(b, batch)| {
+        for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
+            c.to_data()
+                .validate_full()
+                .map_err(|e| Error::InvalidInput {
+                    input: input.to_string(),
+                    line: None,
+                    column: Some(f.name().clone()),
+                    message: format!("batch {} holds an invalid array: {e}", b + 1),
+                })?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests;
 
