@@ -278,6 +278,27 @@ async fn create_table(
     for (k, v) in &spec.settings {
         opts.settings.set(k, v)?;
     }
+    // SQL names ignore case: a second table equal to one but for case could not be told
+    // apart by the caller's queries.
+    let caller = state.auth.caller(&headers, None)?;
+    let root = neve_core::TableLocation::parse(&state.tenant_root(&caller))?;
+    let listing = root
+        .store
+        .list_with_delimiter(Some(&root.child("")))
+        .await
+        .map_err(|e| Error::Table(e.into()))?;
+    if let Some(other) = listing
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename())
+        .find(|n| *n != name && n.eq_ignore_ascii_case(&name))
+    {
+        return Err(Error::Table(neve_core::Error::TableExists {
+            location: format!(
+                "{other} (a table whose name differs from '{name}' only in case, which SQL would not tell apart)"
+            ),
+        }));
+    }
     let table = state.table(&address).await?;
     let snapshot = table.create(opts).await?;
     Ok((

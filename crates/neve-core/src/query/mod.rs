@@ -441,6 +441,19 @@ impl QueryEngine {
                 continue;
             };
             let sub = format!("{base}/{name}");
+            // SQL names are case-insensitive unless quoted: two folders equal but for case
+            // would be one name. The first (in the store's order) keeps it.
+            if let Some(other) = names
+                .iter()
+                .find(|n: &&String| n.eq_ignore_ascii_case(&name))
+            {
+                let why = format!(
+                    "its name differs from the table '{other}' only in case, and SQL names ignore case; query it on its own (neve sql --table t={sub})"
+                );
+                tracing::warn!(table = %sub, "table left out of the warehouse: {why}");
+                self.unopened.push((name, why));
+                continue;
+            }
             match self.register(&name, &sub, as_of).await {
                 Ok(_) => names.push(name),
                 Err(Error::TableNotFound { .. }) => continue,

@@ -9,6 +9,10 @@ use crate::error::{Error, Result};
 /// table again.
 pub const MAX_NESTING: usize = 32;
 
+/// Columns and nested fields a table may have: each costs every insert, merge and query some
+/// work, and an input of a hundred thousand keys would otherwise hold a core for minutes.
+pub const MAX_FIELDS: usize = 10_000;
+
 impl TableSchema {
     /// Evolve `self` (the table) to accept `input`: new columns and nested fields are appended
     /// and types widen losslessly, unless `strict`: then new names are refused and a wider input
@@ -67,6 +71,13 @@ impl TableSchema {
                     format!("nests {depth} levels deep, and neve keeps at most {MAX_NESTING} (its log and Arrow's schema format have depth limits; flatten the value or store it as a JSON string)"),
                 ));
             }
+        }
+        let all = self.fields();
+        if all.len() > MAX_FIELDS && all.len() > before.fields().len() {
+            return Err((
+                all[MAX_FIELDS].0.clone(),
+                format!("the table would have {} columns and nested fields, and neve keeps at most {MAX_FIELDS}", all.len()),
+            ));
         }
         let old: std::collections::HashSet<String> =
             before.fields().into_iter().map(|(p, _)| p).collect();

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub use ddl::{format_column, format_name, parse_column, parse_schema, parse_type};
-pub use evolve::AlterOp;
+pub use evolve::{AlterOp, MAX_FIELDS, MAX_NESTING};
 
 /// The Arrow field metadata key Parquet field ids travel in (arrow-rs reads and writes it).
 pub const FIELD_ID_KEY: &str = "PARQUET:field_id";

@@ -550,7 +550,7 @@ fn nesting_is_bounded_by_what_the_log_and_arrow_read_back() {
         ty
     };
     let table = TableSchema::new(vec![col("id", t("int64"))]);
-    let max = super::evolve::MAX_NESTING;
+    let max = super::MAX_NESTING;
     let ok = table
         .evolve(&input(vec![col("nest", nested(max))]), false)
         .unwrap();
@@ -575,4 +575,17 @@ fn nesting_is_bounded_by_what_the_log_and_arrow_read_back() {
     // In a list or a map too.
     let list = ColumnType::List(Box::new(col("element", nested(max))));
     assert!(table.evolve(&input(vec![col("l", list)]), false).is_err());
+}
+
+#[test]
+fn a_table_keeps_at_most_max_fields_columns() {
+    let table = TableSchema::new(vec![col("id", t("int64"))]);
+    let wide = |n: usize| input((0..n).map(|i| col(&format!("c{i}"), t("int64"))).collect());
+    let max = super::MAX_FIELDS;
+    assert_eq!(
+        table.evolve(&wide(max - 1), false).unwrap().columns.len(),
+        max
+    );
+    let err = table.evolve(&wide(max), false).unwrap_err().to_string();
+    assert!(err.contains("at most 10000"), "{err}");
 }

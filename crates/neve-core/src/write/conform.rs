@@ -84,10 +84,17 @@ pub(crate) fn conform_batch(
     let schema = batch.schema();
     let rows = batch.num_rows();
     let mut cols = Vec::with_capacity(target.fields().len());
+    // By name in one pass (a wide input would make a search per column quadratic).
+    let by_name: std::collections::HashMap<&str, usize> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name().as_str(), i))
+        .collect();
     for f in target.fields() {
-        let res = match schema.index_of(f.name()) {
-            Ok(i) => conform_in(batch.column(i), f, f.name(), text, &Rows::Top, None),
-            Err(_) => missing(f, f.name(), rows, None, &Rows::Top),
+        let res = match by_name.get(f.name().as_str()) {
+            Some(&i) => conform_in(batch.column(i), f, f.name(), text, &Rows::Top, None),
+            None => missing(f, f.name(), rows, None, &Rows::Top),
         };
         match res {
             Ok(a) => cols.push(a),

@@ -97,6 +97,19 @@ fn infer_json(name: &str, samples: Vec<Sample>, table: &TableSchema) -> Result<S
     }
     let inferred = arrow::json::reader::infer_json_schema_from_iterator(new_only.iter().map(Ok))
         .map_err(cannot)?;
+    let known = table.fields().len();
+    if known + inferred.fields().len() > crate::schema::MAX_FIELDS {
+        return Err(invalid(
+            name,
+            None,
+            None,
+            format!(
+                "its rows bring {} new columns, and a table keeps at most {} columns and nested fields ({known} now)",
+                inferred.fields().len(),
+                crate::schema::MAX_FIELDS
+            ),
+        ));
+    }
     let inferred = refine_json_types(inferred, &new_only);
     let mut fields = Vec::with_capacity(typed.len() + inferred.fields().len());
     for (i, c) in typed.iter().enumerate() {
