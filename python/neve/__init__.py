@@ -255,7 +255,7 @@ class Table:
         """Delete files no version within `retention` needs (as `neve gc`).
 
         `grace` must outlast the longest insert in progress: an insert's files are unreferenced
-        until it commits."""
+        until it commits. A table's `gc_grace` setting is a floor: no run waits less."""
         return json.loads(self._t._gc(_duration_ms(grace, "grace"), _duration_ms(retention, "retention"), dry_run))
 
     def iceberg_sync(self, full: bool = False) -> dict:

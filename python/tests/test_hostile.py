@@ -151,3 +151,23 @@ def test_a_child_forked_after_neve_started_gets_an_error_not_a_hang(tmp_path):
     assert got.startswith("NeveError") and "spawn" in got, got
     # The parent is unaffected.
     assert t.version == 1
+
+
+def test_query_table_names_that_cannot_be_told_apart_are_refused(tmp_path):
+    t = neve.create_table(tmp_path / "t")
+    t.insert([{"v": 1}])
+    with pytest.raises(neve.InvalidInputError) as e:
+        neve.sql("SELECT 1", tables={"a": t, "A": t})
+    assert "ignore case" in str(e.value)
+    with pytest.raises(neve.InvalidInputError):
+        neve.sql("SELECT 1", tables={"information_schema.tables": t})
+
+
+def test_a_negative_decimal_scale_is_refused(tmp_path):
+    import decimal
+
+    t = neve.create_table(tmp_path / "t")
+    with pytest.raises(neve.SchemaError) as e:
+        t.insert(pa.table({"d": pa.array([decimal.Decimal("100")], pa.decimal128(5, -2))}))
+    assert "'d'" in str(e.value) and "scale" in str(e.value)
+    assert t.version == 0

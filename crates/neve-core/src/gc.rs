@@ -85,13 +85,22 @@ impl Table {
         let retention_ms = opts
             .retention_ms
             .unwrap_or(snapshot.metadata.settings.log_retention_hours as i64 * 3_600_000);
-        let tombstone_cutoff = now - retention_ms.max(opts.grace_ms);
-        let orphan_cutoff = now - opts.grace_ms;
+        // A table's gc_grace is what its writers were promised (an insert older than half of
+        // it does not commit): no run waits less, whatever it was asked.
+        let grace_ms = opts.grace_ms.max(
+            snapshot
+                .metadata
+                .settings
+                .gc_grace_seconds
+                .map_or(0, |g| g as i64 * 1000),
+        );
+        let tombstone_cutoff = now - retention_ms.max(grace_ms);
+        let orphan_cutoff = now - grace_ms;
         let mut report = GcReport {
             version: snapshot.version,
             dry_run: opts.dry_run,
             retention_ms,
-            grace_ms: opts.grace_ms,
+            grace_ms,
             ..Default::default()
         };
 

@@ -566,6 +566,45 @@ async fn an_insert_older_than_half_the_gc_grace_is_not_committed() {
     assert_eq!(after.rows(), 2);
 }
 
+/// A gc asked for a shorter grace than the table's `gc_grace` waits the table's: the files of
+/// an insert still in flight are not taken for orphans.
+#[tokio::test]
+async fn gc_never_waits_less_than_the_tables_gc_grace() {
+    for (grace, kept) in [(Some("1h"), true), (None, false)] {
+        let t = TableBuilder::new(TableLocation::memory("t")).build();
+        let mut settings = TableSettings::default();
+        if let Some(g) = grace {
+            settings.set("gc_grace", g).unwrap();
+        }
+        t.create(CreateOptions {
+            settings,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let in_flight = t.location().child("_data/region=eu/part-in-flight.parquet");
+        t.location()
+            .store
+            .put(&in_flight, bytes::Bytes::from_static(b"PAR1").into())
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let report = t
+            .gc(&crate::gc::GcOptions {
+                grace_ms: 0,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(report.grace_ms, if kept { 3_600_000 } else { 0 });
+        assert_eq!(
+            t.location().store.head(&in_flight).await.is_ok(),
+            kept,
+            "{grace:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn inserts_and_merges_older_than_half_a_cleaners_known_grace_are_not_committed() {
     let t = slow_clock_table();

@@ -350,6 +350,27 @@ impl QueryEngine {
         provider: SnapshotTable,
         version: u64,
     ) -> Result<()> {
+        let bad = |message: String| Error::InvalidInput {
+            input: "the tables of the query".into(),
+            line: None,
+            column: None,
+            message,
+        };
+        if name.table().is_empty() || name.schema() == Some("information_schema") {
+            return Err(bad(format!(
+                "'{name}' cannot name a table (information_schema is the engine's own)"
+            )));
+        }
+        // SQL names ignore case unless quoted: two that differ only in case are one name.
+        if let Some((other, _)) = self
+            .tables
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(&name.to_string()))
+        {
+            return Err(bad(format!(
+                "'{name}' and '{other}' name two tables, and SQL names ignore case: give them names that differ otherwise"
+            )));
+        }
         if let Some(schema) = name.schema() {
             let catalog = self
                 .ctx

@@ -277,6 +277,14 @@ impl ColumnType {
                 C::Timestamp(tz.as_ref().map(|t| t.to_string()))
             }
             DataType::Decimal32(p, s) | DataType::Decimal64(p, s) | DataType::Decimal128(p, s) => {
+                // As the DDL takes them: Parquet has no negative scale (its writer refuses one
+                // only when the file is written).
+                if *s < 0 || *s as u8 > *p {
+                    return Err(Error::UnsupportedType {
+                        column: column.to_string(),
+                        data_type: format!("{dt} (a decimal's scale must be 0 to its precision; cast a negative scale to scale 0)"),
+                    });
+                }
                 C::Decimal(*p, *s)
             }
             DataType::Dictionary(_, v) => Self::from_arrow(column, v)?,
