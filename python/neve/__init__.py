@@ -130,6 +130,13 @@ def _arrow_stream(data: Any, failure: Optional[list] = None) -> Any:
     )
 
 
+def _address(address: Union[str, os.PathLike]) -> str:
+    """A folder as the shell would name it: `~/lake/t` is in the home folder (not a folder
+    named `~` under the current one)."""
+    text = os.fspath(address)
+    return os.path.expanduser(text) if isinstance(text, str) and text.startswith("~") else text
+
+
 def _names(values: Iterable[str], what: str) -> list:
     """A list of names; a lone string would otherwise be split into its letters."""
     if isinstance(values, (str, bytes)):
@@ -163,7 +170,7 @@ class Table:
     """
 
     def __init__(self, address: Union[str, os.PathLike], storage_options: Optional[Mapping[str, str]] = None):
-        self._t = _neve.Table(os.fspath(address), _options(storage_options))
+        self._t = _neve.Table(_address(address), _options(storage_options))
         self._storage_options = dict(storage_options or {})
 
     @classmethod
@@ -350,7 +357,7 @@ def create_table(
     if iceberg:
         settings = {**(settings or {}), "iceberg": True}
     inner = _neve._create(
-        os.fspath(address),
+        _address(address),
         partition_by,
         _names(sort_by, "sort_by") if sort_by is not None else None,
         schema,

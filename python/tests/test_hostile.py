@@ -171,3 +171,12 @@ def test_a_negative_decimal_scale_is_refused(tmp_path):
         t.insert(pa.table({"d": pa.array([decimal.Decimal("100")], pa.decimal128(5, -2))}))
     assert "'d'" in str(e.value) and "scale" in str(e.value)
     assert t.version == 0
+
+
+def test_a_tilde_is_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    t = neve.create_table("~/lake/t")
+    assert t.address.startswith(str(tmp_path / "lake")), t.address
+    assert not (tmp_path / "~").exists()
+    assert neve.Table("~/lake/t").version == 0

@@ -12,11 +12,11 @@ pub mod error;
 pub mod listing;
 pub mod metrics;
 mod s3;
+pub mod serve;
 
 use std::sync::Arc;
 
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use neve_core::TableLocation;
 use s3s::service::S3ServiceBuilder;
 
@@ -202,16 +202,13 @@ impl Proxy {
         tracing::info!(%addr, "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let forgetting = tokio::spawn(self.forgetter.run());
-        // Objects leave as soon as they are written, not held back for the peer's ACK.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY");
-            }
-        });
-        let served = axum::serve(listener, self.app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|source| Error::Listen { addr, source });
+        serve::serve(
+            self.listener,
+            self.app,
+            serve::HEADER_READ_TIMEOUT,
+            shutdown,
+        )
+        .await;
         if let Some(s) = sweeping {
             s.abort();
         }
@@ -219,6 +216,6 @@ impl Proxy {
         if let Some(cache) = &self.cache {
             cache.close().await;
         }
-        served
+        Ok(())
     }
 }

@@ -26,6 +26,11 @@ pub struct ServerConfig {
     /// connections are closed. Kubernetes' default termination grace is 30 s too.
     #[serde(with = "duration_text")]
     pub shutdown_grace: Duration,
+    /// How long a client may take to send a request's headers; then its connection is closed
+    /// (a client trickling headers would otherwise hold a connection and a task for ever,
+    /// before any token is checked).
+    #[serde(with = "duration_text")]
+    pub header_read_timeout: Duration,
     /// A table no request has used this long leaves memory: its handle (with its snapshot)
     /// and its insert queue's task. The next request opens it again.
     #[serde(with = "duration_text")]
@@ -52,6 +57,7 @@ impl Default for ServerConfig {
             maintenance: Default::default(),
             query: Default::default(),
             shutdown_grace: Duration::from_secs(30),
+            header_read_timeout: neve_proxy::serve::HEADER_READ_TIMEOUT,
             keep_idle_tables: Duration::from_secs(600),
             tenants: Vec::new(),
             admin_token: None,

@@ -94,6 +94,20 @@ impl AppState {
         self.address(&caller, name)
     }
 
+    /// The folders at the top of the caller's part of the warehouse (tables, namespaces).
+    async fn tenant_folders(
+        &self,
+        caller: &Caller,
+    ) -> Result<(neve_core::TableLocation, Vec<object_store::path::Path>)> {
+        let root = neve_core::TableLocation::parse(&self.tenant_root(caller))?;
+        let listing = root
+            .store
+            .list_with_delimiter(Some(&root.child("")))
+            .await
+            .map_err(|e| Error::Table(e.into()))?;
+        Ok((root, listing.common_prefixes))
+    }
+
     /// Where the caller's table `name` lives: `warehouse/[tenant prefix/]name`.
     fn address(&self, caller: &Caller, name: &str) -> Result<String> {
         if !crate::valid_name(name) {
@@ -281,14 +295,8 @@ async fn create_table(
     // SQL names ignore case: a second table equal to one but for case could not be told
     // apart by the caller's queries.
     let caller = state.auth.caller(&headers, None)?;
-    let root = neve_core::TableLocation::parse(&state.tenant_root(&caller))?;
-    let listing = root
-        .store
-        .list_with_delimiter(Some(&root.child("")))
-        .await
-        .map_err(|e| Error::Table(e.into()))?;
-    if let Some(other) = listing
-        .common_prefixes
+    let (_, folders) = state.tenant_folders(&caller).await?;
+    if let Some(other) = folders
         .iter()
         .filter_map(|p| p.filename())
         .find(|n| *n != name && n.eq_ignore_ascii_case(&name))
@@ -584,14 +592,9 @@ async fn influx_query(
     match words.as_slice() {
         ["SHOW", "DATABASES", ..] => {
             caller.require(Role::Read, "list databases")?;
-            let root = neve_core::TableLocation::parse(&state.tenant_root(&caller))?;
-            let listing = root
-                .store
-                .list_with_delimiter(Some(&root.child("")))
-                .await
-                .map_err(|e| Error::Table(e.into()))?;
+            let (root, folders) = state.tenant_folders(&caller).await?;
             let mut names = Vec::new();
-            for p in listing.common_prefixes {
+            for p in folders {
                 let Some(name) = p.filename() else { continue };
                 // A namespace is a folder of tables, not a table itself.
                 let inner = root

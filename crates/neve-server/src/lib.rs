@@ -12,8 +12,6 @@ pub mod maintain;
 pub mod metrics;
 pub mod query;
 
-use axum::serve::ListenerExt;
-use std::future::IntoFuture;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -133,22 +131,22 @@ impl Server {
         });
         let app = http::router(state.clone());
         let st = state.clone();
-        let serving = axum::serve(self.listener.tap_io(no_delay), app)
-            .with_graceful_shutdown(async move {
+        let serving = neve_proxy::serve::serve(
+            self.listener,
+            app,
+            state.config.header_read_timeout,
+            async move {
                 shutdown.await;
                 st.ready.store(false, Ordering::SeqCst);
                 let _ = stopping_tx.send(Some(tokio::time::Instant::now()));
                 tracing::info!("shutting down: no new connections; answering queued requests");
-            })
-            .into_future();
+            },
+        );
         let grace = state.config.shutdown_grace;
         // Requests in flight get `shutdown_grace` to finish; a query streaming to a client
         // that stopped reading would otherwise keep the process alive for ever.
         tokio::select! {
-            served = serving => served.map_err(|source| Error::Listen {
-                addr: state.config.listen,
-                source,
-            })?,
+            _ = serving => {}
             _ = async {
                 let mut rx = stopping.clone();
                 let _ = rx.wait_for(|s| s.is_some()).await;
@@ -177,12 +175,5 @@ impl Server {
         }
         tracing::info!("stopped");
         Ok(())
-    }
-}
-
-/// Results leave as soon as they are written, not held back for the peer's ACK (Nagle).
-fn no_delay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::debug!(error = %e, "TCP_NODELAY");
     }
 }

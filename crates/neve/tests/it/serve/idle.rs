@@ -77,3 +77,43 @@ async fn idle_tables_leave_memory_and_inserts_at_the_edge_are_kept() {
     let text = metrics_text(&c, &s.url).await;
     assert_eq!(metric(&text, "neve_ingest_queues"), 1.0, "{text}");
 }
+
+/// A client trickling a request's headers is cut off after `header_read_timeout`, before any
+/// token is checked, while one that sends its headers whole is answered on the same server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let w = s3_table("serve-slow");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(&dir, "header_read_timeout = \"1s\"\n");
+    let s = ServerProc::start(&w, &["--config", &config, "--token", "t"]);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    // Closed (end of stream, or a 408 and then the end): never a wait for ever.
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match slow.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the connection was still open after 10 s");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = client()
+        .get(format!("{}/healthz", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
