@@ -244,37 +244,81 @@ fn fold(from: &mut TableWithJoins, renames: &mut Vec<Rename>) {
 pub const MAX_EXPRESSION_DEPTH: usize = 256;
 
 /// Refuse SQL whose expressions nest deeper than [`MAX_EXPRESSION_DEPTH`], before anything
-/// recursive sees it. Counted on the tokens, without recursion: the chaining operators in a row
-/// (`AND`, `OR`, arithmetic, `||`; a comparison binds tighter and adds one level at most) at each
-/// parenthesis level (a comma or a clause keyword starts a new expression), plus the open
-/// parentheses.
+/// recursive sees it. Counted on the tokens, without recursion, at each level (a parenthesis
+/// or a CASE opens one): the logical operators (`AND`, `OR`) in a row, plus the other binary
+/// operators (comparisons, arithmetic, `||`, `IS`, `LIKE`, `::`) since the last logical one,
+/// as `a = 1 OR b = 2` nests one level per `OR` and `1 = 1 = 1` one per `=`. A comma, a clause
+/// keyword or a CASE's `WHEN`/`THEN`/`ELSE` starts a new expression.
 pub fn check_depth(sql: &str) -> crate::Result<()> {
     use datafusion::sql::sqlparser::keywords::Keyword;
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
     let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
         return Ok(()); // the parser says what is wrong
     };
-    let mut levels: Vec<usize> = vec![0];
-    let mut open_ops = 0usize;
-    let mut deepest = 0usize;
+    /// One level: logical operators in a row, and other operators since the last of those.
+    #[derive(Default)]
+    struct Level {
+        logical: usize,
+        run: usize,
+    }
+    let mut levels: Vec<Level> = vec![Level::default()];
+    // The depth of the expression being read: every open level's operators, plus the levels.
+    let mut open = 0usize;
     for t in &tokens {
         let nested = levels.len() > 1;
         let top = levels.last_mut().expect("level 0 is never closed");
+        let restart = |top: &mut Level, open: &mut usize| {
+            *open -= top.logical + top.run;
+            *top = Level::default();
+        };
+        let close = |levels: &mut Vec<Level>, open: &mut usize| {
+            if let Some(l) = levels.pop() {
+                *open -= l.logical + l.run;
+            }
+        };
+        let other_op = matches!(
+            t,
+            Token::Plus
+                | Token::Minus
+                | Token::Mul
+                | Token::Div
+                | Token::Mod
+                | Token::StringConcat
+                | Token::Ampersand
+                | Token::Pipe
+                | Token::Caret
+                | Token::Eq
+                | Token::DoubleEq
+                | Token::Neq
+                | Token::Lt
+                | Token::Gt
+                | Token::LtEq
+                | Token::GtEq
+                | Token::DoubleColon
+        ) || matches!(t, Token::Word(w) if matches!(w.keyword, Keyword::IS | Keyword::LIKE | Keyword::ILIKE));
         match t {
-            Token::LParen | Token::LBracket => levels.push(0),
-            Token::RParen | Token::RBracket if nested => {
-                open_ops -= levels.pop().unwrap_or(0);
+            _ if other_op => {
+                top.run += 1;
+                open += 1;
             }
-            Token::Comma => {
-                open_ops -= *top;
-                *top = 0;
-            }
+            Token::LParen | Token::LBracket => levels.push(Level::default()),
+            Token::RParen | Token::RBracket if nested => close(&mut levels, &mut open),
+            Token::Comma => restart(top, &mut open),
             Token::Word(w) => match w.keyword {
                 Keyword::AND | Keyword::OR => {
-                    *top += 1;
-                    open_ops += 1;
+                    open -= top.run;
+                    top.run = 0;
+                    top.logical += 1;
+                    open += 1;
                 }
-                Keyword::SELECT
+                // The chain around a CASE goes on after its END.
+                Keyword::CASE => levels.push(Level::default()),
+                Keyword::END if nested => close(&mut levels, &mut open),
+                // Clauses end an expression (a subquery's are inside its parentheses).
+                Keyword::WHEN
+                | Keyword::THEN
+                | Keyword::ELSE
+                | Keyword::SELECT
                 | Keyword::FROM
                 | Keyword::WHERE
                 | Keyword::GROUP
@@ -282,33 +326,13 @@ pub fn check_depth(sql: &str) -> crate::Result<()> {
                 | Keyword::ORDER
                 | Keyword::LIMIT
                 | Keyword::ON
-                | Keyword::WHEN
-                | Keyword::THEN
-                | Keyword::ELSE
-                | Keyword::END
                 | Keyword::UNION
-                | Keyword::JOIN => {
-                    open_ops -= *top;
-                    *top = 0;
-                }
+                | Keyword::JOIN => restart(top, &mut open),
                 _ => {}
             },
-            Token::Plus
-            | Token::Minus
-            | Token::Mul
-            | Token::Div
-            | Token::Mod
-            | Token::StringConcat
-            | Token::Ampersand
-            | Token::Pipe
-            | Token::Caret => {
-                *top += 1;
-                open_ops += 1;
-            }
             _ => {}
         }
-        deepest = deepest.max(open_ops + levels.len() - 1);
-        if deepest > MAX_EXPRESSION_DEPTH {
+        if open + levels.len() - 1 > MAX_EXPRESSION_DEPTH {
             return Err(crate::Error::InvalidQuery {
                 message: format!(
                     "an expression nests more than {MAX_EXPRESSION_DEPTH} levels deep (operators in a row, or parentheses); write a long list of alternatives as `x IN (…)`"
@@ -474,12 +498,15 @@ mod tests {
                 .join(op)
         };
         let max = MAX_EXPRESSION_DEPTH;
-        assert!(check_depth(&format!("SELECT 1 FROM t WHERE {}", chain(max + 1, " OR "))).is_ok());
+        assert!(check_depth(&format!("SELECT 1 FROM t WHERE {}", chain(max, " OR "))).is_ok());
         let err = check_depth(&format!("SELECT 1 FROM t WHERE {}", chain(max + 2, " OR ")))
             .unwrap_err()
             .to_string();
         assert!(err.contains("IN ("), "{err}");
         assert!(check_depth(&format!("SELECT {}", vec!["1"; max + 2].join(" + "))).is_err());
+        // Comparisons and casts chain too.
+        assert!(check_depth(&format!("SELECT {}", vec!["1"; max + 2].join(" = "))).is_err());
+        assert!(check_depth(&format!("SELECT v{}", "::INT".repeat(max + 1))).is_err());
         // Open parentheses count too; commas and clauses start a new expression.
         let nested = format!(
             "SELECT {}1{}",
@@ -499,6 +526,12 @@ mod tests {
             chain(max / 2, " OR ")
         );
         assert!(check_depth(&clauses).is_ok());
+        // A CASE inside the chain does not restart its count.
+        let cased = (0..max + 2)
+            .map(|i| format!("CASE WHEN v = {i} THEN true ELSE false END"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        assert!(check_depth(&format!("SELECT 1 FROM t WHERE {cased}")).is_err());
         let list = (0..20_000)
             .map(|i| i.to_string())
             .collect::<Vec<_>>()
