@@ -250,7 +250,7 @@ impl MergeExec {
                 let groups: Vec<FileGroup> = run
                     .iter()
                     .map(|f| {
-                        FileGroup::new(vec![super::table_file(&scan.location, &f.path, f.size)])
+                        FileGroup::new(vec![super::table_file(scan.location, &f.path, f.size)])
                     })
                     .collect();
                 let mut source = ParquetSource::new(schema.clone())

@@ -580,7 +580,7 @@ fn nesting_is_bounded_by_what_the_log_and_arrow_read_back() {
 #[test]
 fn a_table_keeps_at_most_max_fields_columns() {
     let table = TableSchema::new(vec![col("id", t("int64"))]);
-    let wide = |n: usize| input((0..n).map(|i| col(&format!("c{i}"), t("int64"))).collect());
+    let wide = |n: usize| input((0..n).map(|i| col(format!("c{i}"), t("int64"))).collect());
     let max = super::MAX_FIELDS;
     assert_eq!(
         table.evolve(&wide(max - 1), false).unwrap().columns.len(),
