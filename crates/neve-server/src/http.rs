@@ -271,7 +271,9 @@ async fn create_table(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response> {
-    let address = state.authorize(&headers, Role::Admin, "create tables", &name)?;
+    let caller = state.auth.caller(&headers, None)?;
+    caller.require(Role::Admin, "create tables")?;
+    let address = state.address(&caller, &name)?;
     let spec: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
         CreateBody::default()
     } else {
@@ -294,7 +296,6 @@ async fn create_table(
     }
     // SQL names ignore case: a second table equal to one but for case could not be told
     // apart by the caller's queries.
-    let caller = state.auth.caller(&headers, None)?;
     let (_, folders) = state.tenant_folders(&caller).await?;
     if let Some(other) = folders
         .iter()

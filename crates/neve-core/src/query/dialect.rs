@@ -261,21 +261,23 @@ pub fn check_depth(sql: &str) -> crate::Result<()> {
         logical: usize,
         run: usize,
     }
+    /// A new expression at this level: its operators no longer count.
+    fn restart(top: &mut Level, open: &mut usize) {
+        *open -= top.logical + top.run;
+        *top = Level::default();
+    }
+    /// The end of a level (a parenthesis or a CASE).
+    fn close(levels: &mut Vec<Level>, open: &mut usize) {
+        if let Some(l) = levels.pop() {
+            *open -= l.logical + l.run;
+        }
+    }
     let mut levels: Vec<Level> = vec![Level::default()];
     // The depth of the expression being read: every open level's operators, plus the levels.
     let mut open = 0usize;
     for t in &tokens {
         let nested = levels.len() > 1;
         let top = levels.last_mut().expect("level 0 is never closed");
-        let restart = |top: &mut Level, open: &mut usize| {
-            *open -= top.logical + top.run;
-            *top = Level::default();
-        };
-        let close = |levels: &mut Vec<Level>, open: &mut usize| {
-            if let Some(l) = levels.pop() {
-                *open -= l.logical + l.run;
-            }
-        };
         let other_op = matches!(
             t,
             Token::Plus

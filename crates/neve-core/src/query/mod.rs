@@ -362,10 +362,11 @@ impl QueryEngine {
             )));
         }
         // SQL names ignore case unless quoted: two that differ only in case are one name.
+        let text = name.to_string();
         if let Some((other, _)) = self
             .tables
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(&name.to_string()))
+            .find(|(n, _)| n.eq_ignore_ascii_case(&text))
         {
             return Err(bad(format!(
                 "'{name}' and '{other}' name two tables, and SQL names ignore case: give them names that differ otherwise"

@@ -73,14 +73,14 @@ impl TableSchema {
             }
         }
         let all = self.fields();
-        if all.len() > MAX_FIELDS && all.len() > before.fields().len() {
+        let had = before.fields();
+        if all.len() > MAX_FIELDS && all.len() > had.len() {
             return Err((
                 all[MAX_FIELDS].0.clone(),
                 format!("the table would have {} columns and nested fields, and neve keeps at most {MAX_FIELDS}", all.len()),
             ));
         }
-        let old: std::collections::HashSet<String> =
-            before.fields().into_iter().map(|(p, _)| p).collect();
+        let old: std::collections::HashSet<String> = had.into_iter().map(|(p, _)| p).collect();
         let mut by_lower: std::collections::HashMap<String, String> = Default::default();
         for (path, c) in self.fields() {
             let new = !old.contains(&path);

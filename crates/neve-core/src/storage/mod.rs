@@ -319,11 +319,7 @@ impl TableLocation {
 
     /// Path of an object relative to the table root.
     pub fn child(&self, relative: &str) -> Path {
-        let mut p = self.root.clone();
-        for part in relative.split('/').filter(|s| !s.is_empty()) {
-            p = p.join(part);
-        }
-        p
+        encoded_parts(relative).fold(self.root.clone(), |p, part| p.join(part))
     }
 
     /// The location of a folder under this one (a table of a warehouse), on the same store:
@@ -381,12 +377,8 @@ impl TableLocation {
         match &self.kind {
             // Each part as the store names it on disk (an escaped partition value's `%` is
             // itself encoded, as `child` does).
-            StoreKind::Local { dir } => relative
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .fold(dir.clone(), |d, part| {
-                    d.join(object_store::path::PathPart::from(part).as_ref())
-                })
+            StoreKind::Local { dir } => encoded_parts(relative)
+                .fold(dir.clone(), |d, part| d.join(part.as_ref()))
                 .display()
                 .to_string(),
             StoreKind::S3 { bucket, .. } => format!("s3://{bucket}/{}", self.child(relative)),
@@ -422,6 +414,15 @@ fn s3_option(address: &str, key: &str) -> Result<object_store::aws::AmazonS3Conf
             "unknown storage option '{key}' (S3 options: endpoint_url, region, access_key_id, secret_access_key, session_token, allow_http, ...)"
         ),
     })
+}
+
+/// A table-relative path's parts as the store names them: object_store percent-encodes what
+/// S3 advises against (an escaped partition value's `%` among them), on every store alike.
+fn encoded_parts(relative: &str) -> impl Iterator<Item = object_store::path::PathPart<'_>> {
+    relative
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(object_store::path::PathPart::from)
 }
 
 /// What object_store would otherwise only find out when it builds a request's URL (and
