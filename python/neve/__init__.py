@@ -12,8 +12,11 @@ interface); results are pyarrow objects. Every call releases the GIL while neve 
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
@@ -104,6 +107,10 @@ def _arrow_stream(data: Any, failure: Optional[list] = None) -> Any:
         # Before `__arrow_c_stream__`, which pandas DataFrames have too and which would keep
         # their index as a column named `__index_level_0__`.
         return _pandas(data)
+    if module == "polars" and hasattr(data, "schema") and any(str(d) == "Null" for d in dict(data.schema).values()):
+        # polars exports a Null column with a buffer the C interface says it has not, which
+        # Arrow refuses; pyarrow's conversion gives it the standard form.
+        return data.to_arrow()
     if isinstance(data, pa.RecordBatchReader):
         return pa.RecordBatchReader.from_batches(data.schema, _checked(data, failure if failure is not None else []))
     if hasattr(data, "__arrow_c_stream__"):
@@ -148,17 +155,48 @@ def _as_of(as_of: AsOf) -> Optional[str]:
     return None if as_of is None else str(as_of)
 
 
-def _duration_ms(d: Union[str, int, float, None], name: str) -> Optional[int]:
-    """`"1h"`, `"30m"`, `"15s"`, `"250ms"` or seconds as a number."""
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)", re.ASCII)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+# Ten years: longer is surely a mistake, and would overflow neve's milliseconds.
+_MAX_DURATION_MS = 10 * 366 * 86_400_000
+
+
+def _duration_ms(d: Union[str, int, float, "datetime.timedelta", None], name: str) -> Optional[int]:
+    """`"1h"`, `"30m"`, `"15s"`, `"250ms"`, a `datetime.timedelta`, or seconds as a number."""
     if d is None:
         return None
-    if isinstance(d, (int, float)):
-        return int(d * 1000)
-    text = d.strip().lower()
-    for unit, ms in (("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)):
-        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
-            return int(float(text[: -len(unit)]) * ms)
-    raise InvalidInputError(f"{name}: '{d}' is not a duration (e.g. 1h, 30m, 15s, 250ms)")
+    if isinstance(d, datetime.timedelta):
+        ms = d / datetime.timedelta(milliseconds=1)
+    elif isinstance(d, (int, float)) and not isinstance(d, bool):
+        ms = d * 1000
+    elif isinstance(d, str):
+        m = _DURATION.fullmatch(d.strip().lower())
+        if not m:
+            raise InvalidInputError(f"{name}: '{d}' is not a duration (e.g. 1h, 30m, 15s, 250ms)")
+        ms = float(m.group(1)) * _UNIT_MS[m.group(2)]
+    else:
+        raise TypeError(f"{name} takes a duration ('1h', seconds, a timedelta), not {type(d).__name__}")
+    if not math.isfinite(ms) or ms < 0 or ms > _MAX_DURATION_MS:
+        raise InvalidInputError(f"{name}: {d!r} is not a duration from 0 to 10 years")
+    return int(ms)
+
+
+def _count(value: Optional[int], name: str, minimum: int) -> Optional[int]:
+    """A whole number of at least `minimum`, named in the error otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} takes a whole number, not {type(value).__name__}")
+    if value < minimum:
+        raise InvalidInputError(f"{name}: {value} is below the least allowed, {minimum}")
+    return value
+
+
+def _check_names(names: Iterable[str]) -> None:
+    """Column names go to neve as C strings: a NUL would cut one short, silently."""
+    for n in names:
+        if isinstance(n, str) and "\x00" in n:
+            raise InvalidInputError(f"column {n!r}: a column name may not hold a NUL character")
 
 
 class Table:
@@ -213,6 +251,11 @@ class Table:
         """
         failure: list = []
         stream = _arrow_stream(data, failure)
+        schema = getattr(stream, "schema", None)
+        if isinstance(schema, pa.Schema):
+            _check_names(schema.names)
+        elif hasattr(data, "columns") and not callable(data.columns):
+            _check_names(data.columns)
         try:
             raw = json.loads(self._t._insert(stream))
         except NeveError:
@@ -251,15 +294,21 @@ class Table:
         """Merge small files (as `neve merge`); returns the merge report."""
         return json.loads(
             self._t._merge(
-                min_files,
-                target_file_size,
+                _count(min_files, "min_files", 2),
+                _count(target_file_size, "target_file_size", 1),
                 _names(partitions, "partitions") if partitions is not None else None,
-                max_input_bytes,
+                _count(max_input_bytes, "max_input_bytes", 1),
             )
         )
 
-    def gc(self, grace: Union[str, int, float] = "1h", retention: Union[str, int, float, None] = None, dry_run: bool = False) -> dict:
-        """Delete files no version within `retention` needs (as `neve gc`).
+    def gc(
+        self,
+        grace: Union[str, int, float, datetime.timedelta] = "1h",
+        retention: Union[str, int, float, datetime.timedelta, None] = None,
+        dry_run: bool = False,
+    ) -> dict:
+        """Delete files no version within `retention` needs (as `neve gc`). Durations are
+        text (`"1h"`, `"30m"`), seconds, or a `datetime.timedelta`.
 
         `grace` must outlast the longest insert in progress: an insert's files are unreferenced
         until it commits. A table's `gc_grace` setting is a floor: no run waits less."""
@@ -282,6 +331,8 @@ class Table:
     def alter(self, change: str) -> int:
         """A schema or settings change as `neve alter` takes it, e.g. `"add column country string"`,
         `"rename column tags to labels"`, `"set merge_min_files=4"`. Returns the new version."""
+        if not isinstance(change, str):
+            raise TypeError(f"alter takes the change as text, e.g. 'add column c string', not {type(change).__name__}")
         return self._t._alter(change.split())
 
     def info(self, as_of: AsOf = None) -> dict:
@@ -290,7 +341,7 @@ class Table:
 
     def history(self, limit: Optional[int] = None) -> list:
         """The commits, oldest first (the last `limit`)."""
-        return json.loads(self._t._history(limit))
+        return json.loads(self._t._history(_count(limit, "limit", 0)))
 
     def files(self, as_of: AsOf = None) -> list:
         """The alive data files of a version: path, url, partition values, rows, size."""
@@ -319,13 +370,18 @@ class Table:
         return _dataset.build(self, _as_of(as_of), filesystem)
 
 
-def _text_map(mapping: Optional[Mapping[str, Any]]) -> dict:
-    """Settings and options as neve reads them: text, booleans as `true`/`false`."""
-    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (mapping or {}).items()}
+def _text_map(mapping: Optional[Mapping[str, Any]], name: str) -> dict:
+    """Settings and options as neve reads them: text, booleans as `true`/`false`; a key whose
+    value is None is left unset."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{name} takes a mapping of names to values, not {type(mapping).__name__}")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in mapping.items() if v is not None}
 
 
 def _options(storage_options: Optional[Mapping[str, str]]) -> Optional[dict]:
-    return None if storage_options is None else _text_map(storage_options)
+    return None if storage_options is None else _text_map(storage_options, "storage_options")
 
 
 def create_table(
@@ -361,7 +417,7 @@ def create_table(
         partition_by,
         _names(sort_by, "sort_by") if sort_by is not None else None,
         schema,
-        _text_map(settings),
+        _text_map(settings, "settings"),
         _options(storage_options),
         merge,
     )
@@ -369,6 +425,8 @@ def create_table(
 
 
 def _resolve(tables: Mapping[str, Union[str, os.PathLike, Table]], storage_options) -> list:
+    if not isinstance(tables, Mapping):
+        raise TypeError(f"tables takes a mapping of SQL names to tables, not {type(tables).__name__}")
     out = []
     for name, t in tables.items():
         if not isinstance(t, Table):

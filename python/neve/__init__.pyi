@@ -1,5 +1,6 @@
 """Type stubs of the `neve` package (see docs/PYTHON.md)."""
 
+import datetime
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
@@ -52,8 +53,8 @@ class Table:
     ) -> dict: ...
     def gc(
         self,
-        grace: Union[str, int, float] = "1h",
-        retention: Union[str, int, float, None] = None,
+        grace: Union[str, int, float, datetime.timedelta] = "1h",
+        retention: Union[str, int, float, datetime.timedelta, None] = None,
         dry_run: bool = False,
     ) -> dict: ...
     def iceberg_sync(self, full: bool = False) -> dict: ...

@@ -180,3 +180,84 @@ def test_a_tilde_is_the_home_folder(tmp_path, monkeypatch):
     assert t.address.startswith(str(tmp_path / "lake")), t.address
     assert not (tmp_path / "~").exists()
     assert neve.Table("~/lake/t").version == 0
+
+
+def test_a_nul_in_a_column_name_is_refused_not_cut(tmp_path):
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pa.table({"a": [1]}))
+    before = state(t)
+    for data in (pa.table({"a\x00b": [7]}), [{"a\x00b": 7}], pd.DataFrame({"a\x00b": [7]})):
+        with pytest.raises(neve.InvalidInputError, match="NUL"):
+            t.insert(data)
+    assert state(t) == before
+
+
+def test_rows_without_columns_are_refused_not_dropped(tmp_path):
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pa.table({"a": [1]}))
+    before = state(t)
+    for data in ([{}, {}, {}], pa.table({"x": [1, 2, 3]}).drop_columns(["x"])):
+        with pytest.raises(neve.InvalidInputError, match="3 rows have no columns"):
+            t.insert(data)
+    assert state(t) == before
+    # Nothing at all is still nothing: no commit, no error.
+    assert t.insert([]).version is None
+    assert state(t) == before
+
+
+def test_arguments_of_the_wrong_kind_name_themselves(tmp_path):
+    t = neve.create_table(tmp_path / "t", partition_by="identity(k)")
+    t.insert(pa.table({"k": ["a"], "v": [1]}))
+    before = state(t)
+    with pytest.raises(neve.InvalidInputError, match="min_files"):
+        t.merge(min_files=1)
+    with pytest.raises(neve.InvalidInputError, match="limit"):
+        t.history(limit=-1)
+    with pytest.raises(TypeError, match="limit"):
+        t.history(limit="3")
+    for grace in ("²h", float("nan"), float("inf"), 10**20, -5):
+        with pytest.raises(neve.InvalidInputError, match="grace"):
+            t.gc(grace=grace)
+    with pytest.raises(TypeError, match="grace"):
+        t.gc(grace=[1])
+    with pytest.raises(TypeError, match="storage_options"):
+        neve.Table(tmp_path / "t", storage_options=[("region", "x")])
+    with pytest.raises(TypeError, match="tables"):
+        neve.sql("SELECT 1", tables=None)
+    with pytest.raises(TypeError, match="alter"):
+        t.alter(None)
+    with pytest.raises(neve.InvalidInputError, match="nothing to drop"):
+        t.drop_partitions([])
+    assert state(t) == before
+    # A timedelta is a duration; None in a mapping leaves the key unset.
+    assert t.gc(grace=dt.timedelta(hours=2), dry_run=True) is not None
+    assert neve.Table(tmp_path / "t", storage_options={"region": None}).version == before[0]
+
+
+def test_a_handle_to_a_deleted_table_does_not_start_a_new_log(tmp_path):
+    import shutil
+
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pa.table({"a": [1]}))
+    shutil.rmtree(tmp_path / "t")
+    (tmp_path / "t").mkdir()
+    with pytest.raises(neve.NotFoundError):
+        t.insert(pa.table({"a": [2]}))
+    assert list((tmp_path / "t").iterdir()) == []
+
+
+def test_file_urls_are_decoded(tmp_path):
+    t = neve.create_table(tmp_path / "sp ace%t")
+    t.insert(pa.table({"a": [1]}))
+    url = (tmp_path / "sp ace%t").as_uri()
+    assert "%20" in url and "%25" in url
+    assert neve.Table(url).sql("SELECT a FROM t").to_pylist() == [{"a": 1}]
+    with pytest.raises(neve.InvalidInputError):
+        neve.Table(url + "?x=1")
+
+
+def test_a_polars_null_column_is_taken(tmp_path):
+    import polars as pl
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pl.DataFrame({"id": [3], "n": [None]}))
+    assert t.sql("SELECT id, n FROM t").to_pylist() == [{"id": 3, "n": None}]

@@ -45,7 +45,7 @@ pub enum Error {
     UnknownFormat { input: String, reason: String },
 
     /// The input is malformed: a line that does not parse, a value of the wrong type.
-    #[error("invalid input in '{input}'{}: {message}", location_suffix(*line, column.as_deref()))]
+    #[error("invalid input in '{input}'{}: {}", location_suffix(*line, column.as_deref()), clip(message, 1000))]
     InvalidInput {
         input: String,
         /// 1-based line (CSV, NDJSON) or row number where known.
@@ -64,7 +64,7 @@ pub enum Error {
     },
 
     /// Strict schema mode and the input carries columns the table does not have.
-    #[error("table schema is strict and the input has new column(s): {columns}")]
+    #[error("table schema is strict and the input has new column(s): {}", clip(columns, 1000))]
     NewColumnRejected { columns: String },
 
     /// A schema definition (`--schema`, `neve alter`) that cannot be parsed.
@@ -73,7 +73,7 @@ pub enum Error {
 
     /// A value that cannot be stored in its column without changing it: a fraction into an
     /// integer, a number out of range, text that does not parse, a null in a `not null` column.
-    #[error("invalid value in '{input}' at {position}, column '{column}': {value} {reason}")]
+    #[error("invalid value in '{input}' at {position}, column '{column}': {} {reason}", clip(value, 200))]
     InvalidValue {
         input: String,
         /// `line N` (CSV, NDJSON), `element N` (JSON array) or `row N` (Arrow, Parquet).
@@ -139,6 +139,8 @@ pub enum Error {
         key: String,
         version: u64,
         rows: u64,
+        /// The committed request's content fingerprint, when it recorded one.
+        digest: Option<String>,
     },
 
     /// The commit lost the race too many times in a row.
@@ -276,6 +278,18 @@ pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// `s` cut to about `max` bytes: a message echoes input, which can be megabytes.
+pub(crate) fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &s[..end], s.len() - end).into()
+}
+
 fn location_suffix(line: Option<u64>, column: Option<&str>) -> String {
     match (line, column) {
         (Some(l), Some(c)) => format!(" at line {l}, column '{c}'"),
@@ -378,5 +392,25 @@ impl Error {
             path: path.to_string(),
             reason: reason.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_echo_at_most_a_clip_of_the_input() {
+        let e = Error::InvalidValue {
+            input: "body".into(),
+            position: "line 1".into(),
+            column: "s".into(),
+            value: format!("\"{}\"", "é".repeat(500_000)),
+            reason: "is not a number".into(),
+        };
+        let m = e.to_string();
+        assert!(m.len() < 400, "{}", m.len());
+        assert!(m.contains("more bytes) is not a number"), "{m}");
+        assert_eq!(clip("short", 10), "short");
     }
 }

@@ -69,6 +69,13 @@ impl Table {
     /// Remove every file of the given partition folders (`d=2021-08`, or just `2021-08` for a
     /// table with one partition level; a prefix of a multi-level path drops all below it).
     pub async fn drop_partitions(&self, partitions: &[String]) -> Result<DropReport> {
+        if partitions.is_empty() {
+            // Refused rather than committed as an empty version.
+            return Err(Error::InvalidPartitionSpec {
+                spec: String::new(),
+                reason: "no partition named: nothing to drop".into(),
+            });
+        }
         let mut snapshot = self.snapshot().await?;
         let fields = snapshot.metadata.partition_by.clone();
         if fields.is_empty() {

@@ -205,7 +205,7 @@ impl Proxy {
         serve::serve(
             self.listener,
             self.app,
-            serve::HEADER_READ_TIMEOUT,
+            serve::Timeouts::default(),
             shutdown,
         )
         .await;

@@ -1,24 +1,49 @@
-//! HTTP/1 serving for the proxy and the server: `axum::serve`, plus the timeout it lacks. A
-//! client that opens connections and sends their headers a byte at a time (slowloris) would
-//! otherwise hold each connection, and a task, for as long as it likes, with no credentials.
+//! HTTP/1 serving for the proxy and the server: `axum::serve`, plus the timeouts it lacks. A
+//! client that opens connections and sends their headers, or a body, a byte at a time
+//! (slowloris) would otherwise hold each connection, a task and the memory reserved for its
+//! body for as long as it likes.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 /// How long a client may take to send a request's headers, from its first byte (or from the
 /// end of the previous response on a kept-alive connection) to the blank line.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a request's body may go without sending a byte, once its reading has begun.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The timeouts of a connection's reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub header_read: Duration,
+    pub body_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            header_read: HEADER_READ_TIMEOUT,
+            body_idle: BODY_READ_TIMEOUT,
+        }
+    }
+}
+
 /// Serve `app` on `listener` until `shutdown` resolves, then let the requests in flight finish
 /// (the caller bounds how long). Each connection: HTTP/1.1 with keep-alive, `TCP_NODELAY`
 /// (results leave as soon as they are written, not held back for the peer's ACK), and
-/// `header_read_timeout` for its headers, after which it is closed.
+/// `timeouts.header_read` for its headers, after which it is closed, and a body that fails
+/// once it has been silent for `timeouts.body_idle`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
-    header_read_timeout: Duration,
+    timeouts: Timeouts,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -39,10 +64,17 @@ pub async fn serve(
                 if let Err(e) = tcp.set_nodelay(true) {
                     tracing::debug!(error = %e, "TCP_NODELAY");
                 }
-                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                let app = app.clone();
+                let idle = timeouts.body_idle;
+                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let req = req.map(|b| axum::body::Body::new(IdleBody::new(b, idle)));
+                    let mut app = app.clone();
+                    // A Router is always ready: `call` needs no `poll_ready` first.
+                    async move { tower_service::Service::call(&mut app, req).await }
+                });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(header_read_timeout)
+                    .header_read_timeout(timeouts.header_read)
                     .serve_connection(TokioIo::new(tcp), service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
@@ -56,4 +88,67 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// A request body that fails with [`BodyIdle`] when no frame has come for `idle` since the
+/// last one (or since it was first read: a handler that reads later is not penalised).
+struct IdleBody<B> {
+    inner: B,
+    idle: Duration,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> IdleBody<B> {
+    fn new(inner: B, idle: Duration) -> Self {
+        Self {
+            inner,
+            idle,
+            timer: None,
+        }
+    }
+}
+
+/// The client stopped sending its request's body.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body stopped arriving: nothing for {}", humantime::format_duration(*.0))]
+pub struct BodyIdle(pub Duration);
+
+impl<B> Body for IdleBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.timer = None;
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let idle = this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(BodyIdle(idle).into()))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }

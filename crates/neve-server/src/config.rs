@@ -31,6 +31,10 @@ pub struct ServerConfig {
     /// before any token is checked).
     #[serde(with = "duration_text")]
     pub header_read_timeout: Duration,
+    /// How long a request's body may go without sending a byte; then the request fails
+    /// (400) and the memory reserved for it is freed.
+    #[serde(with = "duration_text")]
+    pub body_read_timeout: Duration,
     /// A table no request has used this long leaves memory: its handle (with its snapshot)
     /// and its insert queue's task. The next request opens it again.
     #[serde(with = "duration_text")]
@@ -58,6 +62,7 @@ impl Default for ServerConfig {
             query: Default::default(),
             shutdown_grace: Duration::from_secs(30),
             header_read_timeout: neve_proxy::serve::HEADER_READ_TIMEOUT,
+            body_read_timeout: neve_proxy::serve::BODY_READ_TIMEOUT,
             keep_idle_tables: Duration::from_secs(600),
             tenants: Vec::new(),
             admin_token: None,

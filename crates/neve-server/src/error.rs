@@ -35,6 +35,22 @@ pub enum Error {
     #[error("too much data waiting to be committed; retry in {retry_after_s} s")]
     Overloaded { retry_after_s: u64 },
 
+    /// An `Idempotency-Key` sent again with other content: not a retry, and not committed.
+    #[error("Idempotency-Key '{key}' was used by a request with other content: a retry sends the same request, a new request needs a new key")]
+    IdempotencyKeyReused { key: String },
+
+    /// No route has this path.
+    #[error("no such endpoint (see docs/SERVER.md)")]
+    NoSuchRoute,
+
+    /// A request refused before a handler ran (axum's own checks: a query string that does
+    /// not parse, a method the route does not take).
+    #[error("{reason}")]
+    Refused {
+        status: StatusCode,
+        reason: String,
+    },
+
     #[error("the server is shutting down")]
     ShuttingDown,
 
@@ -50,6 +66,14 @@ pub enum Error {
     /// The flush (group commit) that held the request failed; none of its rows are visible.
     #[error("commit failed: {reason}")]
     CommitFailed { kind: ErrorKind, reason: String },
+
+    /// Line protocol: one measurement's rows were refused (or failed to commit).
+    #[error("measurement '{measurement}': {source}")]
+    InMeasurement {
+        measurement: String,
+        #[source]
+        source: Box<Error>,
+    },
 
     /// The table refused the request (bad rows, schema conflict, ...) or failed storing it.
     #[error(transparent)]
@@ -80,8 +104,12 @@ impl Error {
             Error::QueryTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Error::NotAcceptable { .. } => StatusCode::NOT_ACCEPTABLE,
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Error::NoSuchRoute => StatusCode::NOT_FOUND,
+            Error::Refused { status, .. } => *status,
+            Error::IdempotencyKeyReused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::CommitFailed { kind, .. } => kind_status(*kind),
             Error::Table(e) => kind_status(e.kind()),
+            Error::InMeasurement { source, .. } => source.status(),
         }
     }
 
@@ -113,10 +141,19 @@ impl Error {
             Error::UnsupportedMediaType { .. } => "unsupported_media_type",
             Error::Overloaded { .. } => "overloaded",
             Error::ShuttingDown => "shutting_down",
+            Error::NoSuchRoute => "no_such_route",
+            Error::Refused { status, .. } => match status.as_u16() {
+                405 => "method_not_allowed",
+                414 => "uri_too_long",
+                s if s >= 500 => "internal",
+                _ => "bad_request",
+            },
+            Error::IdempotencyKeyReused { .. } => "idempotency_key_reused",
             Error::TooManyQueries { .. } => "too_many_queries",
             Error::QueryTimeout { .. } => "query_timeout",
             Error::NotAcceptable { .. } => "not_acceptable",
             Error::CommitFailed { .. } => "commit_failed",
+            Error::InMeasurement { source, .. } => source.code(),
             Error::Table(e) => match e {
                 neve_core::Error::InvalidInput { .. } | neve_core::Error::InvalidValue { .. } => {
                     "invalid_input"
@@ -141,15 +178,35 @@ impl Error {
     /// The JSON body: `{"error": {"code", "message", "line"?, "column"?}}`.
     pub fn body(&self) -> serde_json::Value {
         let mut e = serde_json::json!({"code": self.code(), "message": self.to_string()});
-        if let Error::Table(neve_core::Error::InvalidInput { line, column, .. }) = self {
-            if let Some(l) = line {
-                e["line"] = (*l).into();
-            }
-            if let Some(c) = column {
-                e["column"] = c.clone().into();
-            }
+        let (line, column) = match self.core() {
+            Some(neve_core::Error::InvalidInput { line, column, .. }) => (*line, column.clone()),
+            Some(neve_core::Error::InvalidValue {
+                position, column, ..
+            }) => (
+                position.strip_prefix("line ").and_then(|n| n.parse().ok()),
+                Some(column.clone()),
+            ),
+            _ => (None, None),
+        };
+        if let Some(l) = line {
+            e["line"] = l.into();
+        }
+        if let Some(c) = column {
+            e["column"] = c.into();
+        }
+        if let Error::InMeasurement { measurement, .. } = self {
+            e["measurement"] = measurement.clone().into();
         }
         serde_json::json!({ "error": e })
+    }
+
+    /// The table's own error behind this one, if any.
+    fn core(&self) -> Option<&neve_core::Error> {
+        match self {
+            Error::Table(e) => Some(e),
+            Error::InMeasurement { source, .. } => source.core(),
+            _ => None,
+        }
     }
 }
 

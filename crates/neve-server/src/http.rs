@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::auth::{Auth, Caller, Role};
 use crate::config::ServerConfig;
 use crate::error::{Error, Result};
-use crate::ingest::{body, lineproto, Ingest};
+use crate::ingest::{body, lineproto, Idempotency, Ingest};
 use crate::metrics::{Metrics, RouteLabels};
 
 /// What every handler shares.
@@ -159,10 +159,8 @@ impl AppState {
 
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.config.ingest.max_body_bytes as usize;
+    let redact = Arc::new(Redact::new(&state.config.table_roots()));
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .route("/v1/tables", get(list_tables))
         .route("/v1/tables/{name}", put(create_table).get(table_info))
         .route("/v1/tables/{name}/insert", post(insert))
@@ -170,25 +168,101 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/write", post(write_v2))
         .route("/write", post(write_v1))
         .route("/query", get(influx_query).post(influx_query))
+        .fallback(|| async { Error::NoSuchRoute })
         .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::map_response(
-            move |r: Response| async move { json_body_limit(r, limit as u64) },
-        ))
+        .layer(axum::middleware::map_response(move |r: Response| {
+            let redact = redact.clone();
+            async move { json_errors(r, limit as u64, &redact).await }
+        }))
+        // Probes and metrics answer in text, as their callers expect.
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 
-/// axum refuses a raw body over the limit before a handler runs, with a text 413: answer it
-/// as every other error, in JSON (`body_too_large`).
-fn json_body_limit(r: Response, limit: u64) -> Response {
+/// Every error is answered in JSON, as the docs say, and names tables relative to the
+/// caller's own folder: axum's own refusals (a query string that does not parse, a method a
+/// route lacks, a body over the limit) are text, and messages from storage carry the server's
+/// paths, which are no business of a client's.
+async fn json_errors(r: Response, limit: u64, redact: &Redact) -> Response {
+    let status = r.status();
+    if !status.is_client_error() && !status.is_server_error() {
+        return r;
+    }
     let json = r
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if r.status() == StatusCode::PAYLOAD_TOO_LARGE && !json {
-        return Error::BodyTooLarge { limit }.into_response();
+    let (mut parts, body) = r.into_parts();
+    // Error bodies are small: whatever is larger is cut, not held.
+    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    if json {
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return Response::from_parts(parts, redact.apply(&text).into_owned().into());
     }
-    r
+    let e = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge { limit },
+        _ => Error::Refused {
+            status,
+            reason: match text.trim() {
+                "" => status.canonical_reason().unwrap_or("refused").to_string(),
+                t => t.to_string(),
+            },
+        },
+    };
+    let mut out = e.into_response();
+    for (k, v) in &parts.headers {
+        // `Allow` (405) and the like stay; the body's own headers are the new body's.
+        if k != axum::http::header::CONTENT_TYPE && k != axum::http::header::CONTENT_LENGTH {
+            out.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+/// Takes the warehouse's own paths out of messages, leaving table names as the caller knows
+/// them.
+struct Redact {
+    prefixes: Vec<String>,
+}
+
+impl Redact {
+    /// `roots`: the folders whose tables callers name (each tenant's, or the warehouse).
+    fn new(roots: &[String]) -> Self {
+        let mut prefixes = Vec::new();
+        for base in roots {
+            let base = base.trim_end_matches('/');
+            prefixes.push(format!("{base}/"));
+            // Storage messages name objects by their path in the store, without the scheme
+            // or the leading '/'.
+            if let Ok(l) = neve_core::TableLocation::parse(base) {
+                let root = l.root.as_ref().trim_matches('/');
+                if !root.is_empty() {
+                    prefixes.push(format!("{root}/"));
+                }
+            }
+            if let Some(rest) = base.strip_prefix("s3://") {
+                prefixes.push(format!("{rest}/"));
+            }
+        }
+        // Longest first, so a shorter one never cuts part of a longer one.
+        prefixes.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        prefixes.retain(|p| p.len() > 1 && !p.contains(['"', '\\']));
+        Self { prefixes }
+    }
+
+    fn apply<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut out = std::borrow::Cow::Borrowed(text);
+        for p in &self.prefixes {
+            if out.contains(p.as_str()) {
+                out = out.replace(p.as_str(), "").into();
+            }
+        }
+        out
+    }
 }
 
 /// A request id and a span for every request; counted by route and status.
@@ -366,6 +440,9 @@ async fn insert(
     let table = state.table(&address).await?;
     let meta = table.metadata().await.map_err(|e| not_found(e, &name))?;
     let (decoded, mut permit) = read_body(&state, &headers, body)?;
+    // The body as decoded: a retry may differ in how it was sent (compressed or not, a
+    // Content-Type given or detected), never in its bytes.
+    let key = key.map(|k| Idempotency::new(k, &[&decoded]));
     let t = table.clone();
     let input_name = format!("request body of table '{name}'");
     let prepared = tokio::task::spawn_blocking(move || {
@@ -481,6 +558,10 @@ async fn write_lines(
         })?;
     let key = idempotency_key(&headers)?;
     let (decoded, mut permit) = read_body(&state, &headers, body)?;
+    let key = key.map(|k| {
+        let meaning = format!("line protocol {precision:?} {multiplier}");
+        Idempotency::new(k, &[meaning.as_bytes(), &decoded])
+    });
     // The receive time, in whole microseconds: neve keeps timestamps to the microsecond, and
     // a value the client sent with nanoseconds beyond that is refused, never rounded.
     let now_ns = chrono::Utc::now().timestamp_micros() * 1_000;
@@ -509,12 +590,14 @@ async fn write_lines(
             ),
         });
     }
+    // Every measurement is checked against its table, or the table it would create, before
+    // any table is made: a refused request leaves nothing behind.
     let mut prepared = Vec::with_capacity(measurements.len());
     for m in measurements {
         let address = format!("{root}/{}", m.name);
         let table = state.table(&address).await?;
-        let meta = match table.metadata().await {
-            Ok(meta) => meta,
+        let (meta, create) = match table.metadata().await {
+            Ok(meta) => (meta, None),
             Err(neve_core::Error::TableNotFound { .. }) => {
                 let mut sort_by = m.tags.clone();
                 sort_by.push("time".into());
@@ -523,27 +606,34 @@ async fn write_lines(
                     sort_by,
                     ..Default::default()
                 };
-                match table.create(opts).await {
-                    Ok(_) | Err(neve_core::Error::TableExists { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                }
-                table.metadata().await?
+                (provisional_metadata(&opts), Some(opts))
             }
             Err(e) => return Err(e.into()),
         };
-        let t = table.clone();
-        let name = m.name.clone();
-        let input = neve_core::write::input::OpenedInput {
-            name: format!("line protocol, measurement '{name}'"),
-            format: neve_core::write::input::InputFormat::Arrow,
-            schema: m.batch.schema(),
-            batches: Box::new(std::iter::once(Ok(m.batch))),
-        };
-        let p = tokio::task::spawn_blocking(move || t.prepare(&meta, input))
-            .await
-            .map_err(task_failed)??;
-        prepared.push((address, table, p, name));
+        let p = prepare_measurement(&table, meta.clone(), &m).await?;
+        prepared.push((address, table, p, m, meta, create));
     }
+    let mut ready = Vec::with_capacity(prepared.len());
+    for (address, table, mut p, m, meta, create) in prepared {
+        if let Some(opts) = create {
+            match table.create(opts).await {
+                Ok(_) | Err(neve_core::Error::TableExists { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            // Another request created it first, otherwise: check against what it made.
+            let actual = table.metadata().await?;
+            let same = neve_core::log::Metadata {
+                table_id: actual.table_id.clone(),
+                created_time: actual.created_time,
+                ..meta
+            } == actual;
+            if !same {
+                p = prepare_measurement(&table, actual, &m).await?;
+            }
+        }
+        ready.push((address, table, p, m.name));
+    }
+    let prepared = ready;
     let total: u64 = prepared.iter().map(|(_, _, p, _)| p.bytes).sum();
     state.ingest.top_up(&mut permit, total)?;
     let mut permits = Vec::with_capacity(prepared.len());
@@ -556,16 +646,60 @@ async fn write_lines(
         .zip(permits)
         .map(|((address, table, p, name), permit)| {
             let state = state.clone();
-            let key = key.as_ref().map(|k| format!("{k}:{name}"));
+            let key = key.as_ref().map(|k| Idempotency {
+                key: format!("{}:{name}", k.key),
+                digest: k.digest.clone(),
+            });
             async move {
                 state.metrics.rows_in.inc_by(p.rows);
-                state.ingest.submit(&address, &table, p, key, permit).await
+                state.ingest.submit(&address, &table, p, key, permit).await.map_err(|e| {
+                    Error::InMeasurement {
+                        measurement: name,
+                        source: Box::new(e),
+                    }
+                })
             }
         });
     for r in futures::future::join_all(submits).await {
         r?;
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The metadata a table made with `opts` will have (its id and time aside).
+fn provisional_metadata(opts: &CreateOptions) -> neve_core::log::Metadata {
+    neve_core::log::Metadata {
+        table_id: String::new(),
+        created_time: 0,
+        schema: opts.schema.clone(),
+        partition_by: opts.partition_by.clone(),
+        sort_by: opts.sort_by.clone(),
+        settings: opts.settings.clone(),
+        merge: opts.merge.clone(),
+    }
+}
+
+/// A measurement's rows checked and conformed against `meta`; an error names the
+/// measurement and the request's line.
+async fn prepare_measurement(
+    table: &Arc<neve_core::Table>,
+    meta: neve_core::log::Metadata,
+    m: &lineproto::Measurement,
+) -> Result<neve_core::table::PreparedInput> {
+    let t = table.clone();
+    let input = neve_core::write::input::OpenedInput {
+        name: "line protocol".into(),
+        format: neve_core::write::input::InputFormat::Arrow,
+        schema: m.batch.schema(),
+        batches: Box::new(std::iter::once(Ok(m.batch.clone()))),
+    };
+    tokio::task::spawn_blocking(move || t.prepare(&meta, input))
+        .await
+        .map_err(task_failed)?
+        .map_err(|e| Error::InMeasurement {
+            measurement: m.name.clone(),
+            source: Box::new(Error::Table(lineproto::at_line(e, &m.lines))),
+        })
 }
 
 /// `/query?q=...`: the InfluxQL that write clients send before writing (TSBS's loader lists

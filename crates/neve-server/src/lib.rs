@@ -134,7 +134,10 @@ impl Server {
         let serving = neve_proxy::serve::serve(
             self.listener,
             app,
-            state.config.header_read_timeout,
+            neve_proxy::serve::Timeouts {
+                header_read: state.config.header_read_timeout,
+                body_idle: state.config.body_read_timeout,
+            },
             async move {
                 shutdown.await;
                 st.ready.store(false, Ordering::SeqCst);

@@ -82,6 +82,10 @@ pub struct RequestKey {
     pub rows: u64,
     /// Until when (ms since the epoch) a retry is recognised; readers forget it afterwards.
     pub expires: i64,
+    /// A fingerprint of the request's content, so a retry is told from another request that
+    /// reuses the key (absent in logs written before it, and then not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// A request key with the version of the commit that holds its rows (snapshots, checkpoints).
@@ -92,6 +96,8 @@ pub struct LoggedRequest {
     pub rows: u64,
     pub expires: i64,
     pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Totals of a commit, so `history` needs no arithmetic over actions.

@@ -163,6 +163,7 @@ impl Committer {
                         key: r.key.clone(),
                         version: logged.version,
                         rows: logged.rows,
+                        digest: logged.digest.clone(),
                     });
                 }
             }

@@ -139,6 +139,7 @@ impl Snapshot {
                     rows: r.rows,
                     expires: r.expires,
                     version,
+                    digest: r.digest.clone(),
                 },
             );
         }

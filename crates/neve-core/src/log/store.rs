@@ -409,6 +409,12 @@ impl LogStore {
     /// there is something to apply.
     pub async fn commits_after(&self, version: u64) -> Result<Vec<LoggedCommit>> {
         let listing = self.list(Some(version)).await?;
+        // The listing starts at `version`'s own commit, which is removed only once newer
+        // ones exist: an empty one means the table was deleted under this handle, and a
+        // commit now would start a headless log.
+        if listing.commits.is_empty() {
+            return Err(self.not_found());
+        }
         let newer: Vec<u64> = listing.commits.range(version + 1..).copied().collect();
         self.read_commits(newer).await
     }

@@ -419,6 +419,7 @@ async fn request_keys_are_committed_once_and_forgotten_after_they_expire() {
             key: key.into(),
             rows: 2,
             expires: T0 + 60_000,
+            digest: Some(format!("digest of {key}")),
         }],
         ..Default::default()
     };
@@ -444,6 +445,11 @@ async fn request_keys_are_committed_once_and_forgotten_after_they_expire() {
         before.request("k1").unwrap().version,
         first.version.unwrap()
     );
+    // The fingerprint survives the checkpoint, to tell a retry from a reused key.
+    assert_eq!(
+        before.request("k1").unwrap().digest.as_deref(),
+        Some("digest of k1")
+    );
     let e = fresh
         .insert_batches(
             s.clone(),
@@ -454,7 +460,7 @@ async fn request_keys_are_committed_once_and_forgotten_after_they_expire() {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, crate::Error::RequestCommitted { version, rows: 2, .. } if Some(version) == first.version),
+        matches!(e, crate::Error::RequestCommitted { version, rows: 2, ref digest, .. } if Some(version) == first.version && digest.as_deref() == Some("digest of k1")),
         "{e:?}"
     );
     let after = fresh.snapshot().await.unwrap();

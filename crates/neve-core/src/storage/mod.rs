@@ -142,11 +142,19 @@ impl TableLocation {
         if let Some(name) = address.strip_prefix("memory://") {
             return Ok(Self::memory(name));
         }
-        let path = if let Some(rest) = address.strip_prefix("file://") {
-            if !rest.starts_with('/') {
-                return Err(invalid("file:// URLs must be absolute (file:///abs/dir)"));
+        let path = if address.starts_with("file:/") {
+            // A URL (RFC 8089): percent-escapes decoded, as every other reader of it does.
+            let url = url::Url::parse(address).map_err(|e| invalid(&format!("not a URL: {e}")))?;
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(invalid("a file: URL names a folder: no '?' or '#'"));
             }
-            PathBuf::from(rest)
+            if !matches!(url.host_str(), None | Some("") | Some("localhost")) {
+                return Err(invalid(
+                    "file: URLs must be absolute (file:///abs/dir), on this machine",
+                ));
+            }
+            url.to_file_path()
+                .map_err(|_| invalid("file: URLs must be absolute (file:///abs/dir)"))?
         } else if address.contains("://") {
             return Err(invalid(
                 "unsupported scheme (use a path, file://, or s3://)",
@@ -510,6 +518,17 @@ mod tests {
         let f = TableLocation::parse("file:///tmp/t").unwrap();
         assert_eq!(f.root.as_ref(), "tmp/t");
         assert!(TableLocation::parse("file://rel/t").is_err());
+        // URLs are decoded, and name a folder only.
+        let f = TableLocation::parse("file:///tmp/sp%20ace%25t").unwrap();
+        assert_eq!(
+            f.kind,
+            StoreKind::Local {
+                dir: "/tmp/sp ace%t".into()
+            }
+        );
+        assert_eq!(TableLocation::parse("file:/tmp/t").unwrap().root.as_ref(), "tmp/t");
+        assert!(TableLocation::parse("file:///tmp/t?x=1").is_err());
+        assert!(TableLocation::parse("file:///tmp/t#x").is_err());
         assert!(TableLocation::parse("gs://b/t").is_err());
         assert!(TableLocation::parse("s3:///t").is_err());
         assert!(TableLocation::parse("").is_err());

@@ -225,7 +225,16 @@ impl Table {
     ) -> Result<InsertReport> {
         let meta = snapshot.metadata.clone();
         let strict = meta.settings.strict_schema;
-        if inputs.iter().all(|i| i.schema.fields().is_empty()) {
+        let mut kept = Vec::with_capacity(inputs.len());
+        for inp in inputs {
+            if inp.schema.fields().is_empty() {
+                refuse_rows_without_columns(inp)?;
+            } else {
+                kept.push(inp);
+            }
+        }
+        let inputs = kept;
+        if inputs.is_empty() {
             // Only empty inputs: nothing to check or write.
             return Ok(InsertReport {
                 version: None,
@@ -241,10 +250,6 @@ impl Table {
         // Every input's schema is checked before any data is written.
         let mut merged = meta.schema.clone();
         for inp in &inputs {
-            if inp.schema.fields().is_empty() {
-                // An empty input: nothing to check, nothing to write.
-                continue;
-            }
             merged = check_input(&meta, &merged, &inp.name, &inp.schema, strict)?;
         }
         validate_layout(
@@ -405,9 +410,11 @@ impl Table {
     /// and never fails the inserts it would later be committed with.
     pub fn prepare(&self, meta: &Metadata, input: OpenedInput) -> Result<PreparedInput> {
         if input.schema.fields().is_empty() {
+            let (name, schema) = (input.name.clone(), input.schema.clone());
+            refuse_rows_without_columns(input)?;
             return Ok(PreparedInput {
-                name: input.name,
-                schema: input.schema,
+                name,
+                schema,
                 batches: Vec::new(),
                 rows: 0,
                 bytes: 0,
@@ -501,4 +508,22 @@ impl Table {
         self.insert_files(paths, &InsertOptions::default(), Arc::new(NoProgress))
             .await
     }
+}
+
+/// An input without columns is empty, or its rows could not be stored: refused, not dropped
+/// (`[{}, {}]`, a table of rows and no columns).
+fn refuse_rows_without_columns(input: OpenedInput) -> Result<()> {
+    let mut rows = 0u64;
+    for b in input.batches {
+        rows += b?.num_rows() as u64;
+    }
+    if rows > 0 {
+        return Err(Error::InvalidInput {
+            input: input.name,
+            line: None,
+            column: None,
+            message: format!("{rows} rows have no columns: a row needs a value to be stored"),
+        });
+    }
+    Ok(())
 }

@@ -143,9 +143,10 @@ impl Auth {
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("Token "))
-                    .map(str::trim)
+                // The scheme is case-insensitive (RFC 9110), and spaces or tabs follow it.
+                let (scheme, rest) = v.split_once([' ', '\t'])?;
+                (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
+                    .then(|| rest.trim_matches([' ', '\t']))
             });
         match from_header.or(token) {
             Some(t) => self
@@ -201,6 +202,12 @@ mod tests {
             a.require(Role::Admin, "create tables"),
             Err(Error::Forbidden { .. })
         ));
+        // The scheme in any case, then spaces or a tab.
+        for v in ["bearer ta", "BEARER\tta", "Bearer   ta"] {
+            assert_eq!(auth.caller(&h(v), None).unwrap().tenant.name, "a", "{v}");
+        }
+        assert!(auth.caller(&h("Bearerta"), None).is_err());
+        assert!(auth.caller(&h("Basic ta"), None).is_err());
         let b = auth.caller(&h("Token tb"), None).unwrap();
         assert_eq!(b.tenant.prefix.as_deref(), Some("bee"));
         assert!(matches!(

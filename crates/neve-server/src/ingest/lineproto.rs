@@ -223,8 +223,12 @@ fn parse_line(line: &str) -> Result<Point<'_>, String> {
     let time = match time.map(|t| t.trim()) {
         None | Some("") => None,
         Some(t) => Some(
-            t.parse::<i64>()
-                .map_err(|_| format!("timestamp '{t}' is not an integer"))?,
+            t.parse::<i64>().map_err(|e| match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    format!("timestamp '{t}' is out of range (a 64-bit integer)")
+                }
+                _ => format!("timestamp '{t}' is not an integer"),
+            })?,
         ),
     };
     Ok(Point {
@@ -242,6 +246,46 @@ pub struct Measurement {
     /// Its tag columns, sorted by name (the table's sort keys, before `time`).
     pub tags: Vec<String>,
     pub batch: RecordBatch,
+    /// The request's line each row came from.
+    pub lines: Vec<u64>,
+}
+
+/// `e`, about row N of a measurement's batch, told about the request's line instead.
+pub fn at_line(e: neve_core::Error, lines: &[u64]) -> neve_core::Error {
+    let line_of = |row: u64| lines.get((row as usize).wrapping_sub(1)).copied();
+    match e {
+        neve_core::Error::InvalidValue {
+            input,
+            position,
+            column,
+            value,
+            reason,
+        } => {
+            let line = position
+                .strip_prefix("row ")
+                .and_then(|n| n.parse().ok())
+                .and_then(line_of);
+            neve_core::Error::InvalidValue {
+                input,
+                position: line.map_or(position, |l| format!("line {l}")),
+                column,
+                value,
+                reason,
+            }
+        }
+        neve_core::Error::InvalidInput {
+            input,
+            line: Some(row),
+            column,
+            message,
+        } => neve_core::Error::InvalidInput {
+            input,
+            line: line_of(row).or(Some(row)),
+            column,
+            message,
+        },
+        e => e,
+    }
 }
 
 /// The measurements of a request, in order of first appearance.
@@ -255,6 +299,7 @@ pub fn parse(
         tags: BTreeMap<String, Vec<Option<Cow<'a, str>>>>,
         fields: BTreeMap<String, (usize, Vec<Option<Value<'a>>>)>,
         times: Vec<i64>,
+        lines: Vec<u64>,
     }
     let now = precision.of_ns(now_ns);
     let mut order: Vec<String> = Vec::new();
@@ -285,6 +330,7 @@ pub fn parse(
                     tags: BTreeMap::new(),
                     fields: BTreeMap::new(),
                     times: Vec::new(),
+                    lines: Vec::new(),
                 },
             );
         }
@@ -340,6 +386,7 @@ pub fn parse(
             col.push(Some(v));
         }
         c.times.push(time);
+        c.lines.push(line_no);
         for col in c.tags.values_mut() {
             col.resize(row + 1, None);
         }
@@ -453,6 +500,7 @@ pub fn parse(
             name: m,
             tags,
             batch,
+            lines: c.lines,
         });
     }
     Ok(out)

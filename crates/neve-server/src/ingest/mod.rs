@@ -36,9 +36,36 @@ pub struct Ack {
     pub duplicate: bool,
 }
 
+/// A request's `Idempotency-Key` and a fingerprint of what it sent: a retry sends the same,
+/// and another request reusing the key is refused (422) rather than answered as a retry.
+#[derive(Debug, Clone)]
+pub struct Idempotency {
+    pub key: String,
+    pub digest: String,
+}
+
+impl Idempotency {
+    /// The fingerprint of `parts` (the body as decoded, and whatever changes its meaning).
+    pub fn new(key: String, parts: &[&[u8]]) -> Self {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        for p in parts {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        let digest = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Self { key, digest }
+    }
+
+    /// Whether a request committed with `logged` (absent in older logs) was this one.
+    fn matches(&self, logged: Option<&str>) -> bool {
+        logged.is_none_or(|d| d == self.digest)
+    }
+}
+
 struct Pending {
     input: PreparedInput,
-    key: Option<String>,
+    key: Option<Idempotency>,
     respond: oneshot::Sender<Result<Ack>>,
     arrived: Instant,
     /// Memory this request holds until it is answered (the backpressure budget).
@@ -119,7 +146,7 @@ impl Ingest {
         address: &str,
         table: &Arc<Table>,
         input: PreparedInput,
-        key: Option<String>,
+        key: Option<Idempotency>,
         permit: OwnedSemaphorePermit,
     ) -> Result<Ack> {
         let (tx, rx) = oneshot::channel();
@@ -268,11 +295,11 @@ impl Flusher {
             let mut first_of: HashMap<String, usize> = HashMap::new();
             let mut kept = Vec::with_capacity(batch.len());
             for p in batch {
-                match p.key.as_ref().and_then(|k| first_of.get(k).copied()) {
+                match p.key.as_ref().and_then(|k| first_of.get(&k.key).copied()) {
                     Some(i) => twins.push((i, p)),
                     None => {
                         if let Some(k) = &p.key {
-                            first_of.insert(k.clone(), kept.len());
+                            first_of.insert(k.key.clone(), kept.len());
                         }
                         kept.push(p);
                     }
@@ -307,7 +334,12 @@ impl Flusher {
         let elapsed = started.elapsed();
         self.metrics.flush_seconds.observe(elapsed.as_secs_f64());
         for (i, twin) in twins {
+            let reused = match (&twin.key, &batch[i].key) {
+                (Some(t), Some(first)) => !t.matches(Some(&first.digest)),
+                _ => false,
+            };
             let r = match &results[i] {
+                _ if reused => Err(key_reused(twin.key.as_ref())),
                 Some(Ok(ack)) => Ok(Ack {
                     duplicate: true,
                     ..ack.clone()
@@ -355,8 +387,12 @@ impl Flusher {
         // with the original commit, nothing added.
         let mut todo = Vec::with_capacity(open.len());
         for &i in open {
-            match batch[i].key.as_ref().and_then(|k| snapshot.request(k)) {
-                Some(logged) => {
+            let key = batch[i].key.as_ref();
+            match key.and_then(|k| Some((k, snapshot.request(&k.key)?))) {
+                Some((k, logged)) if !k.matches(logged.digest.as_deref()) => {
+                    results[i] = Some(Err(key_reused(key)));
+                }
+                Some((_, logged)) => {
                     results[i] = Some(Ok(replayed(logged)));
                 }
                 None => todo.push(i),
@@ -388,9 +424,10 @@ impl Flusher {
                 .iter()
                 .filter_map(|&i| {
                     batch[i].key.as_ref().map(|k| RequestKey {
-                        key: k.clone(),
+                        key: k.key.clone(),
                         rows: batch[i].input.rows,
                         expires,
+                        digest: Some(k.digest.clone()),
                     })
                 })
                 .collect(),
@@ -422,16 +459,26 @@ impl Flusher {
             }
             // A request of this flush was committed meanwhile by someone else: answer it, and
             // commit the others again.
-            Err(neve_core::Error::RequestCommitted { key, version, rows }) => {
+            Err(neve_core::Error::RequestCommitted {
+                key,
+                version,
+                rows,
+                digest,
+            }) => {
                 self.metrics.duplicates.inc();
                 for &i in &go {
-                    if batch[i].key.as_deref() == Some(key.as_str()) {
-                        results[i] = Some(Ok(Ack {
-                            version,
-                            rows,
-                            commit_id: String::new(),
-                            duplicate: true,
-                        }));
+                    let k = batch[i].key.as_ref();
+                    if k.is_some_and(|k| k.key == key) {
+                        results[i] = Some(if k.is_some_and(|k| k.matches(digest.as_deref())) {
+                            Ok(Ack {
+                                version,
+                                rows,
+                                commit_id: String::new(),
+                                duplicate: true,
+                            })
+                        } else {
+                            Err(key_reused(k))
+                        });
                     }
                 }
                 Err(Retry::Again)
@@ -453,6 +500,12 @@ impl Flusher {
 
 enum Retry {
     Again,
+}
+
+fn key_reused(key: Option<&Idempotency>) -> Error {
+    Error::IdempotencyKeyReused {
+        key: key.map(|k| k.key.clone()).unwrap_or_default(),
+    }
 }
 
 fn replayed(logged: &neve_core::log::LoggedRequest) -> Ack {

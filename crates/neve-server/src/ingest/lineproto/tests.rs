@@ -108,6 +108,7 @@ fn errors_name_the_line() {
     for (text, line, needle) in [
         ("m f=1\nm", 2, "field set"),
         ("m f=1 x", 1, "not an integer"),
+        ("m f=1 99999999999999999999", 1, "out of range"),
         ("m f=abc", 1, "not a field value"),
         ("m f=1\nm f=1i", 2, "integer here but float"),
         ("m,t=1 f=1\nm t=2", 2, "field here but a tag"),
@@ -120,4 +121,20 @@ fn errors_name_the_line() {
         assert_eq!(e.line, line, "{text}: {e}");
         assert!(e.message.contains(needle), "{text}: {e}");
     }
+}
+
+#[test]
+fn a_rows_error_names_the_request_line() {
+    let m = parse("a v=1\nb v=1\na v=2\n\na v=3", Precision::Ns, 1, NOW).unwrap();
+    assert_eq!(m[0].lines, vec![1, 3, 5]);
+    assert_eq!(m[1].lines, vec![2]);
+    let e = neve_core::Error::InvalidValue {
+        input: "line protocol".into(),
+        position: "row 3".into(),
+        column: "v".into(),
+        value: "3".into(),
+        reason: "does not fit".into(),
+    };
+    let e = super::at_line(e, &m[0].lines);
+    assert!(e.to_string().contains("at line 5, column 'v'"), "{e}");
 }

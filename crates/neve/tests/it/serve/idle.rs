@@ -117,3 +117,54 @@ async fn a_client_trickling_its_headers_is_cut_off() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+/// A client that sends part of an insert's body and then goes silent is answered 400 once
+/// the body has been silent for `body_read_timeout`, and its memory is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stops_arriving_fails_the_request() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let w = s3_table("serve-slow-body");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(&dir, "body_read_timeout = \"1s\"\n");
+    let s = ServerProc::start(&w, &["--config", &config, "--token", "t"]);
+    let c = client();
+    create(&c, &s.url, "t", "events").await;
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(
+        b"POST /v1/tables/events/insert HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\
+          Content-Type: application/x-ndjson\r\nContent-Length: 100\r\n\r\n{\"id\":",
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match slow.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&buf[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}}") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer after 10 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("stopped arriving"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    // Nothing was written, and the table takes a whole body.
+    let (status, v) = insert(&c, &s.url, "t", "events", rows(0, 3), None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(counts(&format!("{w}/events")), (3, 3));
+}

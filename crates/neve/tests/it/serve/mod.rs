@@ -312,6 +312,19 @@ async fn a_retried_request_is_committed_once() {
     let r5 = insert(&c, &a2.url, "t", "events", rows(20, 20), Some("req-2")).await;
     assert_eq!(r5.0, 200);
     assert_eq!(counts(&table), (40, 40));
+    // A key sent again with other rows is not a retry: 422, and nothing of it is written,
+    // whether the key is in the log already or only in the same flush.
+    let r6 = insert(&c, &b.url, "t", "events", rows(40, 5), Some("req-1")).await;
+    assert_eq!(r6.0, 422, "{}", r6.1);
+    assert_eq!(r6.1["error"]["code"], "idempotency_key_reused", "{}", r6.1);
+    let (x, y) = tokio::join!(
+        insert(&c, &b.url, "t", "events", rows(50, 5), Some("req-3")),
+        insert(&c, &b.url, "t", "events", rows(60, 5), Some("req-3")),
+    );
+    let mut statuses = [x.0, y.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 422], "{} {}", x.1, y.1);
+    assert_eq!(counts(&table), (45, 45));
     drop(b);
 }
 
@@ -577,6 +590,23 @@ async fn line_protocol_writes_tables_of_a_namespace() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
+    // A request refused for one measurement creates no table for another, and says which
+    // measurement and line it was.
+    let r = c
+        .post(format!("{}/api/v2/write?bucket=metrics", s.url))
+        .header("authorization", "Token tok")
+        .body("fresh,host=a v=1 1700000003000000000
+cpu,host=d usage_idle=1.5 1700000003000000000
+")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v = json(r).await;
+    assert_eq!(v["error"]["measurement"], "cpu", "{v}");
+    assert_eq!(v["error"]["code"], "schema_conflict", "{v}");
+    let out = crate::common::neve(&["info", &format!("{w}/metrics/fresh")]);
+    assert_eq!(out.status.code(), Some(66), "the refused request made a table");
     // A table's own folders are not measurements, and a request naming one writes nothing,
     // not even its other measurements' tables.
     for (bucket, body) in [
@@ -824,4 +854,58 @@ async fn table_names_equal_but_for_case() {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let v = json(r).await;
     assert_eq!(v["tables"].as_array().unwrap().len(), 1, "{v}");
+}
+
+/// Every error is JSON, axum's own refusals included, and no message shows where the
+/// warehouse is: tables are named as the caller names them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_json_and_shows_no_server_path() {
+    let (w, _) = warehouse();
+    let s = ServerProc::start(&w, &["--token", "tok"]);
+    let c = client();
+    create(&c, &s.url, "tok", "events").await;
+    let bucket_path = w.trim_start_matches("s3://").to_string();
+    let u = &s.url;
+    let cases = [
+        (c.get(format!("{u}/v1/tables/a/b")), 404, "no_such_route"),
+        (c.delete(format!("{u}/v1/tables/events")), 405, "method_not_allowed"),
+        (c.post(format!("{u}/api/v2/write?precision=s")), 400, "bad_request"),
+        (c.get(format!("{u}/query")), 400, "bad_request"),
+        (c.put(format!("{u}/v1/tables/events")).body("{}"), 409, "conflict"),
+        (
+            c.post(format!("{u}/v1/sql")).body("SELECT * FROM nope"),
+            404,
+            "table_not_found",
+        ),
+    ];
+    for (req, status, code) in cases {
+        let r = req.bearer_auth("tok").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("application/json"), "{ct}");
+        let v = json(r).await;
+        assert_eq!(v["error"]["code"], code, "{v}");
+        let m = v["error"]["message"].as_str().unwrap();
+        assert!(!m.contains(&bucket_path), "{m}");
+    }
+    // The table that exists is named as the caller named it.
+    let r = c
+        .put(format!("{u}/v1/tables/events"))
+        .bearer_auth("tok")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let v = json(r).await;
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("'events'"),
+        "{v}"
+    );
+    // A huge value is echoed in part only.
+    let (status, v) = insert(&c, u, "tok", "events", rows(0, 1), None).await;
+    assert_eq!(status, 200, "{v}");
+    let big = format!("{{\"id\": \"{}\", \"region\": \"r\"}}\n", "9".repeat(900_000));
+    let (status, v) = insert(&c, u, "tok", "events", big, None).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().len() < 4_000, "{}", v.to_string().len());
 }
