@@ -121,7 +121,11 @@ def _arrow_stream(data: Any, failure: Optional[list] = None) -> Any:
         return pa.Table.from_batches([data])
     if isinstance(data, list):
         # list[dict]: typed by pyarrow's inference, then by the table's rules.
-        return pa.Table.from_pylist(data)
+        table = pa.Table.from_pylist(data)
+        if table.num_columns == 0 and data:
+            # pyarrow makes no rows of them: refused, as neve refuses rows without columns.
+            raise InvalidInputError(f"{len(data)} rows have no columns: a row needs a value to be stored")
+        return table
     module = type(data).__module__.split(".")[0]
     if module == "polars":
         return data.to_arrow()

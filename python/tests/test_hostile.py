@@ -251,7 +251,7 @@ def test_file_urls_are_decoded(tmp_path):
     t.insert(pa.table({"a": [1]}))
     url = (tmp_path / "sp ace%t").as_uri()
     assert "%20" in url and "%25" in url
-    assert neve.Table(url).sql("SELECT a FROM t").to_pylist() == [{"a": 1}]
+    assert neve.sql("SELECT a FROM t", tables={"t": url}).to_pylist() == [{"a": 1}]
     with pytest.raises(neve.InvalidInputError):
         neve.Table(url + "?x=1")
 
