@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
@@ -229,7 +230,9 @@ class Table:
     @property
     def name(self) -> str:
         """The table's folder name: what `sql()` calls it."""
-        return self._t.address.rstrip("/").rsplit("/", 1)[-1]
+        name = self._t.address.rstrip("/").rsplit("/", 1)[-1]
+        # A file: URL's escapes are decoded, as the folder is found.
+        return urllib.parse.unquote(name) if self._t.address.startswith("file:") else name
 
     @property
     def version(self) -> int:

@@ -252,6 +252,7 @@ def test_file_urls_are_decoded(tmp_path):
     url = (tmp_path / "sp ace%t").as_uri()
     assert "%20" in url and "%25" in url
     assert neve.sql("SELECT a FROM t", tables={"t": url}).to_pylist() == [{"a": 1}]
+    assert neve.Table(url).name == "sp ace%t"
     with pytest.raises(neve.InvalidInputError):
         neve.Table(url + "?x=1")
 

@@ -126,6 +126,15 @@ impl AppState {
         }
     }
 
+    /// `e`, which reading table `name` at `address` met, for the caller; a table that does not
+    /// exist leaves the handle cache (a client naming random tables would fill it otherwise).
+    async fn gone(&self, e: neve_core::Error, address: &str, name: &str) -> Error {
+        if matches!(e, neve_core::Error::TableNotFound { .. }) {
+            self.forget_table(address).await;
+        }
+        not_found(e, name)
+    }
+
     /// Drop the handle of a table that turned out not to exist.
     pub(crate) async fn forget_table(&self, address: &str) {
         let mut tables = self.tables.lock().await;
@@ -407,7 +416,10 @@ async fn table_info(
 ) -> Result<Response> {
     let address = state.authorize(&headers, Role::Read, "read tables", &name)?;
     let table = state.table(&address).await?;
-    let snap = table.snapshot().await.map_err(|e| not_found(e, &name))?;
+    let snap = match table.snapshot().await {
+        Ok(s) => s,
+        Err(e) => return Err(state.gone(e, &address, &name).await),
+    };
     Ok(Json(serde_json::json!({
         "table": name,
         "version": snap.version,
@@ -438,7 +450,10 @@ async fn insert(
     let key = idempotency_key(&headers)?;
     let format = body::format(&headers)?;
     let table = state.table(&address).await?;
-    let meta = table.metadata().await.map_err(|e| not_found(e, &name))?;
+    let meta = match table.metadata().await {
+        Ok(m) => m,
+        Err(e) => return Err(state.gone(e, &address, &name).await),
+    };
     let (decoded, mut permit) = read_body(&state, &headers, body)?;
     // The body as decoded: a retry may differ in how it was sent (compressed or not, a
     // Content-Type given or detected), never in its bytes.
@@ -450,8 +465,17 @@ async fn insert(
             format,
             ..Default::default()
         };
-        let input = open_bytes(&input_name, decoded, &opts, &meta.schema)?;
-        t.prepare(&meta, input)
+        let input = match open_bytes(&input_name, decoded, &opts, &meta.schema) {
+            Ok(input) => input,
+            // The CLI's advice (`--format`) is no use to an HTTP client.
+            Err(neve_core::Error::UnknownFormat { reason, .. }) => {
+                return Err(Error::BadRequest {
+                    reason: format!("the body's format cannot be told from its content ({reason}): send a Content-Type (application/x-ndjson, application/json, text/csv, application/vnd.apache.arrow.stream, application/vnd.apache.parquet)"),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        t.prepare(&meta, input).map_err(Error::from)
     })
     .await
     .map_err(task_failed)??;

@@ -888,6 +888,20 @@ async fn every_error_is_json_and_shows_no_server_path() {
         let m = v["error"]["message"].as_str().unwrap();
         assert!(!m.contains(&bucket_path), "{m}");
     }
+    // Tables that do not exist keep no handle open.
+    for i in 0..5 {
+        let r = c
+            .get(format!("{u}/v1/tables/missing{i}"))
+            .bearer_auth("tok")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+        let (st, _) = insert(&c, u, "tok", &format!("missing{i}"), rows(0, 1), None).await;
+        assert_eq!(st, 404);
+    }
+    let text = metrics_text(&c, u).await;
+    assert!(metric(&text, "neve_tables_open") <= 1.0, "{text}");
     // The table that exists is named as the caller named it.
     let r = c
         .put(format!("{u}/v1/tables/events"))
@@ -901,6 +915,18 @@ async fn every_error_is_json_and_shows_no_server_path() {
         v["error"]["message"].as_str().unwrap().contains("'events'"),
         "{v}"
     );
+    // A body whose format cannot be told asks for a Content-Type, not a CLI flag.
+    let r = c
+        .post(format!("{u}/v1/tables/events/insert"))
+        .bearer_auth("tok")
+        .body(vec![0xffu8, 0x00, 0x13, 0x37, 0x00, 0xfe])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v = json(r).await;
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(m.contains("Content-Type") && !m.contains("--format"), "{v}");
     // A huge value is echoed in part only.
     let (status, v) = insert(&c, u, "tok", "events", rows(0, 1), None).await;
     assert_eq!(status, 200, "{v}");
