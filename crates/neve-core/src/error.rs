@@ -64,7 +64,10 @@ pub enum Error {
     },
 
     /// Strict schema mode and the input carries columns the table does not have.
-    #[error("table schema is strict and the input has new column(s): {}", clip(columns, 1000))]
+    #[error(
+        "table schema is strict and the input has new column(s): {}",
+        clip(columns, 1000)
+    )]
     NewColumnRejected { columns: String },
 
     /// A schema definition (`--schema`, `neve alter`) that cannot be parsed.
@@ -73,7 +76,10 @@ pub enum Error {
 
     /// A value that cannot be stored in its column without changing it: a fraction into an
     /// integer, a number out of range, text that does not parse, a null in a `not null` column.
-    #[error("invalid value in '{input}' at {position}, column '{column}': {} {reason}", clip(value, 200))]
+    #[error(
+        "invalid value in '{input}' at {position}, column '{column}': {} {reason}",
+        clip(value, 200)
+    )]
     InvalidValue {
         input: String,
         /// `line N` (CSV, NDJSON), `element N` (JSON array) or `row N` (Arrow, Parquet).

@@ -46,10 +46,7 @@ pub enum Error {
     /// A request refused before a handler ran (axum's own checks: a query string that does
     /// not parse, a method the route does not take).
     #[error("{reason}")]
-    Refused {
-        status: StatusCode,
-        reason: String,
-    },
+    Refused { status: StatusCode, reason: String },
 
     #[error("the server is shutting down")]
     ShuttingDown,

@@ -206,7 +206,9 @@ async fn json_errors(r: Response, limit: u64, redact: &Redact) -> Response {
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     let (mut parts, body) = r.into_parts();
     // Error bodies are small: whatever is larger is cut, not held.
-    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     if json {
         parts.headers.remove(axum::http::header::CONTENT_LENGTH);
@@ -676,12 +678,14 @@ async fn write_lines(
             });
             async move {
                 state.metrics.rows_in.inc_by(p.rows);
-                state.ingest.submit(&address, &table, p, key, permit).await.map_err(|e| {
-                    Error::InMeasurement {
+                state
+                    .ingest
+                    .submit(&address, &table, p, key, permit)
+                    .await
+                    .map_err(|e| Error::InMeasurement {
                         measurement: name,
                         source: Box::new(e),
-                    }
-                })
+                    })
             }
         });
     for r in futures::future::join_all(submits).await {

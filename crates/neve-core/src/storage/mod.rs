@@ -526,7 +526,10 @@ mod tests {
                 dir: "/tmp/sp ace%t".into()
             }
         );
-        assert_eq!(TableLocation::parse("file:/tmp/t").unwrap().root.as_ref(), "tmp/t");
+        assert_eq!(
+            TableLocation::parse("file:/tmp/t").unwrap().root.as_ref(),
+            "tmp/t"
+        );
         assert!(TableLocation::parse("file:///tmp/t?x=1").is_err());
         assert!(TableLocation::parse("file:///tmp/t#x").is_err());
         assert!(TableLocation::parse("gs://b/t").is_err());

@@ -222,14 +222,12 @@ fn parse_line(line: &str) -> Result<Point<'_>, String> {
     }
     let time = match time.map(|t| t.trim()) {
         None | Some("") => None,
-        Some(t) => Some(
-            t.parse::<i64>().map_err(|e| match e.kind() {
-                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                    format!("timestamp '{t}' is out of range (a 64-bit integer)")
-                }
-                _ => format!("timestamp '{t}' is not an integer"),
-            })?,
-        ),
+        Some(t) => Some(t.parse::<i64>().map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                format!("timestamp '{t}' is out of range (a 64-bit integer)")
+            }
+            _ => format!("timestamp '{t}' is not an integer"),
+        })?),
     };
     Ok(Point {
         measurement,

@@ -595,9 +595,9 @@ async fn line_protocol_writes_tables_of_a_namespace() {
     let r = c
         .post(format!("{}/api/v2/write?bucket=metrics", s.url))
         .header("authorization", "Token tok")
-        .body("fresh,host=a v=1 1700000003000000000
-cpu,host=d usage_idle=1.5 1700000003000000000
-")
+        .body(
+            "fresh,host=a v=1 1700000003000000000\ncpu,host=d usage_idle=1.5 1700000003000000000\n",
+        )
         .send()
         .await
         .unwrap();
@@ -606,7 +606,11 @@ cpu,host=d usage_idle=1.5 1700000003000000000
     assert_eq!(v["error"]["measurement"], "cpu", "{v}");
     assert_eq!(v["error"]["code"], "schema_conflict", "{v}");
     let out = crate::common::neve(&["info", &format!("{w}/metrics/fresh")]);
-    assert_eq!(out.status.code(), Some(66), "the refused request made a table");
+    assert_eq!(
+        out.status.code(),
+        Some(66),
+        "the refused request made a table"
+    );
     // A table's own folders are not measurements, and a request naming one writes nothing,
     // not even its other measurements' tables.
     for (bucket, body) in [
@@ -868,10 +872,22 @@ async fn every_error_is_json_and_shows_no_server_path() {
     let u = &s.url;
     let cases = [
         (c.get(format!("{u}/v1/tables/a/b")), 404, "no_such_route"),
-        (c.delete(format!("{u}/v1/tables/events")), 405, "method_not_allowed"),
-        (c.post(format!("{u}/api/v2/write?precision=s")), 400, "bad_request"),
+        (
+            c.delete(format!("{u}/v1/tables/events")),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            c.post(format!("{u}/api/v2/write?precision=s")),
+            400,
+            "bad_request",
+        ),
         (c.get(format!("{u}/query")), 400, "bad_request"),
-        (c.put(format!("{u}/v1/tables/events")).body("{}"), 409, "conflict"),
+        (
+            c.put(format!("{u}/v1/tables/events")).body("{}"),
+            409,
+            "conflict",
+        ),
         (
             c.post(format!("{u}/v1/sql")).body("SELECT * FROM nope"),
             404,
@@ -930,7 +946,10 @@ async fn every_error_is_json_and_shows_no_server_path() {
     // A huge value is echoed in part only.
     let (status, v) = insert(&c, u, "tok", "events", rows(0, 1), None).await;
     assert_eq!(status, 200, "{v}");
-    let big = format!("{{\"id\": \"{}\", \"region\": \"r\"}}\n", "9".repeat(900_000));
+    let big = format!(
+        "{{\"id\": \"{}\", \"region\": \"r\"}}\n",
+        "9".repeat(900_000)
+    );
     let (status, v) = insert(&c, u, "tok", "events", big, None).await;
     assert_eq!(status, 400, "{v}");
     assert!(v.to_string().len() < 4_000, "{}", v.to_string().len());
