@@ -95,7 +95,10 @@ pub async fn serve(
 struct IdleBody<B> {
     inner: B,
     idle: Duration,
+    /// Made at the first wait and reset at each later one: no allocation per frame.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether the timer counts the current wait (it stops counting when a frame comes).
+    armed: bool,
 }
 
 impl<B> IdleBody<B> {
@@ -104,6 +107,7 @@ impl<B> IdleBody<B> {
             inner,
             idle,
             timer: None,
+            armed: false,
         }
     }
 }
@@ -128,7 +132,7 @@ where
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                this.timer = None;
+                this.armed = false;
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }
             Poll::Pending => {
@@ -136,6 +140,10 @@ where
                 let timer = this
                     .timer
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                if !this.armed {
+                    timer.as_mut().reset(tokio::time::Instant::now() + idle);
+                    this.armed = true;
+                }
                 match timer.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Some(Err(BodyIdle(idle).into()))),
                     Poll::Pending => Poll::Pending,

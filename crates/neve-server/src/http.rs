@@ -632,7 +632,7 @@ async fn write_lines(
                     sort_by,
                     ..Default::default()
                 };
-                (provisional_metadata(&opts), Some(opts))
+                (opts.clone().into_metadata(String::new(), 0), Some(opts))
             }
             Err(e) => return Err(e.into()),
         };
@@ -692,19 +692,6 @@ async fn write_lines(
         r?;
     }
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// The metadata a table made with `opts` will have (its id and time aside).
-fn provisional_metadata(opts: &CreateOptions) -> neve_core::log::Metadata {
-    neve_core::log::Metadata {
-        table_id: String::new(),
-        created_time: 0,
-        schema: opts.schema.clone(),
-        partition_by: opts.partition_by.clone(),
-        sort_by: opts.sort_by.clone(),
-        settings: opts.settings.clone(),
-        merge: opts.merge.clone(),
-    }
 }
 
 /// A measurement's rows checked and conformed against `meta`; an error names the

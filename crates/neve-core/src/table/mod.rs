@@ -77,6 +77,21 @@ pub struct CreateOptions {
     pub merge: Option<crate::merge::MergeSpec>,
 }
 
+impl CreateOptions {
+    /// The metadata a table created with these options has (what version 0 records).
+    pub fn into_metadata(self, table_id: String, created_time: i64) -> Metadata {
+        Metadata {
+            table_id,
+            created_time,
+            schema: self.schema,
+            partition_by: self.partition_by,
+            sort_by: self.sort_by,
+            settings: self.settings,
+            merge: self.merge,
+        }
+    }
+}
+
 /// Builds a [`Table`] with injected clock and randomness.
 pub struct TableBuilder {
     location: TableLocation,
@@ -245,15 +260,7 @@ impl Table {
             })?;
         }
         let now = self.clock.now_millis();
-        let metadata = Metadata {
-            table_id: self.committer.new_id().to_string(),
-            created_time: now,
-            schema: opts.schema,
-            partition_by: opts.partition_by,
-            sort_by: opts.sort_by,
-            settings: opts.settings,
-            merge: opts.merge,
-        };
+        let metadata = opts.into_metadata(self.committer.new_id().to_string(), now);
         let info = crate::log::CommitInfo {
             timestamp: now,
             operation: "CREATE".into(),

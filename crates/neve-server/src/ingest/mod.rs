@@ -57,6 +57,13 @@ impl Idempotency {
         Self { key, digest }
     }
 
+    /// The refusal of this request, whose key another request used.
+    fn reused(&self) -> Error {
+        Error::IdempotencyKeyReused {
+            key: self.key.clone(),
+        }
+    }
+
     /// Whether a request committed with `logged` (absent in older logs) was this one.
     fn matches(&self, logged: Option<&str>) -> bool {
         logged.is_none_or(|d| d == self.digest)
@@ -335,17 +342,17 @@ impl Flusher {
         self.metrics.flush_seconds.observe(elapsed.as_secs_f64());
         for (i, twin) in twins {
             let reused = match (&twin.key, &batch[i].key) {
-                (Some(t), Some(first)) => !t.matches(Some(&first.digest)),
-                _ => false,
+                (Some(t), Some(first)) if !t.matches(Some(&first.digest)) => Some(t.reused()),
+                _ => None,
             };
-            let r = match &results[i] {
-                _ if reused => Err(key_reused(twin.key.as_ref())),
-                Some(Ok(ack)) => Ok(Ack {
+            let r = match (&results[i], reused) {
+                (_, Some(e)) => Err(e),
+                (Some(Ok(ack)), None) => Ok(Ack {
                     duplicate: true,
                     ..ack.clone()
                 }),
-                Some(Err(e)) => Err(e.duplicate()),
-                None => Err(Error::ShuttingDown),
+                (Some(Err(e)), None) => Err(e.duplicate()),
+                (None, None) => Err(Error::ShuttingDown),
             };
             self.answer(twin, r);
         }
@@ -390,7 +397,7 @@ impl Flusher {
             let key = batch[i].key.as_ref();
             match key.and_then(|k| Some((k, snapshot.request(&k.key)?))) {
                 Some((k, logged)) if !k.matches(logged.digest.as_deref()) => {
-                    results[i] = Some(Err(key_reused(key)));
+                    results[i] = Some(Err(k.reused()));
                 }
                 Some((_, logged)) => {
                     results[i] = Some(Ok(replayed(logged)));
@@ -467,19 +474,19 @@ impl Flusher {
             }) => {
                 self.metrics.duplicates.inc();
                 for &i in &go {
-                    let k = batch[i].key.as_ref();
-                    if k.is_some_and(|k| k.key == key) {
-                        results[i] = Some(if k.is_some_and(|k| k.matches(digest.as_deref())) {
-                            Ok(Ack {
-                                version,
-                                rows,
-                                commit_id: String::new(),
-                                duplicate: true,
-                            })
-                        } else {
-                            Err(key_reused(k))
-                        });
-                    }
+                    let Some(k) = batch[i].key.as_ref().filter(|k| k.key == key) else {
+                        continue;
+                    };
+                    results[i] = Some(if k.matches(digest.as_deref()) {
+                        Ok(Ack {
+                            version,
+                            rows,
+                            commit_id: String::new(),
+                            duplicate: true,
+                        })
+                    } else {
+                        Err(k.reused())
+                    });
                 }
                 Err(Retry::Again)
             }
@@ -500,12 +507,6 @@ impl Flusher {
 
 enum Retry {
     Again,
-}
-
-fn key_reused(key: Option<&Idempotency>) -> Error {
-    Error::IdempotencyKeyReused {
-        key: key.map(|k| k.key.clone()).unwrap_or_default(),
-    }
 }
 
 fn replayed(logged: &neve_core::log::LoggedRequest) -> Ack {
