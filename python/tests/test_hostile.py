@@ -3,6 +3,7 @@ the source's own), the table stays as it was, and what is accepted reads back.""
 
 import datetime as dt
 import multiprocessing as mp
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -89,6 +90,26 @@ def test_invalid_utf8_and_zero_width_binaries_are_refused(tmp_path):
     assert "fb0" in str(e.value)
     assert state(t) == before
     assert t.sql("SELECT s FROM t").column("s").to_pylist() == ["ok"]
+
+
+def test_decimals_beyond_their_precision_are_refused(tmp_path):
+    """An array built without validation can hold 10**10 in decimal(3,0): Parquet would store it
+    cut to the precision's 32 bits. Refused with its row, top level and nested."""
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pa.table({"id": [1], "d": pa.array([Decimal("7")], pa.decimal128(3, 0))}))
+    before = state(t)
+    values = np.zeros(4, np.int64)
+    values[0], values[2] = 5, 10**10  # little-endian 128-bit: low word, then high word 0
+    bad = pa.Array.from_buffers(pa.decimal128(3, 0), 2, [None, pa.py_buffer(values.tobytes())])
+    with pytest.raises(neve.SchemaError) as e:
+        t.insert(pa.table({"id": [2, 3], "d": bad}))
+    m = str(e.value)
+    assert "row 2" in m and "'d'" in m and "10000000000" in m and "decimal(3,0)" in m, m
+    nested = pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()), bad)
+    with pytest.raises(neve.SchemaError) as e:
+        t.insert(pa.table({"id": [4, 5], "l": nested}))
+    assert "row 2" in str(e.value) and "'l'" in str(e.value), e.value
+    assert state(t) == before
 
 
 class Boom(Exception):
@@ -262,3 +283,20 @@ def test_a_polars_null_column_is_taken(tmp_path):
     t = neve.create_table(tmp_path / "t")
     t.insert(pl.DataFrame({"id": [3], "n": [None]}))
     assert t.sql("SELECT id, n FROM t").to_pylist() == [{"id": 3, "n": None}]
+
+
+def test_zoned_timestamps_of_another_zone_keep_their_instant(tmp_path):
+    """A zone only says how to show an instant: UTC values go into a Paris column unchanged, and
+    the column keeps its zone. A naive timestamp has no instant and is still refused."""
+    t = neve.create_table(tmp_path / "t")
+    paris = pa.timestamp("us", tz="Europe/Paris")
+    t.insert(pa.table({"id": [1], "at": pa.array([1_700_000_000_000_000], paris)}))
+    with pytest.raises(neve.SchemaError):
+        t.insert(pa.table({"id": [2, 3], "at": pa.array([1, 2], pa.timestamp("us"))}))
+    # Nanoseconds that are whole microseconds; the instants are the same.
+    utc = pa.array([1_700_000_000_000_001_000, None], pa.timestamp("ns", tz="UTC"))
+    t.insert(pa.table({"id": [2, 3], "at": utc}))
+    out = t.sql("SELECT id, at FROM t ORDER BY id")
+    assert out.schema.field("at").type == paris
+    assert out.column("at").cast(pa.int64()).to_pylist() == [
+        1_700_000_000_000_000, 1_700_000_000_000_001, None]

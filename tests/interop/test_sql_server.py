@@ -178,6 +178,36 @@ def test_flight_sql_basic_auth_handshake_and_refusals(server):
             assert status in text or status.replace("_", " ").title().replace(" ", "") in text, text
 
 
+def test_flight_sql_statuses_and_plans_show_no_server_path(neve_bin, tmp_path):
+    """Over Flight as over HTTP, neither an error nor a plan says where the warehouse is:
+    files are named from the table's folder."""
+    import adbc_driver_manager
+
+    warehouse = tmp_path / "wh-secret-place"
+    table = warehouse / "events"
+    subprocess.run([neve_bin, "create", str(table)], check=True, capture_output=True)
+    rows = tmp_path / "rows.ndjson"
+    rows.write_text('{"id": 1}\n{"id": 2}\n')
+    subprocess.run([neve_bin, "insert", str(table), str(rows)], check=True, capture_output=True)
+    s = Server(neve_bin, str(warehouse), "--token", TOKEN)
+    try:
+        with s.adbc() as conn, conn.cursor() as cur:
+            cur.execute("EXPLAIN SELECT * FROM events")
+            plan = " ".join(str(v) for row in cur.fetchall() for v in row)
+            assert "events/_data/" in plan and "wh-secret-place" not in plan, plan
+            files = list((table / "_data").rglob("*.parquet"))
+            assert files
+            for f in files:
+                f.unlink()
+            with pytest.raises(adbc_driver_manager.Error) as e:
+                cur.execute("SELECT * FROM events")
+                cur.fetchall()
+            text = str(e.value)
+            assert "events/_data/" in text and "wh-secret-place" not in text, text
+    finally:
+        s.stop()
+
+
 def test_flight_sql_tenants_see_only_their_tables(neve_bin, s3_prefix, tmp_path):
     """Tenant B's table is invisible to tenant A's token over Flight, by name and in the
     catalog."""

@@ -285,7 +285,7 @@ pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
 }
 
 /// `s` cut to about `max` bytes: a message echoes input, which can be megabytes.
-pub(crate) fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max {
         return s.into();
     }

@@ -99,12 +99,25 @@ pub fn check_key(key: &str) -> Result<()> {
     if key.contains('\\') || key.contains('\0') {
         return refuse("backslashes and NUL are not allowed");
     }
-    let lower = key.to_ascii_lowercase();
-    if lower.contains("%2e") || lower.contains("%252") {
-        return refuse("encoded dots are not allowed");
+    if key.starts_with('/') {
+        return refuse("an empty leading segment is not allowed");
     }
-    if key.starts_with('/') || key.split('/').any(|s| s == "." || s == "..") {
-        return refuse("'.', '..' and empty leading segments are not allowed");
+    // A key is looked up as it is among the snapshot's files, so it cannot leave the bucket;
+    // still, no segment may be '.' or '..' as written or decoded up to three times (a reader or a
+    // store on the way may decode it). Partition values that neve escaped stay readable:
+    // `kind=%2E%2E` decodes to `kind=..`, a name, not a step up.
+    for segment in key.split('/') {
+        let mut text = std::borrow::Cow::Borrowed(segment.as_bytes());
+        for _ in 0..4 {
+            if *text == *b"." || *text == *b".." {
+                return refuse("'.' and '..' segments, encoded or not, are not allowed");
+            }
+            let next = urlencoding::decode_binary(&text).into_owned();
+            if next == *text {
+                break;
+            }
+            text = next.into();
+        }
     }
     Ok(())
 }
@@ -140,6 +153,11 @@ mod tests {
     fn keys_that_leave_the_bucket_are_refused() {
         check_key("d=2021-08/part-1.parquet").unwrap();
         check_key("d=a%2Fb/part-1.parquet").unwrap();
+        // neve's own escapes of the values '..', '.' and 'a%20b'.
+        check_key("kind=%2E%2E/part-1.parquet").unwrap();
+        check_key("kind=%2E/part-1.parquet").unwrap();
+        check_key("kind=a%2520b/part-1.parquet").unwrap();
+        check_key("k=50%252Boff/part-1.parquet").unwrap();
         for bad in [
             "../_log/00000000000000000001.json",
             "d=1/../../x",
@@ -149,6 +167,9 @@ mod tests {
             "%252e%252e/x",
             "/abs",
             "a\\..\\b",
+            "d=1/%2E",
+            "d=1/%252E%252E",
+            "%25252e%25252e/x",
         ] {
             assert!(check_key(bad).is_err(), "{bad}");
         }

@@ -4,7 +4,7 @@
 //! has asked for in a while is forgotten ([`Catalog::forget_idle`]), so a proxy in front of
 //! thousands of tables holds only those in use; the next request reads its log again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,11 @@ use crate::error::Result;
 
 /// Pinned snapshots kept per table (the versions being paged through, the latest few).
 const KEPT_VERSIONS: usize = 8;
+/// Times of `--t` buckets resolved to versions, kept per table.
+const KEPT_TIMES: usize = 64;
+/// A time this close to now may still gain a commit (one in flight, a writer's clock behind
+/// ours): it is resolved again each time, not kept.
+const SETTLED_MS: i64 = 60_000;
 
 /// Every table of a warehouse that has been asked for.
 pub struct Catalog {
@@ -30,16 +35,50 @@ struct TableState {
     used: Mutex<Instant>,
     /// The latest snapshot and when the read that made it started.
     latest: tokio::sync::Mutex<Option<(Arc<Snapshot>, Instant)>>,
-    versions: Mutex<BTreeMap<u64, Arc<Snapshot>>>,
+    versions: Mutex<Kept>,
+    /// `--t` times (ms) and the version each names.
+    times: Mutex<HashMap<i64, u64>>,
+}
+
+/// Snapshots by version, the least recently used dropped first: a version being scanned stays
+/// however many commits come meanwhile.
+#[derive(Default)]
+struct Kept {
+    by_version: HashMap<u64, (Arc<Snapshot>, u64)>,
+    tick: u64,
+}
+
+impl Kept {
+    fn get(&mut self, version: u64) -> Option<Arc<Snapshot>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.by_version.get_mut(&version).map(|(s, used)| {
+            *used = tick;
+            s.clone()
+        })
+    }
+
+    fn insert(&mut self, snap: &Arc<Snapshot>) {
+        self.tick += 1;
+        self.by_version
+            .insert(snap.version, (snap.clone(), self.tick));
+        while self.by_version.len() > KEPT_VERSIONS {
+            let Some(oldest) = self
+                .by_version
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(v, _)| *v)
+            else {
+                break;
+            };
+            self.by_version.remove(&oldest);
+        }
+    }
 }
 
 impl TableState {
     fn keep(&self, snap: &Arc<Snapshot>) {
-        let mut v = self.versions.lock().expect("versions lock");
-        v.insert(snap.version, snap.clone());
-        while v.len() > KEPT_VERSIONS {
-            v.pop_first();
-        }
+        self.versions.lock().expect("versions lock").insert(snap);
     }
 }
 
@@ -71,7 +110,8 @@ impl Catalog {
                     log: LogStore::new(self.warehouse.sub(table)),
                     used: Mutex::new(now),
                     latest: tokio::sync::Mutex::new(None),
-                    versions: Mutex::new(BTreeMap::new()),
+                    versions: Mutex::new(Kept::default()),
+                    times: Mutex::new(HashMap::new()),
                 })
             })
             .clone();
@@ -83,26 +123,40 @@ impl Catalog {
     /// finished before this call (or `refresh_interval` old at most).
     pub async fn snapshot(&self, table: &str, pin: Pin) -> Result<Arc<Snapshot>> {
         match pin {
-            Pin::Latest => self.latest(table, true).await,
+            Pin::Latest => self.latest(table, self.refresh_interval).await,
             Pin::Version(v) => self.version(table, v).await,
             Pin::Time(ms) => {
+                // A scan of a `--t` bucket asks once per file and range: the log is replayed
+                // once per time, not per request.
                 let state = self.state(table);
+                let known = state.times.lock().expect("times lock").get(&ms).copied();
+                if let Some(v) = known {
+                    return self.version(table, v).await;
+                }
                 let snap = Arc::new(state.log.load_at_timestamp(ms).await?);
                 state.keep(&snap);
+                if ms < chrono::Utc::now().timestamp_millis() - SETTLED_MS {
+                    let mut times = state.times.lock().expect("times lock");
+                    if times.len() >= KEPT_TIMES {
+                        times.clear();
+                    }
+                    times.insert(ms, snap.version);
+                }
                 Ok(snap)
             }
         }
     }
 
-    /// The latest snapshot; with `fresh` false, whatever is in memory if anything is.
-    pub async fn latest(&self, table: &str, fresh: bool) -> Result<Arc<Snapshot>> {
+    /// The latest snapshot, read from the log's tail unless the one in memory was read at
+    /// most `max_age` ago.
+    pub async fn latest(&self, table: &str, max_age: Duration) -> Result<Arc<Snapshot>> {
         let asked = Instant::now();
         let state = self.state(table);
         let mut latest = state.latest.lock().await;
         if let Some((snap, started)) = &*latest {
             // A read that started after this call (or recently enough) saw every commit
             // that finished before it.
-            if !fresh || *started + self.refresh_interval >= asked {
+            if *started + max_age >= asked {
                 return Ok(snap.clone());
             }
         }
@@ -130,8 +184,8 @@ impl Catalog {
     /// The snapshot at `version`, from memory if it was seen recently.
     pub async fn version(&self, table: &str, version: u64) -> Result<Arc<Snapshot>> {
         let state = self.state(table);
-        if let Some(s) = state.versions.lock().expect("versions lock").get(&version) {
-            return Ok(s.clone());
+        if let Some(s) = state.versions.lock().expect("versions lock").get(version) {
+            return Ok(s);
         }
         let snap = Arc::new(state.log.load_version(version).await?);
         state.keep(&snap);
@@ -210,7 +264,7 @@ mod tests {
         let catalog = Catalog::new(warehouse.clone(), Duration::ZERO);
         let idle = Duration::from_secs(600);
         for t in ["a", "b", "c"] {
-            catalog.latest(t, true).await.unwrap();
+            catalog.latest(t, Duration::ZERO).await.unwrap();
         }
         let start = Instant::now();
         assert_eq!(catalog.forget_idle(start, idle), 0, "nothing idle yet");
@@ -238,7 +292,79 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(catalog.latest("a", false).await.unwrap().version, 1);
+        assert_eq!(catalog.latest("a", Duration::MAX).await.unwrap().version, 1);
         assert!(catalog.knows("a"));
+    }
+
+    async fn commit(warehouse: &TableLocation, t: &str, n: usize) {
+        let table = TableBuilder::new(warehouse.sub(t)).build();
+        for i in 0..n {
+            table
+                .alter(&neve_core::schema::AlterOp::SetSetting {
+                    key: "merge_min_files".into(),
+                    value: (4 + i).to_string(),
+                })
+                .await
+                .unwrap();
+        }
+    }
+
+    /// The latest snapshot in memory is answered while younger than the age asked for, and
+    /// read again past it.
+    #[tokio::test]
+    async fn the_snapshot_in_memory_is_used_up_to_an_age() {
+        let warehouse = TableLocation::memory("wh");
+        TableBuilder::new(warehouse.sub("a"))
+            .build()
+            .create(CreateOptions::default())
+            .await
+            .unwrap();
+        let catalog = Catalog::new(warehouse.clone(), Duration::ZERO);
+        assert_eq!(catalog.latest("a", Duration::MAX).await.unwrap().version, 0);
+        commit(&warehouse, "a", 1).await;
+        let hour = Duration::from_secs(3600);
+        assert_eq!(catalog.latest("a", hour).await.unwrap().version, 0);
+        assert_eq!(
+            catalog.latest("a", Duration::ZERO).await.unwrap().version,
+            1
+        );
+    }
+
+    /// A version being read stays kept however many newer ones are read meanwhile, and a
+    /// settled time resolves to its version once.
+    #[tokio::test]
+    async fn pinned_versions_and_times_are_kept_while_used() {
+        let warehouse = TableLocation::memory("wh");
+        TableBuilder::new(warehouse.sub("a"))
+            .build()
+            .create(CreateOptions::default())
+            .await
+            .unwrap();
+        commit(&warehouse, "a", 2).await;
+        let catalog = Catalog::new(warehouse.clone(), Duration::ZERO);
+        let pinned = catalog.version("a", 1).await.unwrap();
+        for _ in 0..(2 * KEPT_VERSIONS) {
+            commit(&warehouse, "a", 1).await;
+            catalog.latest("a", Duration::ZERO).await.unwrap();
+            // Used again: kept, the same snapshot, not read again.
+            let again = catalog.version("a", 1).await.unwrap();
+            assert!(Arc::ptr_eq(&pinned, &again));
+        }
+        // A time long past: replayed once, then the version it named.
+        let past = chrono::Utc::now().timestamp_millis() - 10 * SETTLED_MS;
+        let first = catalog.snapshot("a", Pin::Time(past)).await;
+        let state = catalog.state("a");
+        let resolved = state.times.lock().unwrap().get(&past).copied();
+        match first {
+            Ok(s) => assert_eq!(resolved, Some(s.version)),
+            // The table did not exist then: nothing to keep.
+            Err(_) => assert_eq!(resolved, None),
+        }
+        // A time of now may still gain commits: not kept. (A minute ahead: commit times
+        // strictly increase, so commits made within a millisecond run ahead of the clock.)
+        let now = chrono::Utc::now().timestamp_millis() + 60_000;
+        let latest = catalog.snapshot("a", Pin::Time(now)).await.unwrap();
+        assert_eq!(latest.version, 2 + 2 * KEPT_VERSIONS as u64);
+        assert!(!state.times.lock().unwrap().contains_key(&now));
     }
 }

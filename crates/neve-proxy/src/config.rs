@@ -191,6 +191,31 @@ impl ProxyConfig {
                 "--access-key-id applies only without tenants in the config file; give the keys in the tenants' access_keys".into(),
             );
         }
+        // Each tenant is one folder of the warehouse, its own: an empty prefix would be the
+        // whole warehouse, a shared one another tenant's tables.
+        let mut folders = std::collections::HashMap::new();
+        for t in &self.tenants {
+            let p = &t.prefix;
+            if t.name.is_empty()
+                || p.is_empty()
+                || p.len() > 128
+                || p.starts_with('_')
+                || !p
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return bad(format!(
+                    "tenant '{}': name and prefix are letters, digits, '_' and '-' (the tenant's folder in the warehouse)",
+                    t.name
+                ));
+            }
+            if let Some(other) = folders.insert(p.as_str(), t.name.as_str()) {
+                return bad(format!(
+                    "tenants '{other}' and '{}' have the same folder '{p}': each tenant needs its own",
+                    t.name
+                ));
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         let keys = self
             .tenants
@@ -326,5 +351,28 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("listen_typo"));
+        // A tenant's folder is its own: not the whole warehouse, not another's, not a path.
+        let tenants = |a: &str, b: &str| {
+            ProxyConfig::from_toml(&format!(
+                "warehouse = '/tmp/w'\n\
+                 [[tenants]]\nname = 'a'\n{a}\naccess_keys = [{{ id = 'AKA', secret = 'secret-of-a' }}]\n\
+                 [[tenants]]\nname = 'b'\n{b}\naccess_keys = [{{ id = 'AKB', secret = 'secret-of-b' }}]\n"
+            ))
+            .unwrap()
+            .validate()
+        };
+        tenants("", "").unwrap();
+        tenants("prefix = 'x'", "prefix = 'y'").unwrap();
+        for (a, b, says) in [
+            ("prefix = ''", "", "letters"),
+            ("prefix = '..'", "", "letters"),
+            ("prefix = 'a/b'", "", "letters"),
+            ("prefix = '_log'", "", "letters"),
+            ("", "prefix = 'a'", "same folder 'a'"),
+            ("prefix = 's'", "prefix = 's'", "same folder 's'"),
+        ] {
+            let e = tenants(a, b).unwrap_err().to_string();
+            assert!(e.contains(says), "{a} {b}: {e}");
+        }
     }
 }

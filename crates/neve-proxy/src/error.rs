@@ -59,6 +59,45 @@ impl From<Error> for S3Error {
             | Error::Table(_)
             | Error::Storage(_) => S3ErrorCode::InternalError,
         };
-        S3Error::with_message(code, e.to_string())
+        let message = match (&code, &e) {
+            // The store's and the log's messages name the warehouse's paths, its endpoint and
+            // how its credentials are set: for the operator's log, not for a reader.
+            (S3ErrorCode::InternalError, _) => {
+                tracing::error!(error = %e, "a request failed in the proxy");
+                "the proxy could not read the table or the store; its log says why".to_string()
+            }
+            (_, Error::Table(_)) => "no such bucket".to_string(),
+            (_, Error::Storage(_)) => "no such key".to_string(),
+            _ => e.to_string(),
+        };
+        S3Error::with_message(code, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_name_no_path_of_the_warehouse() {
+        let internal = Error::Storage(object_store::Error::Generic {
+            store: "S3",
+            source: "error performing GET http://store/lake/acme/t/_log/1.json".into(),
+        });
+        let e = S3Error::from(internal);
+        assert_eq!(e.code(), &S3ErrorCode::InternalError);
+        assert!(!e.message().unwrap_or("").contains("acme"), "{e:?}");
+        let missing = Error::Storage(object_store::Error::NotFound {
+            path: "srv/wh/acme/t/_data/p.parquet".into(),
+            source: "gone".into(),
+        });
+        let e = S3Error::from(missing);
+        assert_eq!(e.code(), &S3ErrorCode::NoSuchKey);
+        assert_eq!(e.message(), Some("no such key"));
+        // What the client named is echoed.
+        let e = S3Error::from(Error::NoSuchBucket {
+            bucket: "taxi".into(),
+        });
+        assert!(e.message().unwrap().contains("taxi"));
     }
 }

@@ -135,9 +135,11 @@ impl NeveS3 {
         };
         let mut hit = match b.pin {
             Pin::Latest => {
+                // The snapshot in memory, unless it is older than a removed file may be read:
+                // a file merged away and gc'd is not answered from memory for ever.
                 let snap = self
                     .catalog
-                    .latest(table, false)
+                    .latest(table, self.settings.removed_files_readable)
                     .await
                     .map_err(|e| self.not_found(e, bucket, table))?;
                 found(&snap)
@@ -393,6 +395,21 @@ impl S3 for NeveS3 {
         Ok(S3Response::new(dto::GetBucketLocationOutput {
             location_constraint: (region != "us-east-1")
                 .then(|| dto::BucketLocationConstraint::from(region.clone())),
+        }))
+    }
+
+    /// Whether the bucket exists for this key (pyarrow's datasets, boto3's `head_bucket`,
+    /// Spark's S3A and rclone ask before they read): 200, or the same 404 or 403 as a listing.
+    async fn head_bucket(
+        &self,
+        req: S3Request<dto::HeadBucketInput>,
+    ) -> S3Result<S3Response<dto::HeadBucketOutput>> {
+        self.metrics.served("HeadBucket");
+        let (_, b, table) = self.resolve(req.credentials.as_ref(), &req.input.bucket)?;
+        self.snapshot(&req.input.bucket, &table, b.pin).await?;
+        Ok(S3Response::new(dto::HeadBucketOutput {
+            bucket_region: Some(self.settings.region.clone()),
+            ..Default::default()
         }))
     }
 

@@ -203,10 +203,19 @@ impl ServerConfig {
                 self.listen
             ));
         }
+        let mut folders = std::collections::HashMap::new();
         for t in &self.tenants {
-            if t.name.is_empty() || !crate::valid_name(t.prefix.as_deref().unwrap_or(&t.name)) {
+            let folder = t.prefix.as_deref().unwrap_or(&t.name);
+            if t.name.is_empty() || !crate::valid_name(folder) {
                 return bad(format!(
                     "tenant '{}': name and prefix are letters, digits, '_' and '-'",
+                    t.name
+                ));
+            }
+            // A shared folder would give each tenant the other's tables.
+            if let Some(other) = folders.insert(folder, t.name.as_str()) {
+                return bad(format!(
+                    "tenants '{other}' and '{}' have the same folder '{folder}': each tenant needs its own",
                     t.name
                 ));
             }
@@ -296,5 +305,12 @@ mod tests {
         );
         quick.maintenance.enabled = false;
         quick.validate().unwrap();
+        // Two tenants on one folder would each have the other's tables.
+        let shared = ServerConfig::from_toml(
+            "[[tenants]]\nname = 'acme'\n[[tenants]]\nname = 'acme2'\nprefix = 'acme'\n",
+        )
+        .unwrap();
+        let e = shared.validate().unwrap_err().to_string();
+        assert!(e.contains("same folder 'acme'"), "{e}");
     }
 }

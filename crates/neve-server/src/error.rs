@@ -20,7 +20,7 @@ pub enum Error {
     #[error("no table '{table}'")]
     TableNotFound { table: String },
 
-    #[error("invalid table name '{name}': use at most 128 letters, digits, '_' and '-', not starting with '_' (a table's own folders are '_log' and '_data')")]
+    #[error("invalid table name '{}': use at most 128 letters, digits, '_' and '-', not starting with '_' (a table's own folders are '_log' and '_data')", neve_core::error::clip(name, 200))]
     InvalidTableName { name: String },
 
     #[error("invalid request: {reason}")]

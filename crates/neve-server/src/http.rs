@@ -22,6 +22,7 @@ use crate::config::ServerConfig;
 use crate::error::{Error, Result};
 use crate::ingest::{body, lineproto, Idempotency, Ingest};
 use crate::metrics::{Metrics, RouteLabels};
+use crate::redact::Redact;
 
 /// What every handler shares.
 pub struct AppState {
@@ -30,6 +31,8 @@ pub struct AppState {
     pub ingest: Ingest,
     pub metrics: Arc<Metrics>,
     pub queries: crate::query::Queries,
+    /// Takes the warehouse's paths out of what callers are answered.
+    pub redact: Arc<Redact>,
     tables: tokio::sync::Mutex<OpenTables>,
     pub ready: AtomicBool,
 }
@@ -72,6 +75,7 @@ impl AppState {
                 metrics.clone(),
             ),
             queries: crate::query::Queries::new(config.query.clone()),
+            redact: Arc::new(Redact::new(&config.table_roots())),
             config,
             auth,
             metrics,
@@ -168,7 +172,7 @@ impl AppState {
 
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.config.ingest.max_body_bytes as usize;
-    let redact = Arc::new(Redact::new(&state.config.table_roots()));
+    let redact = state.redact.clone();
     Router::new()
         .route("/v1/tables", get(list_tables))
         .route("/v1/tables/{name}", put(create_table).get(table_info))
@@ -232,48 +236,6 @@ async fn json_errors(r: Response, limit: u64, redact: &Redact) -> Response {
         }
     }
     out
-}
-
-/// Takes the warehouse's own paths out of messages, leaving table names as the caller knows
-/// them.
-struct Redact {
-    prefixes: Vec<String>,
-}
-
-impl Redact {
-    /// `roots`: the folders whose tables callers name (each tenant's, or the warehouse).
-    fn new(roots: &[String]) -> Self {
-        let mut prefixes = Vec::new();
-        for base in roots {
-            let base = base.trim_end_matches('/');
-            prefixes.push(format!("{base}/"));
-            // Storage messages name objects by their path in the store, without the scheme
-            // or the leading '/'.
-            if let Ok(l) = neve_core::TableLocation::parse(base) {
-                let root = l.root.as_ref().trim_matches('/');
-                if !root.is_empty() {
-                    prefixes.push(format!("{root}/"));
-                }
-            }
-            if let Some(rest) = base.strip_prefix("s3://") {
-                prefixes.push(format!("{rest}/"));
-            }
-        }
-        // Longest first, so a shorter one never cuts part of a longer one.
-        prefixes.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        prefixes.retain(|p| p.len() > 1 && !p.contains(['"', '\\']));
-        Self { prefixes }
-    }
-
-    fn apply<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        let mut out = std::borrow::Cow::Borrowed(text);
-        for p in &self.prefixes {
-            if out.contains(p.as_str()) {
-                out = out.replace(p.as_str(), "").into();
-            }
-        }
-        out
-    }
 }
 
 /// A request id and a span for every request; counted by route and status.
@@ -511,11 +473,19 @@ fn task_failed(e: tokio::task::JoinError) -> Error {
     Error::Table(neve_core::Error::TaskFailed(e.to_string()))
 }
 
-/// `Idempotency-Key`: printable ASCII, at most 256 characters.
+/// `Idempotency-Key`: printable ASCII, at most 256 characters, sent once (of two, which one
+/// a proxy on the way keeps is anyone's guess, and the other request would be lost as a
+/// retry of it).
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
-    let Some(v) = headers.get("idempotency-key") else {
+    let mut all = headers.get_all("idempotency-key").iter();
+    let Some(v) = all.next() else {
         return Ok(None);
     };
+    if all.next().is_some() {
+        return Err(Error::BadRequest {
+            reason: "Idempotency-Key is sent more than once: send one key per request".into(),
+        });
+    }
     let k = v.to_str().unwrap_or("");
     if k.is_empty() || k.len() > 256 || !k.bytes().all(|b| (0x21..0x7f).contains(&b)) {
         return Err(Error::BadRequest {

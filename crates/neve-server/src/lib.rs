@@ -11,6 +11,7 @@ pub mod ingest;
 pub mod maintain;
 pub mod metrics;
 pub mod query;
+pub mod redact;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -107,7 +108,10 @@ impl Server {
         });
         let flight = self.flight.map(|listener| {
             let service = arrow_flight::flight_service_server::FlightServiceServer::new(
-                query::flight::FlightSqlServer::new(state.clone()),
+                redact::RedactedFlight::new(
+                    query::flight::FlightSqlServer::new(state.clone()),
+                    state.redact.clone(),
+                ),
             );
             let mut rx = flight_stop;
             tokio::spawn(async move {

@@ -51,9 +51,11 @@ fn main() -> ExitCode {
 /// per-part timings for `bench ingest`.
 fn init_tracing(verbose: u8, part_timings: bool) {
     use tracing_subscriber::prelude::*;
+    // s3s logs every refused S3 request (anonymous ones too) as an error; the proxy logs its
+    // own failures, and refusals at info, so a client cannot flood the log at will.
     let default = match verbose {
-        0 => "warn",
-        1 => "info,neve=debug,neve_core=debug",
+        0 => "warn,s3s=off",
+        1 => "info,neve=debug,neve_core=debug,s3s=off",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NEVE_LOG")

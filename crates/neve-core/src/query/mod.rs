@@ -33,6 +33,8 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
 /// A running query's batches (what [`QueryEngine::stream`] returns).
 pub use datafusion::execution::SendableRecordBatchStream;
+/// Makes a [`SendableRecordBatchStream`] of any stream of batches.
+pub use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 
@@ -167,6 +169,8 @@ pub struct Referenced {
     pub tables: Vec<(Option<String>, String)>,
     /// It reads `information_schema` (`SHOW TABLES`, `SHOW COLUMNS`...): every table is needed.
     pub information_schema: bool,
+    /// It is an `EXPLAIN`: its answer is a plan, which names the files read.
+    pub explain: bool,
 }
 
 impl QueryEngine {
@@ -234,7 +238,19 @@ impl QueryEngine {
     pub fn references(&self, sql: &str) -> Result<Referenced> {
         let state = self.ctx.state();
         let statement = self.parse(sql)?;
-        let mut out = Referenced::default();
+        let mut out = Referenced {
+            explain: match &statement {
+                datafusion::sql::parser::Statement::Explain(_) => true,
+                datafusion::sql::parser::Statement::Statement(s) => {
+                    matches!(
+                        **s,
+                        datafusion::sql::sqlparser::ast::Statement::Explain { .. }
+                    )
+                }
+                _ => false,
+            },
+            ..Default::default()
+        };
         for r in state
             .resolve_table_references(&statement)
             .map_err(query_error)?
@@ -255,7 +271,9 @@ impl QueryEngine {
         dialect::check_depth(sql)?;
         let state = self.ctx.state();
         let dialect = state.config_options().sql_parser.dialect;
-        let mut statement = state.sql_to_statement(sql, &dialect).map_err(query_error)?;
+        let mut statement = state
+            .sql_to_statement(sql, &dialect)
+            .map_err(|e| at_end(query_error(e), sql))?;
         if let datafusion::sql::parser::Statement::Statement(s) = &mut statement {
             dialect::rewrite(s);
         }
@@ -693,6 +711,24 @@ fn scan_partitions(cores: usize) -> usize {
 
 /// Map a DataFusion error to neve's error type, keeping what the user needs: the kind, the
 /// message, and where in the SQL text it happened.
+/// The parser names the line and column of every token but the end: a statement cut short
+/// says where it ends, as the others say where they are.
+fn at_end(e: Error, sql: &str) -> Error {
+    match e {
+        Error::SqlSyntax { message } if message.ends_with("found: EOF") => {
+            let end = sql.trim_end();
+            let line = end.matches('\n').count() + 1;
+            let column = end.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            Error::SqlSyntax {
+                message: format!(
+                    "{message} at the end of the statement (line {line}, column {column})"
+                ),
+            }
+        }
+        e => e,
+    }
+}
+
 pub fn query_error(e: DataFusionError) -> Error {
     let position = e
         .diagnostic()

@@ -515,6 +515,17 @@ async fn errors_say_what_and_where() {
     let err = e.collect("SELEC 1").await.unwrap_err();
     assert!(matches!(err, Error::SqlSyntax { .. }), "{err:?}");
     assert!(err.to_string().contains("SELEC"), "{err}");
+    // Cut short: where the statement ends.
+    let err = e
+        .collect("SELECT id\nFROM t\nWHERE (id =  \n")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SqlSyntax { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("EOF at the end of the statement (line 3, column 12)"),
+        "{err}"
+    );
 
     let err = e.collect("SELECT nope FROM t").await.unwrap_err();
     assert!(matches!(err, Error::InvalidQuery { .. }), "{err:?}");
@@ -726,5 +737,24 @@ async fn a_merge_tables_splits_hold_whole_partitions_and_read_exact() {
     assert_eq!(
         ts.as_primitive::<arrow::datatypes::Int64Type>().value(0),
         JAN_2021 + 40 * DAY_US + 5 * 1_000_000
+    );
+}
+
+#[test]
+fn references_say_whether_a_statement_is_an_explain() {
+    let e = QueryEngine::new();
+    for (sql, explain) in [
+        ("SELECT * FROM events", false),
+        ("EXPLAIN SELECT * FROM events", true),
+        ("explain analyze select count(*) from events", true),
+        ("EXPLAIN VERBOSE SELECT 1", true),
+        ("SELECT 'EXPLAIN' AS plan FROM events", false),
+    ] {
+        let r = e.references(sql).unwrap();
+        assert_eq!(r.explain, explain, "{sql}");
+    }
+    assert_eq!(
+        e.references("EXPLAIN SELECT * FROM events").unwrap().tables,
+        vec![(None, "events".to_string())]
     );
 }

@@ -426,6 +426,10 @@ impl ColumnType {
         }
         match (self, wider) {
             (Float32, Float64) | (Fixed(_), Binary) => true,
+            // Zoned timestamps are UTC instants whatever their zone, which only says how to
+            // show them: one zone's values are another's unchanged. A naive timestamp has no
+            // instant, so it neither becomes nor comes from a zoned one.
+            (Timestamp(Some(_)), Timestamp(Some(_))) => true,
             (Decimal(p1, s1), Decimal(p2, s2)) => {
                 s2 >= s1 && (*p2 as i32 - *s2 as i32) >= (*p1 as i32 - *s1 as i32)
             }

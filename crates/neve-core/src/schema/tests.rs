@@ -105,6 +105,15 @@ fn widening_rules() {
     assert!(t("float32").widens_to(&t("float64")));
     assert!(t("null").widens_to(&t("string")));
     assert!(!t("string").widens_to(&t("int64")));
+    assert!(t("timestamp(UTC)").widens_to(&t("timestamp(Europe/Paris)")));
+    assert!(t("timestamp(Europe/Paris)").widens_to(&t("timestamp(-05:00)")));
+    assert!(!t("timestamp").widens_to(&t("timestamp(UTC)")));
+    assert!(!t("timestamp(UTC)").widens_to(&t("timestamp")));
+    // The table's zone is kept.
+    assert_eq!(
+        t("timestamp(Europe/Paris)").unify(&t("timestamp(UTC)")),
+        Some(t("timestamp(Europe/Paris)"))
+    );
     assert_eq!(t("uint8").unify(&t("int8")), Some(t("int16")));
     assert_eq!(t("int64").unify(&t("float64")), None);
 }

@@ -6,7 +6,8 @@ use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use proptest::prelude::*;
 
-use super::{gather_sorted, group_by_partition};
+use super::{gather_sorted, group_by_partition, validate_foreign};
+use crate::error::Error;
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -835,4 +836,45 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn foreign_decimals_beyond_their_precision_are_refused_with_their_row() {
+    use arrow::array::{Decimal128Array, ListArray};
+    use arrow::buffer::OffsetBuffer;
+    // `with_precision_and_scale` does not look at the values, as a foreign producer need not.
+    let ok = Decimal128Array::from(vec![5, 999, -999])
+        .with_precision_and_scale(3, 0)
+        .unwrap();
+    let bad = Decimal128Array::from(vec![5, 10_000_000_000, 7])
+        .with_precision_and_scale(3, 1)
+        .unwrap();
+    let batch = |a: arrow::array::ArrayRef| RecordBatch::try_from_iter([("d", a)]).unwrap();
+    validate_foreign("in", &[batch(Arc::new(ok.clone()))]).unwrap();
+    let e = validate_foreign(
+        "in",
+        &[batch(Arc::new(ok.clone())), batch(Arc::new(bad.clone()))],
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e:?}");
+    let m = e.to_string();
+    assert!(
+        m.contains("row 5")
+            && m.contains("'d'")
+            && m.contains("1000000000.0")
+            && m.contains("decimal(3,1)"),
+        "{m}"
+    );
+    // Nested: the row of the list that holds it.
+    let field = Arc::new(Field::new_list_field(bad.data_type().clone(), true));
+    let list = ListArray::new(
+        field,
+        OffsetBuffer::from_lengths([1, 2]),
+        Arc::new(bad),
+        None,
+    );
+    let m = validate_foreign("in", &[batch(Arc::new(list))])
+        .unwrap_err()
+        .to_string();
+    assert!(m.contains("row 2"), "{m}");
 }

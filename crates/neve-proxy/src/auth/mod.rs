@@ -133,7 +133,7 @@ impl S3Access for Access {
         let result = self.decide(cx);
         if let Err(e) = &result {
             self.metrics.refused(&op);
-            tracing::info!(op, uri = %cx.uri(), error = %e, "refused");
+            tracing::info!(op, path = cx.uri().path(), error = %e, "refused");
         }
         result.map_err(Into::into)
     }
@@ -158,7 +158,8 @@ impl Access {
         let result = self.decide_request(req);
         if let Err(e) = &result {
             self.metrics.refused(op);
-            tracing::info!(op, uri = %req.uri, error = %e, "refused");
+            // The path only: a presigned URL's query holds its signature.
+            tracing::info!(op, path = req.uri.path(), error = %e, "refused");
         }
         result
     }
@@ -191,7 +192,14 @@ impl Access {
         let Some(key) = self.keys.get(&creds.access_key) else {
             return deny("unknown access key");
         };
-        let signed_headers = match param("X-Amz-SignedHeaders") {
+        // Query parameter names are case-sensitive, and s3s reads `X-Amz-*` as spelled so.
+        let exact = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let signed_headers = match exact("X-Amz-SignedHeaders") {
             Some(h) => h.to_string(),
             None => authorization
                 .split(',')
@@ -202,7 +210,12 @@ impl Access {
         if !signed_headers.split(';').any(|h| h == "host") {
             return deny("the signature must cover the Host header");
         }
-        if let Some(expires) = param("X-Amz-Expires") {
+        // Every spelling is held to the cap: which one a signer used is not for the policy to
+        // guess.
+        for (_, expires) in params
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("X-Amz-Expires"))
+        {
             match expires.parse::<u64>() {
                 Ok(s) if s <= MAX_PRESIGNED_EXPIRY_SECS => {}
                 _ => return deny("a presigned URL may be valid for at most 7 days"),

@@ -14,7 +14,7 @@ use foyer::{
     HybridCachePolicy, RecoverMode, Source,
 };
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
@@ -110,7 +110,7 @@ async fn fetch(
         .get_opts(
             path,
             GetOptions {
-                range: Some(GetRange::Bounded(range)),
+                range: Some(GetRange::Bounded(range.clone())),
                 ..Default::default()
             },
         )
@@ -118,7 +118,35 @@ async fn fetch(
         .bytes()
         .await?;
     metrics.upstream_bytes.inc_by(got.len() as u64);
+    let want = range.end - range.start;
+    if got.len() as u64 != want {
+        // Never cached, and never sliced past its end: the store holds another object than
+        // the log describes.
+        return Err(short_object(path, &range, got.len() as u64));
+    }
     Ok(got)
+}
+
+/// A data file in the store is not the size its commit logged (truncated, or replaced by
+/// hand): a fault of the store, said loudly, and a failed read rather than wrong bytes.
+fn short_object(path: &Path, range: &Range<u64>, got: u64) -> object_store::Error {
+    tracing::error!(
+        path = %path,
+        start = range.start,
+        expected = range.end - range.start,
+        got,
+        "a data file in the store is not the size its commit logged"
+    );
+    object_store::Error::Generic {
+        store: "neve-proxy",
+        source: format!(
+            "the data file is not the size the table's log gives it ({} bytes from offset {} were read, {} expected)",
+            got,
+            range.start,
+            range.end - range.start
+        )
+        .into(),
+    }
 }
 
 /// The bytes of `range` of a file straight from the store (no cache).
@@ -136,17 +164,60 @@ pub async fn read_direct(
         .get_opts(
             &file.path,
             GetOptions {
-                range: Some(GetRange::Bounded(range)),
+                range: Some(GetRange::Bounded(range.clone())),
                 ..Default::default()
             },
         )
         .await?;
-    Ok(got
-        .into_stream()
-        .inspect_ok(move |c| {
-            metrics.upstream_bytes.inc_by(c.len() as u64);
-        })
-        .boxed())
+    /// What the body's stream carries from one chunk to the next.
+    struct Body {
+        inner: BoxStream<'static, Result<Bytes, object_store::Error>>,
+        seen: u64,
+        want: u64,
+        done: bool,
+        path: Path,
+        range: Range<u64>,
+        metrics: Arc<Metrics>,
+    }
+    let state = Body {
+        inner: got.into_stream(),
+        seen: 0,
+        want: range.end - range.start,
+        done: false,
+        path: file.path.clone(),
+        range,
+        metrics,
+    };
+    // Counted as they pass; a body that ends short (or runs long) ends in an error, so the
+    // client's read fails rather than ends early with what looks like the whole range.
+    Ok(futures::stream::unfold(state, |mut s| async move {
+        if s.done {
+            return None;
+        }
+        let item = match s.inner.next().await {
+            Some(Ok(c)) => {
+                s.metrics.upstream_bytes.inc_by(c.len() as u64);
+                s.seen += c.len() as u64;
+                if s.seen > s.want {
+                    s.done = true;
+                    Err(short_object(&s.path, &s.range, s.seen))
+                } else {
+                    Ok(c)
+                }
+            }
+            Some(Err(e)) => {
+                s.done = true;
+                Err(e)
+            }
+            None if s.seen != s.want => {
+                s.done = true;
+                Err(short_object(&s.path, &s.range, s.seen))
+            }
+            None => return None,
+        };
+        Some((item, s))
+    })
+    .boxed())
 }
 
 impl BlockCache {
@@ -289,8 +360,17 @@ impl BlockCache {
                 async move {
                     let block = this.block(&file, i).await?;
                     let start = i * b;
+                    let key = this.key(file.path.as_ref(), &file.etag, file.size, i);
                     let from = range.start.max(start) - start;
-                    let to = (range.end.min(start + block.len() as u64) - start).max(from);
+                    let to = (range.end.min(start + key.len) - start).max(from);
+                    if to > block.len() as u64 {
+                        // A block kept by a build that did not check what it fetched.
+                        return Err(short_object(
+                            &file.path,
+                            &(start..start + key.len),
+                            block.len() as u64,
+                        ));
+                    }
                     Ok(block.slice(from as usize..to as usize))
                 }
             })

@@ -1,4 +1,5 @@
 use super::*;
+use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::{ObjectStoreExt, PutPayload};
 use proptest::prelude::*;
@@ -127,6 +128,53 @@ fn a_file_that_is_gone_is_not_found() {
     });
 }
 
+/// A data file shorter in the store than its log says (truncated, replaced by hand): every
+/// read of it fails, cached or not, none panics, and no short block is kept.
+#[test]
+fn a_file_shorter_than_logged_fails_its_reads_and_is_not_cached() {
+    runtime().block_on(async {
+        let data = vec![7u8; 10];
+        let mut file = file_of(&data, "f.parquet").await;
+        file.size = 3 * BLOCK / 2; // what the log says
+        let metrics = Arc::new(Metrics::new());
+        let cache = Arc::new(
+            BlockCache::new(&settings(1 << 20), metrics.clone())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        for range in [100..200, 0..file.size, 5..8] {
+            let got: Vec<_> = cache.read(file.clone(), range.clone()).collect().await;
+            assert!(got.iter().any(|r| r.is_err()), "{range:?}: {got:?}");
+            if range.end <= data.len() as u64 {
+                // Straight from the store, bytes that exist are the file's.
+                continue;
+            }
+            let direct = read_direct(&file, range.clone(), metrics.clone()).await;
+            match direct {
+                Err(_) => {}
+                Ok(s) => {
+                    let got: Vec<_> = s.collect().await;
+                    assert!(got.iter().any(|r| r.is_err()), "{range:?}: {got:?}");
+                }
+            }
+        }
+        for key in cache.keys_of(&file.path, &file.etag, file.size) {
+            assert!(!cache.contains(&key), "{key:?}");
+        }
+        // A file longer than its log says is as wrong.
+        let mut long = file_of(&[1u8; 100], "g.parquet").await;
+        long.size = 50;
+        let direct: Vec<_> = read_direct(&long, 0..50, metrics.clone())
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert!(direct.iter().all(|r| r.is_ok()), "a range inside is served");
+        assert_eq!(collect(cache.read(long, 0..50)).await, vec![1u8; 50]);
+    });
+}
+
 #[test]
 fn the_disk_part_stays_within_its_size() {
     use std::os::unix::fs::MetadataExt;
@@ -232,7 +280,13 @@ fn blocks_of_files_removed_past_the_readable_window_are_dropped() {
                 keys
             }
         };
-        let before = cache_all(catalog.latest("t", true).await.unwrap()).await;
+        let before = cache_all(
+            catalog
+                .latest("t", std::time::Duration::ZERO)
+                .await
+                .unwrap(),
+        )
+        .await;
         assert!(
             before.len() >= 6,
             "files of several blocks: {}",
@@ -249,7 +303,13 @@ fn blocks_of_files_removed_past_the_readable_window_are_dropped() {
             .await
             .unwrap();
         assert!(merged.version.is_some());
-        let after = cache_all(catalog.latest("t", true).await.unwrap()).await;
+        let after = cache_all(
+            catalog
+                .latest("t", std::time::Duration::ZERO)
+                .await
+                .unwrap(),
+        )
+        .await;
         let now = chrono::Utc::now().timestamp_millis();
 
         // Within the window: kept (a reader may have listed them just before the merge).

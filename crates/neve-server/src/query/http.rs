@@ -41,26 +41,50 @@ struct JsonRequest {
     sql: String,
 }
 
-/// The format the `Accept` header asks for: the first type it lists that neve writes; JSON
-/// when it lists none or `*/*`.
+/// The format the `Accept` header asks for (RFC 9110): of the types it lists with a weight
+/// above 0, the most wanted that neve writes, the first listed among equals; `*/*` and
+/// `application/*` are JSON, `text/*` CSV. JSON when there is no header.
 pub fn negotiate(headers: &HeaderMap) -> Result<ResultFormat> {
     let Some(accept) = headers.get(header::ACCEPT) else {
         return Ok(ResultFormat::Json);
     };
     let text = accept.to_str().unwrap_or_default();
+    let mut wanted: Vec<(f32, ResultFormat)> = Vec::new();
     for media in text.split(',') {
-        let essence = media.split(';').next().unwrap_or("").trim();
-        if essence.is_empty() || essence == "*/*" || essence == "application/*" {
-            return Ok(ResultFormat::Json);
+        let mut parts = media.split(';');
+        let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mut q = 1.0f32;
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("q") {
+                    // A weight that does not parse counts as none.
+                    q = v
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|q: &f32| (0.0..=1.0).contains(q))
+                        .unwrap_or(0.0);
+                }
+            }
         }
-        if let Some(f) = ResultFormat::from_media_type(essence) {
-            return Ok(f);
+        let format = match essence.as_str() {
+            "" | "*/*" | "application/*" => Some(ResultFormat::Json),
+            "text/*" => Some(ResultFormat::Csv),
+            e => ResultFormat::from_media_type(e),
+        };
+        if let Some(f) = format.filter(|_| q > 0.0) {
+            wanted.push((q, f));
         }
     }
-    Err(Error::NotAcceptable {
-        accept: text.to_string(),
-        known: ResultFormat::known_media_types(),
-    })
+    // Stable: among equal weights the first listed wins.
+    wanted.sort_by(|a, b| b.0.total_cmp(&a.0));
+    match wanted.first() {
+        Some((_, f)) => Ok(*f),
+        None => Err(Error::NotAcceptable {
+            accept: neve_core::error::clip(text, 200).into_owned(),
+            known: ResultFormat::known_media_types(),
+        }),
+    }
 }
 
 fn sql_text(headers: &HeaderMap, body: &Bytes) -> Result<String> {
@@ -274,5 +298,50 @@ impl ResultStream {
         self.encoder = None;
         self.pending.clear();
         std::io::Error::other(self.running.fail(e).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(v: &str) -> Result<ResultFormat> {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, v.parse().unwrap());
+        negotiate(&h)
+    }
+
+    #[test]
+    fn accept_weights_choose_the_format() {
+        use ResultFormat::*;
+        assert_eq!(negotiate(&HeaderMap::new()).unwrap(), Json);
+        assert_eq!(accept("text/csv").unwrap(), Csv);
+        assert_eq!(accept("text/html, text/csv").unwrap(), Csv);
+        // q=0 is "not this", and a heavier type wins over an earlier one.
+        assert_eq!(accept("application/json;q=0, text/csv").unwrap(), Csv);
+        assert_eq!(
+            accept("application/json;q=0.5, application/vnd.apache.arrow.stream").unwrap(),
+            Arrow
+        );
+        assert_eq!(
+            accept("text/csv;q=0.2, application/x-ndjson;q=0.9").unwrap(),
+            Ndjson
+        );
+        // Among equals, the first listed.
+        assert_eq!(accept("application/x-ndjson, text/csv").unwrap(), Ndjson);
+        assert_eq!(accept("text/*").unwrap(), Csv);
+        assert_eq!(accept("*/*").unwrap(), Json);
+        assert_eq!(accept("TEXT/CSV").unwrap(), Csv);
+        for refused in [
+            "text/html",
+            "text/csv;q=0",
+            "application/json;q=abc",
+            "*/*;q=0",
+        ] {
+            assert!(
+                matches!(accept(refused), Err(Error::NotAcceptable { .. })),
+                "{refused}"
+            );
+        }
     }
 }

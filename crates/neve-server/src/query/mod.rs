@@ -228,6 +228,9 @@ impl AppState {
                 Some(p) => engine.stream_with_params(sql, p).await?,
                 None => engine.stream(sql).await?,
             };
+            if engine.references(sql)?.explain {
+                batches = self.redact.plan(batches);
+            }
             let first = match batches.next().await {
                 Some(b) => Some(b.map_err(query_error)?),
                 None => None,

@@ -325,6 +325,23 @@ async fn a_retried_request_is_committed_once() {
     statuses.sort();
     assert_eq!(statuses, [200, 422], "{} {}", x.1, y.1);
     assert_eq!(counts(&table), (45, 45));
+    // Two keys on one request: which one a proxy keeps is unknown, so neither is guessed.
+    let r = c
+        .post(format!("{}/v1/tables/events/insert", b.url))
+        .bearer_auth("t")
+        .header("idempotency-key", "req-4")
+        .header("idempotency-key", "req-5")
+        .body(rows(70, 5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v = json(r).await;
+    assert!(
+        v["error"]["message"].to_string().contains("more than once"),
+        "{v}"
+    );
+    assert_eq!(counts(&table), (45, 45));
     drop(b);
 }
 
@@ -904,6 +921,17 @@ async fn every_error_is_json_and_shows_no_server_path() {
         let m = v["error"]["message"].as_str().unwrap();
         assert!(!m.contains(&bucket_path), "{m}");
     }
+    // A name far too long is echoed in part only, and the limit is said.
+    let r = c
+        .get(format!("{u}/v1/tables/{}", "a".repeat(10_000)))
+        .bearer_auth("tok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v = json(r).await;
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(m.contains("at most 128") && m.len() < 1_000, "{m}");
     // Tables that do not exist keep no handle open.
     for i in 0..5 {
         let r = c
@@ -953,4 +981,39 @@ async fn every_error_is_json_and_shows_no_server_path() {
     let (status, v) = insert(&c, u, "tok", "events", big, None).await;
     assert_eq!(status, 400, "{v}");
     assert!(v.to_string().len() < 4_000, "{}", v.to_string().len());
+    // A plan names the files it reads as the caller knows them, from the table's folder.
+    let folder = w.rsplit('/').next().unwrap();
+    let r = c
+        .post(format!("{u}/v1/sql"))
+        .bearer_auth("tok")
+        .body("EXPLAIN SELECT * FROM events")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let plan = r.text().await.unwrap();
+    assert!(
+        plan.contains("events/_data/") && !plan.contains(folder),
+        "{plan}"
+    );
+    // A file gone from under a query: storage's message names it the same way.
+    let t = crate::common::table(&format!("{w}/events"));
+    let snap = t.snapshot().await.unwrap();
+    let gone = snap.files.values().next().unwrap();
+    object_store::ObjectStoreExt::delete(&*t.location().store, &t.location().child(&gone.path))
+        .await
+        .unwrap();
+    let r = c
+        .post(format!("{u}/v1/sql"))
+        .bearer_auth("tok")
+        .body("SELECT * FROM events")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_server_error(), "{}", r.status());
+    let m = json(r).await["error"]["message"].to_string();
+    assert!(
+        m.contains(&format!("events/{}", gone.path)) && !m.contains(folder),
+        "{m}"
+    );
 }
