@@ -200,6 +200,12 @@ def test_get_ranged_get_and_presigned_get_serve_the_files_bytes(neve_bin, lake):
     with pytest.raises(Exception) as e:
         c.get_object(Bucket="taxi", Key="d=1999-01/nope.parquet")
     assert code(e) == "NoSuchKey"
+    # No versions and no parts: refused, not answered with the whole object.
+    for kw in ({"VersionId": "xyz"}, {"PartNumber": 2}):
+        with pytest.raises(Exception) as e:
+            c.get_object(Bucket="taxi", Key=key, **kw)
+        assert code(e) == "InvalidArgument", kw
+    assert c.get_object(Bucket="taxi", Key=key, VersionId="null")["Body"].read() == body
 
 
 @pytest.mark.parametrize("q", QUERIES, ids=[q["name"] for q in QUERIES])
@@ -625,6 +631,20 @@ def test_files_of_partition_values_that_need_escaping_are_readable(neve_bin, lak
         assert r.content[:4] != b"PAR1" and b'"commitInfo"' not in r.content, r.text
 
 
+def acme_proxy(neve_bin, base, tmp_path, proxy_settings, *args):
+    """A proxy of its own over `base`, for tenant acme, with `[proxy]` settings."""
+    config = tmp_path / "neve.toml"
+    config.write_text(f"""
+warehouse = "{base}"
+[proxy]
+{proxy_settings}
+[[tenants]]
+name = "acme"
+access_keys = [{{ id = "{ACME[0]}", secret = "{ACME[1]}" }}]
+""")
+    return Proxy(neve_bin, "--config", config, *args)
+
+
 def test_a_removed_file_is_not_answered_from_memory_past_its_window(neve_bin, tmp_path):
     """HEAD and GET of a file merged away and gc'd: within `removed_files_readable` of the
     merge it is served; past it, and once gc has deleted it, NoSuchKey (the snapshot in memory
@@ -636,16 +656,7 @@ def test_a_removed_file_is_not_answered_from_memory_past_its_window(neve_bin, tm
     for i in range(2):
         rows.write_text(json.dumps({"id": i}) + "\n")
         _run(neve_bin, "insert", table, rows)
-    config = tmp_path / "neve.toml"
-    config.write_text(f"""
-warehouse = "{base}"
-[proxy]
-removed_files_readable = "2s"
-[[tenants]]
-name = "acme"
-access_keys = [{{ id = "{ACME[0]}", secret = "{ACME[1]}" }}]
-""")
-    proxy = Proxy(neve_bin, "--config", config)
+    proxy = acme_proxy(neve_bin, base, tmp_path, 'removed_files_readable = "2s"')
     try:
         c = s3({"url": proxy.url})
         keys = [o["Key"] for o in c.list_objects_v2(Bucket="t")["Contents"]]
@@ -684,14 +695,7 @@ def test_a_data_file_shorter_than_its_log_fails_cleanly(neve_bin, tmp_path):
     direct = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
     [key] = alive_keys(neve_bin, f"{base}/acme/broken")
     direct.put_object(Bucket=bucket, Key=f"{prefix}/acme/broken/_data/{key}", Body=b"PAR1xxxxx")
-    config = tmp_path / "neve.toml"
-    config.write_text(f"""
-warehouse = "{base}"
-[[tenants]]
-name = "acme"
-access_keys = [{{ id = "{ACME[0]}", secret = "{ACME[1]}" }}]
-""")
-    proxy = Proxy(neve_bin, "--config", config, "--cache-memory", "16MiB")
+    proxy = acme_proxy(neve_bin, base, tmp_path, "", "--cache-memory", "16MiB")
     try:
         c = s3({"url": proxy.url})
         for rng in ("bytes=100-200", "bytes=-50", None):

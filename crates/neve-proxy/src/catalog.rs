@@ -296,6 +296,17 @@ mod tests {
         assert!(catalog.knows("a"));
     }
 
+    /// A warehouse in memory holding the empty table `a`.
+    async fn warehouse_with_a() -> TableLocation {
+        let warehouse = TableLocation::memory("wh");
+        TableBuilder::new(warehouse.sub("a"))
+            .build()
+            .create(CreateOptions::default())
+            .await
+            .unwrap();
+        warehouse
+    }
+
     async fn commit(warehouse: &TableLocation, t: &str, n: usize) {
         let table = TableBuilder::new(warehouse.sub(t)).build();
         for i in 0..n {
@@ -313,12 +324,7 @@ mod tests {
     /// read again past it.
     #[tokio::test]
     async fn the_snapshot_in_memory_is_used_up_to_an_age() {
-        let warehouse = TableLocation::memory("wh");
-        TableBuilder::new(warehouse.sub("a"))
-            .build()
-            .create(CreateOptions::default())
-            .await
-            .unwrap();
+        let warehouse = warehouse_with_a().await;
         let catalog = Catalog::new(warehouse.clone(), Duration::ZERO);
         assert_eq!(catalog.latest("a", Duration::MAX).await.unwrap().version, 0);
         commit(&warehouse, "a", 1).await;
@@ -334,12 +340,7 @@ mod tests {
     /// settled time resolves to its version once.
     #[tokio::test]
     async fn pinned_versions_and_times_are_kept_while_used() {
-        let warehouse = TableLocation::memory("wh");
-        TableBuilder::new(warehouse.sub("a"))
-            .build()
-            .create(CreateOptions::default())
-            .await
-            .unwrap();
+        let warehouse = warehouse_with_a().await;
         commit(&warehouse, "a", 2).await;
         let catalog = Catalog::new(warehouse.clone(), Duration::ZERO);
         let pinned = catalog.version("a", 1).await.unwrap();

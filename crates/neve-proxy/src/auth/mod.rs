@@ -224,6 +224,19 @@ impl Access {
         if req.method != axum::http::Method::GET && req.method != axum::http::Method::HEAD {
             return deny("the proxy is read-only");
         }
+        // A bucket is one snapshot of immutable files: an object has no other versions and no
+        // parts, and serving the whole object to a client that asked for one part would give
+        // it the file as many times as it has parts.
+        if params.iter().any(|(k, v)| k == "versionId" && v != "null") {
+            return Err(Error::InvalidArgument {
+                reason: "versionId: objects here have one version; a table's versions are buckets (<bucket>--v<N>)".into(),
+            });
+        }
+        if params.iter().any(|(k, _)| k == "partNumber") {
+            return Err(Error::InvalidArgument {
+                reason: "partNumber: objects here have no parts; read ranges with Range".into(),
+            });
+        }
         if headers
             .get("x-amz-content-sha256")
             .and_then(|v| v.to_str().ok())
