@@ -46,6 +46,11 @@ def test_sql_errors(tmp_path):
     with pytest.raises(neve.SqlError) as e:
         t.sql("SELECT nope FROM t")
     assert "nope" in str(e.value)
+    # Integer arithmetic past its type is an error, not a wrapped value.
+    with pytest.raises(neve.SqlError) as e:
+        t.sql("SELECT a + 9223372036854775807 FROM t")
+    assert "Overflow" in str(e.value)
+    assert t.sql("SELECT a + 1 AS b FROM t").column("b").to_pylist() == [2]
 
 
 def test_bad_paths(tmp_path):

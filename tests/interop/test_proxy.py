@@ -21,9 +21,10 @@ GLOBEX = ("AKIAGLOBEX", "globex-secret-123")
 
 
 class Response:
-    def __init__(self, status, body):
+    def __init__(self, status, body, headers=()):
         self.status_code, self.content = status, body
         self.text = body.decode(errors="replace")[:2000]
+        self.headers = {k.lower(): v for k, v in headers}
 
 
 def raw_request(method, url, headers=None):
@@ -34,7 +35,7 @@ def raw_request(method, url, headers=None):
     target = u.path + (f"?{u.query}" if u.query else "")
     conn.request(method, target, headers=headers or {})
     r = conn.getresponse()
-    out = Response(r.status, r.read())
+    out = Response(r.status, r.read(), r.getheaders())
     conn.close()
     return out
 
@@ -200,6 +201,30 @@ def test_get_ranged_get_and_presigned_get_serve_the_files_bytes(neve_bin, lake):
     with pytest.raises(Exception) as e:
         c.get_object(Bucket="taxi", Key="d=1999-01/nope.parquet")
     assert code(e) == "NoSuchKey"
+    # Preconditions as RFC 9110 has them, lists of tags included.
+    etag = c.head_object(Bucket="taxi", Key=key)["ETag"]
+    url = f"{lake['url']}/taxi/{urllib.parse.quote(key)}"
+    future, past = "Sun, 01 Jan 2090 00:00:00 GMT", "Sat, 01 Jan 2000 00:00:00 GMT"
+    for headers, status in (
+        ({"If-None-Match": f'"nope", {etag}'}, 304),
+        ({"If-None-Match": f"W/{etag}"}, 304),
+        ({"If-None-Match": '"nope"'}, 200),
+        ({"If-Match": f'"nope", {etag}'}, 200),
+        ({"If-Match": f"W/{etag}"}, 412),
+        ({"If-Modified-Since": future}, 304),
+        ({"If-Modified-Since": past}, 200),
+        ({"If-Unmodified-Since": past}, 412),
+        ({"If-Unmodified-Since": future}, 200),
+        ({"If-Match": etag, "If-Unmodified-Since": past}, 200),
+        ({"If-None-Match": '"nope"', "If-Modified-Since": future}, 200),
+    ):
+        for method in ("GET", "HEAD"):
+            r = _sigv4(url, headers=headers, method=method)
+            assert r.status_code == status, (method, headers, r.status_code, r.text)
+            if status == 304:
+                assert r.headers.get("etag") == etag, r.headers
+    r = _sigv4(url, headers={"Range": f"bytes={len(body) + 10}-"})
+    assert r.status_code == 416 and r.headers.get("content-range") == f"bytes */{len(body)}", r.headers
     # No versions and no parts: refused, not answered with the whole object.
     for kw in ({"VersionId": "xyz"}, {"PartNumber": 2}):
         with pytest.raises(Exception) as e:

@@ -202,13 +202,7 @@ impl Proxy {
         tracing::info!(%addr, "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let forgetting = tokio::spawn(self.forgetter.run());
-        serve::serve(
-            self.listener,
-            self.app,
-            serve::Timeouts::default(),
-            shutdown,
-        )
-        .await;
+        serve::serve(self.listener, self.app, serve::Limits::default(), shutdown).await;
         if let Some(s) = sweeping {
             s.abort();
         }

@@ -328,26 +328,86 @@ fn url_encode(s: &str, encode: bool) -> String {
     }
 }
 
-fn check_etag_conditions(
+/// The request's preconditions, in RFC 9110's order (13.2.2): `If-Match`, else
+/// `If-Unmodified-Since` (412); then `If-None-Match`, else `If-Modified-Since` (304, with the
+/// ETag). The entity-tag headers are read as sent, lists included (`"a", "b"`, `W/"b"`, `*`);
+/// dates come parsed by s3s.
+fn check_conditions(
     file: &FileRef,
-    if_match: Option<&dto::ETagCondition>,
-    if_none_match: Option<&dto::ETagCondition>,
+    headers: &axum::http::HeaderMap,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
 ) -> S3Result<()> {
-    let matches = |c: &dto::ETagCondition| match c {
-        dto::ETagCondition::Any => true,
-        dto::ETagCondition::ETag(t) => t.value() == file.etag,
+    let listed = |name: &str| -> Option<Vec<String>> {
+        let mut tags = Vec::new();
+        let mut any = false;
+        for v in headers.get_all(name) {
+            any = true;
+            for t in v.to_str().unwrap_or("").split(',') {
+                tags.push(t.trim().to_string());
+            }
+        }
+        any.then_some(tags)
     };
-    if let Some(c) = if_match {
-        if !matches(c) {
-            return Err(s3_error!(PreconditionFailed));
+    // If-Match compares strongly (a weak tag never matches), If-None-Match weakly.
+    let names_file = |tags: &[String], weak: bool| {
+        tags.iter().any(|t| {
+            let t = if weak { t.trim_start_matches("W/") } else { t };
+            t == "*"
+                || t.strip_prefix('"').and_then(|t| t.strip_suffix('"')) == Some(file.etag.as_str())
+        })
+    };
+    let modified = file.modified.div_euclid(1000);
+    let seconds = |t: &Timestamp| -> Option<i64> {
+        let mut buf = Vec::new();
+        t.format(dto::TimestampFormat::EpochSeconds, &mut buf)
+            .ok()?;
+        std::str::from_utf8(&buf)
+            .ok()?
+            .split('.')
+            .next()?
+            .parse()
+            .ok()
+    };
+    let if_match = listed("if-match");
+    match &if_match {
+        Some(tags) if !names_file(tags, false) => return Err(s3_error!(PreconditionFailed)),
+        Some(_) => {}
+        None => {
+            if let Some(since) = if_unmodified_since.and_then(seconds) {
+                if modified > since {
+                    return Err(s3_error!(PreconditionFailed));
+                }
+            }
         }
     }
-    if let Some(c) = if_none_match {
-        if matches(c) {
-            return Err(s3_error!(NotModified));
+    let not_modified = match listed("if-none-match") {
+        Some(tags) => names_file(&tags, true),
+        None => if_modified_since
+            .and_then(seconds)
+            .is_some_and(|since| modified <= since),
+    };
+    if not_modified {
+        let mut e = s3_error!(NotModified);
+        let mut h = axum::http::HeaderMap::new();
+        if let Ok(v) = format!("\"{}\"", file.etag).parse() {
+            h.insert(axum::http::header::ETAG, v);
         }
+        e.set_headers(h);
+        return Err(e);
     }
     Ok(())
+}
+
+/// `InvalidRange` (416) with the `Content-Range: bytes */SIZE` RFC 9110 asks for.
+fn invalid_range(size: u64) -> s3s::S3Error {
+    let mut e = s3_error!(InvalidRange);
+    let mut h = axum::http::HeaderMap::new();
+    if let Ok(v) = format!("bytes */{size}").parse() {
+        h.insert(axum::http::header::CONTENT_RANGE, v);
+    }
+    e.set_headers(h);
+    e
 }
 
 #[async_trait::async_trait]
@@ -459,7 +519,12 @@ impl S3 for NeveS3 {
         let input = req.input;
         let (_, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
         let file = self.find(&input.bucket, &b, &table, &input.key).await?;
-        check_etag_conditions(&file, input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        check_conditions(
+            &file,
+            &req.headers,
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        )?;
         Ok(S3Response::new(dto::HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             content_length: Some(file.size as i64),
@@ -478,9 +543,14 @@ impl S3 for NeveS3 {
         let input = req.input;
         let (_, b, table) = self.resolve(req.credentials.as_ref(), &input.bucket)?;
         let file = self.find(&input.bucket, &b, &table, &input.key).await?;
-        check_etag_conditions(&file, input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        check_conditions(
+            &file,
+            &req.headers,
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        )?;
         let range = match input.range {
-            Some(r) => Some(r.check(file.size).map_err(|_| s3_error!(InvalidRange))?),
+            Some(r) => Some(r.check(file.size).map_err(|_| invalid_range(file.size))?),
             None => None,
         };
         let span = range.clone().unwrap_or(0..file.size);

@@ -19,18 +19,25 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a request's body may go without sending a byte, once its reading has begun.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The timeouts of a connection's reads.
+/// Connections served at once, by default: below the usual open-file limits of a server
+/// process, so a client opening connections without end makes others wait in the listen queue
+/// instead of taking the descriptors the store's connections and the cache need.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// The timeouts of a connection's reads, and how many connections are served at once.
 #[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
+pub struct Limits {
     pub header_read: Duration,
     pub body_idle: Duration,
+    pub max_connections: usize,
 }
 
-impl Default for Timeouts {
+impl Default for Limits {
     fn default() -> Self {
         Self {
             header_read: HEADER_READ_TIMEOUT,
             body_idle: BODY_READ_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
         }
     }
 }
@@ -38,17 +45,37 @@ impl Default for Timeouts {
 /// Serve `app` on `listener` until `shutdown` resolves, then let the requests in flight finish
 /// (the caller bounds how long). Each connection: HTTP/1.1 with keep-alive, `TCP_NODELAY`
 /// (results leave as soon as they are written, not held back for the peer's ACK), and
-/// `timeouts.header_read` for its headers, after which it is closed, and a body that fails
-/// once it has been silent for `timeouts.body_idle`.
+/// `limits.header_read` for its headers, after which it is closed, and a body that fails
+/// once it has been silent for `limits.body_idle`. With `limits.max_connections` open, no
+/// more is accepted until one closes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
-    timeouts: Timeouts,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut full_since: Option<std::time::Instant> = None;
     loop {
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(s) => s,
+            Err(_) => {
+                // Said once a minute while it lasts, not per connection.
+                if full_since.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        "every connection slot is taken: new connections wait until one closes"
+                    );
+                    full_since = Some(std::time::Instant::now());
+                }
+                tokio::select! {
+                    s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
+                    _ = &mut shutdown => break,
+                }
+            }
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let tcp = match accepted {
@@ -65,7 +92,7 @@ pub async fn serve(
                     tracing::debug!(error = %e, "TCP_NODELAY");
                 }
                 let app = app.clone();
-                let idle = timeouts.body_idle;
+                let idle = limits.body_idle;
                 let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let req = req.map(|b| axum::body::Body::new(IdleBody::new(b, idle)));
                     let mut app = app.clone();
@@ -74,13 +101,14 @@ pub async fn serve(
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(timeouts.header_read)
+                    .header_read_timeout(limits.header_read)
                     .serve_connection(TokioIo::new(tcp), service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
                         tracing::trace!(error = %e, "connection ended");
                     }
+                    drop(slot);
                 });
             }
             _ = &mut shutdown => break,
@@ -158,5 +186,54 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn ask(c: &mut tokio::net::TcpStream) {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+    }
+
+    async fn answered(c: &mut tokio::net::TcpStream, within: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(within, c.read(&mut buf)).await,
+            Ok(Ok(n)) if n > 0 && buf.starts_with(b"HTTP/1.1 200")
+        )
+    }
+
+    /// With every slot taken, a new connection waits, unanswered, until one closes; then it is
+    /// served.
+    #[tokio::test]
+    async fn connections_past_the_limit_wait_for_a_slot() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let limits = Limits {
+            max_connections: 1,
+            ..Limits::default()
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, limits, async {
+            let _ = stopped.await;
+        }));
+        let mut first = tokio::net::TcpStream::connect(addr).await.unwrap();
+        ask(&mut first).await;
+        assert!(answered(&mut first, Duration::from_secs(5)).await);
+        // Kept alive: it holds the one slot.
+        let mut second = tokio::net::TcpStream::connect(addr).await.unwrap();
+        ask(&mut second).await;
+        assert!(!answered(&mut second, Duration::from_millis(500)).await);
+        drop(first);
+        assert!(answered(&mut second, Duration::from_secs(5)).await);
+        drop(second);
+        let _ = stop.send(());
+        server.await.unwrap();
     }
 }

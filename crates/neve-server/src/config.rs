@@ -35,6 +35,10 @@ pub struct ServerConfig {
     /// (400) and the memory reserved for it is freed.
     #[serde(with = "duration_text")]
     pub body_read_timeout: Duration,
+    /// HTTP connections served at once; more wait in the listen queue until one closes. Keep
+    /// it below the process's open-file limit (`ulimit -n`), which the store's connections
+    /// share.
+    pub max_connections: usize,
     /// A table no request has used this long leaves memory: its handle (with its snapshot)
     /// and its insert queue's task. The next request opens it again.
     #[serde(with = "duration_text")]
@@ -63,6 +67,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             header_read_timeout: neve_proxy::serve::HEADER_READ_TIMEOUT,
             body_read_timeout: neve_proxy::serve::BODY_READ_TIMEOUT,
+            max_connections: neve_proxy::serve::MAX_CONNECTIONS,
             keep_idle_tables: Duration::from_secs(600),
             tenants: Vec::new(),
             admin_token: None,
@@ -243,6 +248,9 @@ impl ServerConfig {
         }
         if self.query.timeout.is_zero() {
             return bad("query.timeout must be above 0".into());
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections must be above 0".into());
         }
         if self.ingest.flush_interval.is_zero() {
             return bad("ingest.flush_interval must be above 0".into());

@@ -138,9 +138,10 @@ impl Server {
         let serving = neve_proxy::serve::serve(
             self.listener,
             app,
-            neve_proxy::serve::Timeouts {
+            neve_proxy::serve::Limits {
                 header_read: state.config.header_read_timeout,
                 body_idle: state.config.body_read_timeout,
+                max_connections: state.config.max_connections,
             },
             async move {
                 shutdown.await;

@@ -16,6 +16,7 @@ mod indexed;
 mod merged;
 mod metadata;
 pub mod output;
+mod overflow;
 mod provider;
 mod runs;
 mod scan;
@@ -217,6 +218,7 @@ impl QueryEngine {
             .build();
         let ctx = SessionContext::new_with_state(state);
         ctx.add_optimizer_rule(Arc::new(metadata::CountFromLog));
+        ctx.add_analyzer_rule(Arc::new(overflow::CheckedIntegerArithmetic));
         series::register(&ctx);
         let counter = match &limits.reads {
             Some(parent) => ReadCounter::child_of(parent.clone()),

@@ -758,3 +758,50 @@ fn references_say_whether_a_statement_is_an_explain() {
         vec![(None, "events".to_string())]
     );
 }
+
+/// Integer `+`, `-` and `*` fail on overflow (DataFusion wraps them), keep their names, and
+/// leave every other type's arithmetic as it was.
+#[tokio::test]
+async fn integer_overflow_is_an_error_not_a_wrapped_value() {
+    let t = table().await;
+    let e = engine(&t).await;
+    for sql in [
+        "SELECT 9223372036854775807 + 1",
+        "SELECT CAST(-9223372036854775808 AS BIGINT) - 1",
+        "SELECT CAST(127 AS TINYINT) + CAST(1 AS TINYINT)",
+        "SELECT CAST(0 AS INT UNSIGNED) - CAST(1 AS INT UNSIGNED)",
+        "SELECT max(id) * 4611686018427387904 FROM t",
+        "SELECT sum(x) FROM (SELECT id * 3074457345618258602 AS x FROM t WHERE id > 2)",
+        "SELECT id FROM t WHERE id * 4611686018427387904 > 0",
+        "SELECT (SELECT max(id) FROM t) * 9223372036854775807",
+    ] {
+        let err = e.collect(sql).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidQuery { .. }), "{sql}: {err:?}");
+        assert!(err.to_string().contains("Overflow"), "{sql}: {err}");
+    }
+    // Values that fit are the same as before, and so are the columns' names.
+    let b = e
+        .collect("SELECT id + 1, id * 2 - 1, kind FROM t ORDER BY id LIMIT 3")
+        .await
+        .unwrap();
+    assert_eq!(b[0].schema().field(0).name(), "t.id + Int64(1)");
+    assert_eq!(b[0].schema().field(1).name(), "t.id * Int64(2) - Int64(1)");
+    assert_eq!(int(&b, 0), vec![1, 2, 3]);
+    assert_eq!(int(&b, 1), vec![-1, 1, 3]);
+    let b = e
+        .collect("SELECT sum(id * 2) AS s, count(*) FROM t")
+        .await
+        .unwrap();
+    assert_eq!(b[0].schema().field(0).name(), "s");
+    // Floats, dates and decimals keep DataFusion's own arithmetic.
+    let b = e
+        .collect("SELECT 1e308 * 10.0 AS f, DATE '2024-01-31' + INTERVAL '1 day' AS d, CAST(1.5 AS DECIMAL(10,2)) * 2 AS m")
+        .await
+        .unwrap();
+    assert!(b[0]
+        .column(0)
+        .as_primitive::<arrow::datatypes::Float64Type>()
+        .value(0)
+        .is_infinite());
+    assert_eq!(b[0].num_rows(), 1);
+}
