@@ -358,23 +358,13 @@ fn check_conditions(
         })
     };
     let modified = file.modified.div_euclid(1000);
-    let seconds = |t: &Timestamp| -> Option<i64> {
-        let mut buf = Vec::new();
-        t.format(dto::TimestampFormat::EpochSeconds, &mut buf)
-            .ok()?;
-        std::str::from_utf8(&buf)
-            .ok()?
-            .split('.')
-            .next()?
-            .parse()
-            .ok()
-    };
+    let seconds = |t: &Timestamp| time::OffsetDateTime::from(t.clone()).unix_timestamp();
     let if_match = listed("if-match");
     match &if_match {
         Some(tags) if !names_file(tags, false) => return Err(s3_error!(PreconditionFailed)),
         Some(_) => {}
         None => {
-            if let Some(since) = if_unmodified_since.and_then(seconds) {
+            if let Some(since) = if_unmodified_since.map(seconds) {
                 if modified > since {
                     return Err(s3_error!(PreconditionFailed));
                 }
@@ -384,27 +374,37 @@ fn check_conditions(
     let not_modified = match listed("if-none-match") {
         Some(tags) => names_file(&tags, true),
         None => if_modified_since
-            .and_then(seconds)
+            .map(seconds)
             .is_some_and(|since| modified <= since),
     };
     if not_modified {
-        let mut e = s3_error!(NotModified);
-        let mut h = axum::http::HeaderMap::new();
-        if let Ok(v) = format!("\"{}\"", file.etag).parse() {
-            h.insert(axum::http::header::ETAG, v);
-        }
-        e.set_headers(h);
-        return Err(e);
+        return Err(with_header(
+            s3_error!(NotModified),
+            axum::http::header::ETAG,
+            format!("\"{}\"", file.etag),
+        ));
     }
     Ok(())
 }
 
 /// `InvalidRange` (416) with the `Content-Range: bytes */SIZE` RFC 9110 asks for.
 fn invalid_range(size: u64) -> s3s::S3Error {
-    let mut e = s3_error!(InvalidRange);
+    with_header(
+        s3_error!(InvalidRange),
+        axum::http::header::CONTENT_RANGE,
+        format!("bytes */{size}"),
+    )
+}
+
+/// An error answer that carries one header.
+fn with_header(
+    mut e: s3s::S3Error,
+    name: axum::http::header::HeaderName,
+    value: String,
+) -> s3s::S3Error {
     let mut h = axum::http::HeaderMap::new();
-    if let Ok(v) = format!("bytes */{size}").parse() {
-        h.insert(axum::http::header::CONTENT_RANGE, v);
+    if let Ok(v) = value.parse() {
+        h.insert(name, v);
     }
     e.set_headers(h);
     e
