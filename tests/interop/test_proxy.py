@@ -649,6 +649,14 @@ def test_files_of_partition_values_that_need_escaping_are_readable(neve_bin, lak
         stored = f"{prefix}/acme/weird/_data/{k}".replace("%", "%25")
         assert body == direct.get_object(Bucket=bucket, Key=stored)["Body"].read()
         assert c.head_object(Bucket="weird", Key=k)["ContentLength"] == len(body)
+    # With encoding-type=url every echoed field is encoded as the keys are (boto3 decodes them).
+    r = _sigv4(f"{lake['url']}/weird?list-type=2&delimiter=%25&encoding-type=url")
+    assert r.status_code == 200 and "<Delimiter>%25</Delimiter>" in r.text, r.text
+    r = _sigv4(f"{lake['url']}/weird?delimiter=%25&marker=kind%3Da%20b&encoding-type=url")
+    assert r.status_code == 200, r.text
+    assert "<Delimiter>%25</Delimiter>" in r.text and "<Marker>kind%3Da%20b</Marker>" in r.text, r.text
+    r = _sigv4(f"{lake['url']}/weird?list-type=2&encoding-type=bogus")
+    assert r.status_code == 400 and "InvalidArgument" in r.text, r.text
     # Traversal is still refused, encoded or not.
     for bad in ("%2E%2E/_log/00000000000000000000.json", "%252E%252E/_log/00000000000000000000.json"):
         r = _sigv4(f"{lake['url']}/weird/{bad}")

@@ -224,7 +224,7 @@ impl NeveS3 {
         let out = dto::ListObjectsV2Output {
             name: Some(input.bucket.clone()),
             prefix: Some(url_encode(&prefix, encode)),
-            delimiter: input.delimiter.clone(),
+            delimiter: input.delimiter.as_deref().map(|d| url_encode(d, encode)),
             max_keys: Some(max_keys as i32),
             key_count: Some(key_count),
             continuation_token: input.continuation_token.clone(),
@@ -277,8 +277,8 @@ impl NeveS3 {
         let out = dto::ListObjectsOutput {
             name: Some(input.bucket.clone()),
             prefix: Some(url_encode(&prefix, encode)),
-            delimiter: input.delimiter.clone(),
-            marker: input.marker.clone(),
+            delimiter: input.delimiter.as_deref().map(|d| url_encode(d, encode)),
+            marker: input.marker.as_deref().map(|m| url_encode(m, encode)),
             max_keys: Some(max_keys as i32),
             is_truncated: Some(page.next.is_some()),
             next_marker: page.next.as_ref().map(|r| url_encode(&r.after, encode)),
@@ -617,6 +617,11 @@ fn list_page(
     encoding: Option<&dto::EncodingType>,
 ) -> Result<Listed> {
     let max_keys = max_keys(given_max_keys)?;
+    if let Some(e) = encoding.filter(|e| e.as_str() != dto::EncodingType::URL) {
+        return Err(Error::InvalidArgument {
+            reason: format!("encoding-type '{}': the only encoding is 'url'", e.as_str()),
+        });
+    }
     let prefix = prefix.unwrap_or_default().to_string();
     Ok(Listed {
         page: listing::list(&snap.files, &prefix, delimiter, start, max_keys),
