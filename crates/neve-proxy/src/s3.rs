@@ -106,6 +106,17 @@ impl NeveS3 {
         Ok((key, b, table))
     }
 
+    /// The bucket is one of the key's and its snapshot can be read (HeadBucket,
+    /// GetBucketLocation): `NoSuchBucket` or `AccessDenied` otherwise, as a listing answers.
+    async fn bucket_exists(
+        &self,
+        creds: Option<&s3s::auth::Credentials>,
+        bucket: &str,
+    ) -> Result<()> {
+        let (_, b, table) = self.resolve(creds, bucket)?;
+        self.snapshot(bucket, &table, b.pin).await.map(|_| ())
+    }
+
     async fn snapshot(&self, bucket: &str, table: &str, pin: Pin) -> Result<Arc<Snapshot>> {
         let r = self.catalog.snapshot(table, pin).await;
         self.metrics.log_refreshes.inc();
@@ -449,8 +460,8 @@ impl S3 for NeveS3 {
         req: S3Request<dto::GetBucketLocationInput>,
     ) -> S3Result<S3Response<dto::GetBucketLocationOutput>> {
         self.metrics.served("GetBucketLocation");
-        let (_, b, table) = self.resolve(req.credentials.as_ref(), &req.input.bucket)?;
-        self.snapshot(&req.input.bucket, &table, b.pin).await?;
+        self.bucket_exists(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         let region = &self.settings.region;
         Ok(S3Response::new(dto::GetBucketLocationOutput {
             location_constraint: (region != "us-east-1")
@@ -465,8 +476,8 @@ impl S3 for NeveS3 {
         req: S3Request<dto::HeadBucketInput>,
     ) -> S3Result<S3Response<dto::HeadBucketOutput>> {
         self.metrics.served("HeadBucket");
-        let (_, b, table) = self.resolve(req.credentials.as_ref(), &req.input.bucket)?;
-        self.snapshot(&req.input.bucket, &table, b.pin).await?;
+        self.bucket_exists(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         Ok(S3Response::new(dto::HeadBucketOutput {
             bucket_region: Some(self.settings.region.clone()),
             ..Default::default()

@@ -711,8 +711,6 @@ fn scan_partitions(cores: usize) -> usize {
         .unwrap_or((cores * 4).max(8))
 }
 
-/// Map a DataFusion error to neve's error type, keeping what the user needs: the kind, the
-/// message, and where in the SQL text it happened.
 /// The parser names the line and column of every token but the end: a statement cut short
 /// says where it ends, as the others say where they are.
 fn at_end(e: Error, sql: &str) -> Error {
@@ -731,6 +729,8 @@ fn at_end(e: Error, sql: &str) -> Error {
     }
 }
 
+/// Map a DataFusion error to neve's error type, keeping what the user needs: the kind, the
+/// message, and where in the SQL text it happened.
 pub fn query_error(e: DataFusionError) -> Error {
     let position = e
         .diagnostic()

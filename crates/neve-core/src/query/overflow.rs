@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow::array::Array;
 use arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
@@ -33,6 +33,19 @@ impl AnalyzerRule for CheckedIntegerArithmetic {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         plan.transform_up_with_subqueries(|node| {
+            // Most nodes hold no arithmetic: their input schemas are not merged for nothing.
+            let mut arithmetic = false;
+            node.apply_expressions(|e| {
+                arithmetic = e.exists(|e| Ok(candidate(e).is_some()))?;
+                Ok(if arithmetic {
+                    TreeNodeRecursion::Stop
+                } else {
+                    TreeNodeRecursion::Continue
+                })
+            })?;
+            if !arithmetic {
+                return Ok(Transformed::no(node));
+            }
             let schema = merge_schema(&node.inputs());
             let names = NamePreserver::new(&node);
             node.map_expressions(|e| {
@@ -49,15 +62,25 @@ impl AnalyzerRule for CheckedIntegerArithmetic {
     }
 }
 
+/// The checked operation an expression would become, if it is `+`, `-` or `*`.
+fn candidate(e: &Expr) -> Option<Op> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { op, .. }) => match op {
+            Operator::Plus => Some(Op::Add),
+            Operator::Minus => Some(Op::Sub),
+            Operator::Multiply => Some(Op::Mul),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
+    let Some(op) = candidate(&e) else {
         return Ok(Transformed::no(e));
     };
-    let op = match op {
-        Operator::Plus => Op::Add,
-        Operator::Minus => Op::Sub,
-        Operator::Multiply => Op::Mul,
-        _ => return Ok(Transformed::no(e)),
+    let Expr::BinaryExpr(BinaryExpr { left, right, .. }) = &e else {
+        unreachable!("a candidate is a binary expression")
     };
     // Types it cannot tell (an outer reference it does not see) stay as DataFusion has them.
     let (Ok(l), Ok(r)) = (left.get_type(schema), right.get_type(schema)) else {

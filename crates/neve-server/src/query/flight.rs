@@ -42,7 +42,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth::{Caller, Role};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::query::{At, Pinned, Running};
+use crate::query::{At, Pinned, Registered, Running};
 
 /// The catalog every table is in (DataFusion's default).
 const CATALOG: &str = "datafusion";
@@ -86,7 +86,11 @@ impl FlightSqlServer {
     ) -> Result<(Arc<Schema>, Arc<Schema>, Vec<Pinned>), Status> {
         let timeout = self.state.queries.config.timeout;
         let planned = tokio::time::timeout(timeout, async {
-            let (engine, pins) = self.state.query_engine(caller, sql, &At::Latest).await?;
+            let Registered {
+                engine,
+                versions: pins,
+                ..
+            } = self.state.query_engine(caller, sql, &At::Latest).await?;
             let (result, params) = engine.describe(sql).await?;
             Ok::<_, Error>((result, params, pins))
         })
@@ -586,7 +590,11 @@ impl FlightSqlService for FlightSqlServer {
 impl FlightSqlServer {
     /// The caller's tables: (schema, table, Arrow schema of the table's columns).
     async fn tables(&self, caller: &Caller) -> Result<Vec<(String, String, Schema)>, Status> {
-        let (engine, pins) = self
+        let Registered {
+            engine,
+            versions: pins,
+            ..
+        } = self
             .state
             .query_engine(
                 caller,

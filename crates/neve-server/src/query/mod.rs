@@ -125,6 +125,15 @@ pub struct Pinned {
     pub version: u64,
 }
 
+/// An engine with a query's tables registered ([`AppState::query_engine`]).
+pub struct Registered {
+    pub engine: QueryEngine,
+    /// The version of each table registered.
+    pub versions: Vec<Pinned>,
+    /// The statement is an `EXPLAIN`: its plan names files, and is redacted.
+    pub explain: bool,
+}
+
 /// A query started: its first batch computed (so errors until then have their own status).
 pub struct Started {
     pub running: Running,
@@ -135,15 +144,11 @@ pub struct Started {
 impl AppState {
     /// An engine with the tables `sql` needs registered for `caller`, at `at`. Names that
     /// are not tables of the caller are left unregistered: planning then says which one is
-    /// unknown (404). Returns the versions registered.
-    pub async fn query_engine(
-        &self,
-        caller: &Caller,
-        sql: &str,
-        at: &At,
-    ) -> Result<(QueryEngine, Vec<Pinned>)> {
+    /// unknown (404).
+    pub async fn query_engine(&self, caller: &Caller, sql: &str, at: &At) -> Result<Registered> {
         let mut engine = self.queries.engine();
         let refs = engine.references(sql)?;
+        let explain = refs.explain;
         let root = self.tenant_root(caller);
         let mut wanted: Vec<(Option<String>, String)> = refs
             .tables
@@ -202,7 +207,11 @@ impl AppState {
             let location: TableLocation = handle.location().clone();
             engine.register_snapshot_in(schema.as_deref(), &table, location, snapshot)?;
         }
-        Ok((engine, versions))
+        Ok(Registered {
+            engine,
+            versions,
+            explain,
+        })
     }
 
     /// Admit, plan and start `sql` for `caller` (with `params` for `$1`... if given), and
@@ -223,12 +232,16 @@ impl AppState {
         })?;
         let deadline = tokio::time::Instant::now() + timeout;
         let out = tokio::time::timeout_at(deadline, async {
-            let (engine, versions) = self.query_engine(caller, sql, &at).await?;
+            let Registered {
+                engine,
+                versions,
+                explain,
+            } = self.query_engine(caller, sql, &at).await?;
             let mut batches = match &params {
                 Some(p) => engine.stream_with_params(sql, p).await?,
                 None => engine.stream(sql).await?,
             };
-            if engine.references(sql)?.explain {
+            if explain {
                 batches = self.redact.plan(batches);
             }
             let first = match batches.next().await {
