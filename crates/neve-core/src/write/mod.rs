@@ -529,6 +529,23 @@ fn decimal_over_precision(a: &dyn arrow::array::Array) -> Option<(usize, String,
                 (i, v, format!("decimal({p},{s})"))
             })
     }
+    /// Whether a decimal is anywhere in `t`: the others are not walked, nor dictionaries
+    /// unpacked, on every insert.
+    fn holds_decimal(t: &DataType) -> bool {
+        match t {
+            DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) => true,
+            DataType::Struct(fields) => fields.iter().any(|f| holds_decimal(f.data_type())),
+            DataType::List(f)
+            | DataType::LargeList(f)
+            | DataType::FixedSizeList(f, _)
+            | DataType::Map(f, _) => holds_decimal(f.data_type()),
+            DataType::Dictionary(_, value) => holds_decimal(value),
+            _ => false,
+        }
+    }
+    if !holds_decimal(a.data_type()) {
+        return None;
+    }
     /// The row holding element `j` of a list's values.
     fn owner(offsets: impl Iterator<Item = usize>, j: usize) -> usize {
         offsets.take_while(|&o| o <= j).count().saturating_sub(1)
@@ -578,7 +595,7 @@ fn decimal_over_precision(a: &dyn arrow::array::Array) -> Option<(usize, String,
                 )
             })
         }
-        DataType::Dictionary(_, value) if value.is_nested() || value.is_numeric() => {
+        DataType::Dictionary(_, value) => {
             let plain = arrow::compute::cast(a, value).ok()?;
             decimal_over_precision(plain.as_ref())
         }
