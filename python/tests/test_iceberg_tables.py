@@ -55,3 +55,18 @@ def test_a_type_iceberg_cannot_describe_is_refused(tmp_path):
     plain = neve.create_table(tmp_path / "plain")
     with pytest.raises(neve.InvalidInputError, match="iceberg enable"):
         plain.iceberg_sync()
+
+
+def test_a_table_with_merge_semantics_does_not_write_iceberg_metadata(tmp_path):
+    # Iceberg readers would read every stored row of a key as a row of the table.
+    merge = "replace(key = [id], version = v)"
+    with pytest.raises(neve.InvalidInputError, match=r"merge semantics .*neve files --format"):
+        neve.create_table(tmp_path / "a", sort_by=["id"], merge=merge, iceberg=True,
+                          schema="id bigint, v bigint")
+    assert not (tmp_path / "a" / "_log").exists() or not any((tmp_path / "a" / "_log").iterdir())
+    t = neve.create_table(tmp_path / "b", sort_by=["id"], merge=merge, schema="id bigint, v bigint")
+    t.insert(pa.table({"id": pa.array([1, 1], pa.int64()), "v": pa.array([1, 2], pa.int64())}))
+    with pytest.raises(neve.InvalidInputError, match="merge semantics"):
+        t.alter("set iceberg=true")
+    assert t.version == 1 and not (tmp_path / "b" / "metadata").exists()
+    assert t.sql("SELECT v FROM b").column("v").to_pylist() == [2]

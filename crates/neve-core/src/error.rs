@@ -235,6 +235,15 @@ pub enum Error {
     #[error("column '{column}' cannot be described in Iceberg metadata: {reason}")]
     IcebergUnsupported { column: String, reason: String },
 
+    /// A table with merge semantics and `iceberg=true`: Iceberg readers cannot apply the
+    /// semantics, so they would answer with every stored row of a key.
+    #[error(
+        "a table with merge semantics ({spec}) cannot write Iceberg metadata: Iceberg readers \
+         would read every stored row of a key, not one row per key; read it with Spark's \
+         `neve` source, or the SQL `neve files --format duckdb|clickhouse` prints"
+    )]
+    IcebergMergeSemantics { spec: String },
+
     /// `neve iceberg sync` on a table that does not write Iceberg metadata.
     #[error(
         "table '{table}' does not write Iceberg metadata (enable it: neve iceberg enable {table})"
@@ -341,6 +350,7 @@ impl Error {
             | MergedSumOverflow { .. }
             | InvalidSetting { .. }
             | IcebergUnsupported { .. }
+            | IcebergMergeSemantics { .. }
             | IcebergNotEnabled { .. }
             | SqlSyntax { .. }
             | InvalidQuery { .. }

@@ -255,7 +255,7 @@ pub struct CreateArgs {
     #[arg(long)]
     pub strict_schema: bool,
     /// Write Iceberg metadata after every commit (the setting iceberg=true), so engines that
-    /// read Iceberg read the table.
+    /// read Iceberg read the table. Not with --merge: Iceberg readers cannot apply it.
     #[arg(long)]
     pub iceberg: bool,
 }

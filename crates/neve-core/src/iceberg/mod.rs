@@ -296,7 +296,11 @@ impl IcebergWriter {
         info: Option<&CommitInfo>,
         opts: &SyncOptions,
     ) -> Result<SyncReport> {
-        types::check_table(&latest.metadata.schema, &latest.metadata.partition_by)?;
+        types::check_table(
+            &latest.metadata.schema,
+            &latest.metadata.partition_by,
+            latest.metadata.merge.as_ref(),
+        )?;
         let retention_ms = latest.metadata.settings.log_retention_hours as i64 * 3_600_000;
         let cutoff = opts
             .expire_before_ms

@@ -445,6 +445,68 @@ async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
     assert!(e.to_string().contains("'g'"), "{e}");
 }
 
+/// Iceberg readers cannot apply merge semantics: a table that has them never writes Iceberg
+/// metadata, whichever way `iceberg=true` would come (create, alter, a log that has both).
+#[tokio::test]
+async fn a_table_with_merge_semantics_is_never_described_in_iceberg() {
+    let is_refusal =
+        |e: &Error| matches!(e, Error::IcebergMergeSemantics { spec } if spec.contains("replace"));
+    let merge: Option<crate::merge::MergeSpec> = Some("replace(key = [k])".parse().unwrap());
+    let columns = crate::schema::parse_schema("g int64, k int64, s string").unwrap();
+    let location = TableLocation::memory("m");
+    let t = TableBuilder::new(location.clone()).build();
+    let e = t
+        .create(CreateOptions {
+            sort_by: vec!["k".into()],
+            schema: columns.clone(),
+            merge: merge.clone(),
+            settings: TableSettings {
+                iceberg: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(is_refusal(&e), "{e}");
+    assert!(t.snapshot().await.is_err(), "no table was created");
+
+    // Created without it, then turned on: refused, the table unchanged, nothing in metadata/.
+    t.create(CreateOptions {
+        sort_by: vec!["k".into()],
+        schema: columns,
+        merge,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let e = t
+        .alter(&crate::schema::AlterOp::SetSetting {
+            key: "iceberg".into(),
+            value: "true".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(is_refusal(&e), "{e}");
+    let snap = t.snapshot().await.unwrap();
+    assert_eq!(snap.version, 0);
+    assert!(!snap.metadata.settings.iceberg);
+
+    // A log that has both (written before this check): the sync refuses and writes nothing.
+    let mut both = snap.clone();
+    both.metadata.settings.iceberg = true;
+    let w = IcebergWriter::new(location.clone(), t.log().clone(), ManualClock::new(T0));
+    let e = w.sync_to(&both, &SyncOptions::default()).await.unwrap_err();
+    assert!(is_refusal(&e), "{e}");
+    let written: Vec<_> = location
+        .store
+        .list(Some(&location.child("metadata")))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(written.is_empty(), "{written:?}");
+}
+
 #[tokio::test]
 async fn gc_expires_snapshots_and_deletes_only_metadata_no_kept_snapshot_needs() {
     let location = TableLocation::memory("t");

@@ -119,7 +119,17 @@ pub(crate) fn schema_fields(schema: &TableSchema) -> Result<Vec<Value>> {
 }
 
 /// Check a table can be described in Iceberg metadata: its schema and its partitioning.
-pub fn check_table(schema: &TableSchema, partition_by: &[PartitionField]) -> Result<()> {
+pub fn check_table(
+    schema: &TableSchema,
+    partition_by: &[PartitionField],
+    merge: Option<&crate::merge::MergeSpec>,
+) -> Result<()> {
+    if let Some(spec) = merge {
+        // Iceberg readers would read every stored row of a key as a row of the table.
+        return Err(Error::IcebergMergeSemantics {
+            spec: spec.to_string(),
+        });
+    }
     schema_fields(schema)?;
     partition_spec(schema, partition_by)?;
     Ok(())

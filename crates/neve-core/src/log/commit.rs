@@ -171,7 +171,7 @@ impl Committer {
             for a in &actions {
                 if let Action::Metadata(m) = a {
                     if m.settings.iceberg {
-                        crate::iceberg::check_table(&m.schema, &m.partition_by)?;
+                        crate::iceberg::check_table(&m.schema, &m.partition_by, m.merge.as_ref())?;
                     }
                 }
             }

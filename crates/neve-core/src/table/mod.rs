@@ -251,7 +251,7 @@ impl Table {
             crate::iceberg::check_metrics_columns(&opts.settings, &opts.schema)?;
         }
         if opts.settings.iceberg {
-            crate::iceberg::check_table(&opts.schema, &opts.partition_by)?;
+            crate::iceberg::check_table(&opts.schema, &opts.partition_by, opts.merge.as_ref())?;
         }
         if let crate::storage::StoreKind::Local { dir } = &self.location.kind {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io {
