@@ -101,6 +101,12 @@ def _pandas(df: Any) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
+def _reader(batches: Any) -> pa.RecordBatchReader:
+    """A running query's batches as a pyarrow reader. pyarrow raises what a Python iterator
+    raised, so an error met while reading is the neve exception of its kind."""
+    return pa.RecordBatchReader.from_batches(batches.schema, batches)
+
+
 def _arrow_stream(data: Any, failure: Optional[list] = None) -> Any:
     """Anything insertable as an object with `__arrow_c_stream__` (or a pyarrow reader)."""
     module = type(data).__module__.split(".")[0]
@@ -289,7 +295,7 @@ class Table:
 
     def sql_stream(self, query: str, as_of: AsOf = None, raw: bool = False) -> pa.RecordBatchReader:
         """Like `sql`, as a RecordBatchReader: batches are computed as they are read."""
-        return _neve._sql_stream(query, [(self.name, self._t)], _as_of(as_of), raw)
+        return _reader(_neve._sql_stream(query, [(self.name, self._t)], _as_of(as_of), raw))
 
     def merge(
         self,
@@ -463,7 +469,7 @@ def sql_stream(
     raw: bool = False,
 ) -> pa.RecordBatchReader:
     """Like `sql`, as a RecordBatchReader with bounded memory."""
-    return _neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of), raw)
+    return _reader(_neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of), raw))
 
 
 from neve._client import AuthError, Client, QueryTimeoutError, ServerBusyError, connect  # noqa: E402

@@ -395,7 +395,7 @@ impl PyTable {
         Ok(json(&splits))
     }
 
-    /// One split's rows, exact, filtered by `predicate`: a RecordBatchReader.
+    /// One split's rows, exact, filtered by `predicate`: its batches, as they are read.
     #[pyo3(signature = (version, paths, predicate = None))]
     fn _scan(
         &self,
@@ -403,13 +403,12 @@ impl PyTable {
         version: u64,
         paths: Vec<String>,
         predicate: Option<String>,
-    ) -> PyResult<PyArrowType<Box<dyn RecordBatchReader + Send>>> {
+    ) -> PyResult<PyBatches> {
         let t = self.table.clone();
         let stream = run(py, async move {
             neve_core::query::scan_split(&t, version, &paths, predicate.as_deref()).await
         })?;
-        let schema = stream.schema();
-        Ok(PyArrowType(Box::new(Batches { schema, stream })))
+        Ok(PyBatches::new(stream))
     }
 
     /// What a pyarrow dataset needs: the table schema, one row of statistics per file, the
@@ -551,32 +550,58 @@ fn _sql(
     ))
 }
 
-/// Batches of a running query, computed as Python reads them.
-struct Batches {
+/// Batches of a running query, computed as Python reads them. Python wraps it in
+/// `pyarrow.RecordBatchReader.from_batches`, so an error met mid-stream reaches a Python reader
+/// as the neve exception of its kind (pyarrow keeps a Python iterator's exception), not as a
+/// bare `ArrowInvalid`.
+#[pyclass(name = "_Batches")]
+struct PyBatches {
     schema: SchemaRef,
-    stream: SendableRecordBatchStream,
+    /// Taken out while a batch is computed (the GIL released), put back after.
+    stream: std::sync::Mutex<Option<SendableRecordBatchStream>>,
 }
 
-impl Iterator for Batches {
-    type Item = Result<RecordBatch, ArrowError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        // pyarrow releases the GIL while it waits for a batch.
-        let rt = match runtime() {
-            Ok(rt) => rt,
-            Err(e) => return Some(Err(ArrowError::ExternalError(Box::new(e)))),
+impl PyBatches {
+    fn new(stream: SendableRecordBatchStream) -> Self {
+        Self {
+            schema: stream.schema(),
+            stream: std::sync::Mutex::new(Some(stream)),
+        }
+    }
+}
+
+#[pymethods]
+impl PyBatches {
+    #[getter]
+    fn schema(&self) -> PyArrowType<arrow::datatypes::Schema> {
+        PyArrowType(self.schema.as_ref().clone())
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyArrowType<RecordBatch>>> {
+        let Some(mut stream) = self.stream.lock().expect("stream lock").take() else {
+            // Ended, failed, or being read by another thread.
+            return Ok(None);
         };
-        rt.block_on(self.stream.next())
-            .map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+        let (stream, next) = run(py, async move {
+            let next = stream.next().await;
+            Ok((stream, next))
+        })?;
+        match next {
+            Some(Ok(batch)) => {
+                *self.stream.lock().expect("stream lock") = Some(stream);
+                Ok(Some(PyArrowType(batch)))
+            }
+            Some(Err(e)) => Err(py_err(neve_core::query::query_error(e))),
+            None => Ok(None),
+        }
     }
 }
 
-impl RecordBatchReader for Batches {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-}
-
-/// Start `query` over `tables`: a pyarrow.RecordBatchReader, bounded memory.
+/// Start `query` over `tables`: its batches, computed as they are read (bounded memory).
 #[pyfunction]
 #[pyo3(signature = (query, tables, as_of = None, raw = false))]
 fn _sql_stream(
@@ -585,12 +610,11 @@ fn _sql_stream(
     tables: Vec<(String, Py<PyTable>)>,
     as_of: Option<&str>,
     raw: bool,
-) -> PyResult<PyArrowType<Box<dyn RecordBatchReader + Send>>> {
+) -> PyResult<PyBatches> {
     let at = self::as_of(as_of)?;
     let tables = tables_of(tables);
     let stream = run(py, async move { plan(query, tables, at, raw).await })?;
-    let schema = stream.schema();
-    Ok(PyArrowType(Box::new(Batches { schema, stream })))
+    Ok(PyBatches::new(stream))
 }
 
 #[pymodule]
@@ -598,6 +622,7 @@ fn _neve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tune_allocator();
     let py = m.py();
     m.add_class::<PyTable>()?;
+    m.add_class::<PyBatches>()?;
     m.add_function(wrap_pyfunction!(_create, m)?)?;
     m.add_function(wrap_pyfunction!(_sql, m)?)?;
     m.add_function(wrap_pyfunction!(_sql_stream, m)?)?;

@@ -53,6 +53,28 @@ def test_sql_errors(tmp_path):
     assert t.sql("SELECT a + 1 AS b FROM t").column("b").to_pylist() == [2]
 
 
+def test_an_error_met_while_a_stream_is_read_is_the_neve_exception(tmp_path):
+    """The query plans, then fails on a value: reading the stream raises what `sql` raises,
+    with the same message, whether read whole, batch by batch, or through `neve.sql_stream`."""
+    t = neve.create_table(tmp_path / "t", partition_by="p")
+    t.insert(pa.table({"p": [1, 1, 2], "s": ["1", "2", "x"]}))
+    bad = "SELECT CAST(s AS BIGINT) AS v FROM t"
+    with pytest.raises(neve.SqlError) as whole:
+        t.sql(bad)
+    assert "'x'" in str(whole.value)
+    reader = t.sql_stream(bad)
+    assert reader.schema.names == ["v"]
+    with pytest.raises(neve.SqlError) as e:
+        reader.read_all()
+    assert str(e.value) == str(whole.value)
+    with pytest.raises(neve.SqlError):
+        for _ in neve.sql_stream(bad, tables={"t": t}):
+            pass
+    # A stream that does not fail reads every row.
+    ok = t.sql_stream("SELECT CAST(s AS BIGINT) AS v FROM t WHERE s <> 'x'").read_all()
+    assert sorted(ok.column("v").to_pylist()) == [1, 2]
+
+
 def test_bad_paths(tmp_path):
     with pytest.raises(neve.NotFoundError) as e:
         neve.Table(tmp_path / "missing")
