@@ -235,12 +235,13 @@ pub enum Error {
     #[error("column '{column}' cannot be described in Iceberg metadata: {reason}")]
     IcebergUnsupported { column: String, reason: String },
 
-    /// A table with merge semantics and `iceberg=true`: Iceberg readers cannot apply the
-    /// semantics, so they would answer with every stored row of a key.
+    /// A table with `aggregate` merge semantics and `iceberg=true`: a key's row is folded
+    /// from its stored rows, which Iceberg cannot describe (`replace` and `dedupe` are
+    /// described with position deletes).
     #[error(
-        "a table with merge semantics ({spec}) cannot write Iceberg metadata: Iceberg readers \
-         would read every stored row of a key, not one row per key; read it with Spark's \
-         `neve` source, or the SQL `neve files --format duckdb|clickhouse` prints"
+        "a table with merge semantics {spec} cannot write Iceberg metadata: its rows are folded \
+         from the stored rows of each key, which Iceberg readers cannot do; read it with \
+         Spark's `neve` source, or the SQL `neve files --format duckdb|clickhouse` prints"
     )]
     IcebergMergeSemantics { spec: String },
 

@@ -2,13 +2,14 @@
 //! written with create-only PUTs (the same bytes from any sync), on top of what the previous
 //! metadata already describes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
+use super::deletes::{self, DeleteFile};
 use super::manifest::{self, assemble_manifest, build_manifest_list, chunks_named};
 use super::manifest::{manifest_list_key, Chunk, Layout, ManifestInfo};
 use super::{
@@ -328,7 +329,22 @@ impl IcebergWriter {
                 infos[at] = Some(info);
             }
         }
-        let infos: Vec<ManifestInfo> = infos.into_iter().flatten().collect();
+        let mut infos: Vec<ManifestInfo> = infos.into_iter().flatten().collect();
+        // A table with merge semantics: the rows that lose to another row of their key, as
+        // position deletes (see `deletes`).
+        let mut delete_totals = (0usize, 0u64);
+        if let Some(spec) = &meta.merge {
+            let deletes = self.position_deletes(run, snap, spec, &mut writes).await?;
+            if !deletes.is_empty() {
+                delete_totals = (deletes.len(), deletes.iter().map(|d| d.rows).sum());
+                let layout = &run.layout.as_ref().expect("layout").1;
+                let (info, bytes) = manifest::assemble_delete_manifest(layout, &deletes)?;
+                if !run.known.contains_key(&info.key) {
+                    writes.push((info.key.clone(), Bytes::from(bytes)));
+                }
+                infos.push(info);
+            }
+        }
         for i in &infos {
             run.known
                 .entry(i.key.clone())
@@ -368,8 +384,14 @@ impl IcebergWriter {
             ("deleted-records".to_string(), s.rows_removed.to_string()),
             ("total-data-files".to_string(), snap.files.len().to_string()),
             ("total-records".to_string(), total_rows.to_string()),
-            ("total-delete-files".to_string(), "0".to_string()),
-            ("total-position-deletes".to_string(), "0".to_string()),
+            (
+                "total-delete-files".to_string(),
+                delete_totals.0.to_string(),
+            ),
+            (
+                "total-position-deletes".to_string(),
+                delete_totals.1.to_string(),
+            ),
             ("total-equality-deletes".to_string(), "0".to_string()),
             ("neve.operation".to_string(), info.operation.clone()),
         ]);
@@ -387,5 +409,86 @@ impl IcebergWriter {
         );
         run.report.snapshots_added += 1;
         Ok(())
+    }
+
+    /// The position delete files of `snap` (a table with merge semantics `spec`), one per group
+    /// of files whose rows are not all rows of the table; new ones are added to `writes`.
+    async fn position_deletes(
+        &self,
+        run: &mut Run<'_>,
+        snap: &Snapshot,
+        spec: &crate::merge::MergeSpec,
+        writes: &mut Vec<(String, Bytes)>,
+    ) -> Result<Vec<DeleteFile>> {
+        let groups = deletes::groups(snap, spec);
+        let keys: Vec<String> = groups
+            .iter()
+            .map(|g| deletes::group_key(&self.location, spec, g))
+            .collect();
+        let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
+        if keys.iter().any(|k| !memo.contains_key(k)) {
+            // Learn the delete files the manifests read so far list (the previous version's).
+            let unread: Vec<String> = run
+                .known
+                .values()
+                .filter(|(i, _)| i.content == manifest::DELETES)
+                .map(|(i, _)| i.key.clone())
+                .filter(|k| !run.deletes_read.contains(k))
+                .collect();
+            for key in unread {
+                run.deletes_read.insert(key.clone());
+                if let Some(bytes) = self.get(&key).await? {
+                    for (k, rows, size) in manifest::read_delete_manifest(&key, &bytes)? {
+                        memo.entry(k.clone()).or_insert(DeleteFile {
+                            key: k,
+                            partition_values: Default::default(),
+                            rows,
+                            size,
+                            sequence: 0,
+                        });
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut kept = HashMap::new();
+        for (group, key) in groups.iter().zip(keys) {
+            let sequence = group
+                .iter()
+                .map(|f| f.added_version.unwrap_or(0) as i64)
+                .max()
+                .unwrap_or(0);
+            let partition_values = group[0].partition_values.clone();
+            let (rows, size) = match memo.get(&key) {
+                Some(d) => (d.rows, d.size),
+                None => {
+                    let losers = deletes::losers(&self.location, snap, spec, group).await?;
+                    let rows: Vec<(String, Vec<u64>)> = group
+                        .iter()
+                        .zip(losers)
+                        .map(|(f, p)| (self.location.file_url(&f.path), p))
+                        .collect();
+                    let (bytes, n) = deletes::delete_file_bytes(rows)?;
+                    let size = bytes.len() as u64;
+                    if n > 0 {
+                        writes.push((key.clone(), Bytes::from(bytes)));
+                    }
+                    (n, size)
+                }
+            };
+            let d = DeleteFile {
+                key: key.clone(),
+                partition_values,
+                rows,
+                size,
+                sequence,
+            };
+            kept.insert(key, d.clone());
+            if rows > 0 {
+                out.push(d);
+            }
+        }
+        *self.deletes.lock().expect("deletes") = kept;
+        Ok(out)
     }
 }

@@ -29,6 +29,10 @@ use crate::storage::TableLocation;
 /// Files per manifest, on average.
 pub(crate) const CHUNK_FILES: u32 = 64;
 
+/// A manifest's (and a file entry's) content: data files, or position delete files.
+pub(crate) const DATA: i32 = 0;
+pub(crate) const DELETES: i32 = 1;
+
 /// Entry status: added by the manifest's own snapshot, or carried over from an earlier one.
 const ADDED: i32 = 1;
 const EXISTING: i32 = 0;
@@ -107,6 +111,8 @@ pub(crate) type FieldSummary = (bool, Option<Vec<u8>>, Option<Vec<u8>>);
 pub(crate) struct ManifestInfo {
     /// Relative to the table root (`metadata/neve-….avro`).
     pub key: String,
+    /// What its entries are: [`DATA`] files, or [`DELETES`] (position delete files).
+    pub content: i32,
     pub length: u64,
     pub added_snapshot: i64,
     pub min_sequence: i64,
@@ -331,7 +337,7 @@ pub(crate) fn reference_manifest(
     super::avro::container_with(
         &layout.manifest_parsed,
         &layout.manifest_text,
-        &manifest_metadata(layout),
+        &manifest_metadata(layout, DATA),
         marker,
         |w| {
             for f in chunk {
@@ -382,11 +388,19 @@ fn avro_error(e: apache_avro::Error) -> crate::error::Error {
 
 /// `f`'s partition values in the layout's spec.
 fn partition_of(layout: &Layout, f: &AddFile) -> Vec<Option<Datum>> {
+    partition_of_values(layout, &f.partition_values)
+}
+
+/// Partition values (as the log keeps them) in the layout's spec.
+fn partition_of_values(
+    layout: &Layout,
+    values: &BTreeMap<String, Option<String>>,
+) -> Vec<Option<Datum>> {
     layout
         .spec
         .iter()
         .map(|sf| {
-            f.partition_values
+            values
                 .get(&sf.name)
                 .cloned()
                 .flatten()
@@ -477,6 +491,7 @@ pub(crate) fn assemble_manifest(
     let min_sequence = chunk.iter().map(|e| e.version).min().unwrap_or(0);
     let mut info = ManifestInfo {
         key,
+        content: DATA,
         length: 0,
         added_snapshot,
         min_sequence,
@@ -532,7 +547,7 @@ pub(crate) fn assemble_manifest(
     let marker: [u8; 16] = digest[16..].try_into().expect("16 bytes");
     let bytes = super::avro::container_of_datums(
         &layout.manifest_text,
-        &manifest_metadata(layout),
+        &manifest_metadata(layout, DATA),
         marker,
         records,
     );
@@ -541,15 +556,165 @@ pub(crate) fn assemble_manifest(
 }
 
 /// A manifest's header metadata.
-fn manifest_metadata(layout: &Layout) -> [(&'static str, String); 6] {
+fn manifest_metadata(layout: &Layout, content: i32) -> [(&'static str, String); 6] {
+    let content = if content == DELETES {
+        "deletes"
+    } else {
+        "data"
+    };
     [
         ("schema", layout.schema_json.clone()),
         ("schema-id", layout.schema_id.to_string()),
         ("partition-spec", layout.spec_fields.clone()),
         ("partition-spec-id", "0".to_string()),
         ("format-version", "2".to_string()),
-        ("content", "data".to_string()),
+        ("content", content.to_string()),
     ]
+}
+
+/// The manifest of a snapshot's position delete files: its bytes and how the manifest list
+/// describes it. Named by its entries, so a snapshot with the same delete files reuses it.
+pub(crate) fn assemble_delete_manifest(
+    layout: &Layout,
+    deletes: &[super::deletes::DeleteFile],
+) -> Result<(ManifestInfo, Vec<u8>)> {
+    let mut h = Sha256::new();
+    h.update(b"neve iceberg delete manifest 1\n");
+    h.update(layout.salt);
+    for d in deletes {
+        h.update(format!("\n{}\t{}\t{}\t{}", d.key, d.rows, d.size, d.sequence).as_bytes());
+    }
+    let digest: [u8; 32] = h.finalize().into();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let added_snapshot = deletes.iter().map(|d| d.sequence).max().unwrap_or(0);
+    let min_sequence = deletes.iter().map(|d| d.sequence).min().unwrap_or(0);
+    let mut info = ManifestInfo {
+        key: format!("metadata/neve-{hex}-d.avro"),
+        content: DELETES,
+        length: 0,
+        added_snapshot,
+        min_sequence,
+        added_files: 0,
+        existing_files: 0,
+        added_rows: 0,
+        existing_rows: 0,
+        partitions: vec![],
+    };
+    let writer = entry_writer(layout)?;
+    let mut summaries: Vec<(bool, Option<Datum>, Option<Datum>)> =
+        vec![(false, None, None); layout.spec.len()];
+    let mut records = Vec::with_capacity(deletes.len());
+    for d in deletes {
+        let partition = partition_of_values(layout, &d.partition_values);
+        for (summary, v) in summaries.iter_mut().zip(partition.iter()) {
+            match v {
+                None => summary.0 = true,
+                Some(v) => {
+                    if summary.1.as_ref().is_none_or(|lo| v < lo) {
+                        summary.1 = Some(v.clone());
+                    }
+                    if summary.2.as_ref().is_none_or(|hi| v > hi) {
+                        summary.2 = Some(v.clone());
+                    }
+                }
+            }
+        }
+        let status = if d.sequence == added_snapshot {
+            info.added_files += 1;
+            info.added_rows += d.rows as i64;
+            ADDED
+        } else {
+            info.existing_files += 1;
+            info.existing_rows += d.rows as i64;
+            EXISTING
+        };
+        let entry = Entry {
+            status,
+            snapshot_id: Some(d.sequence),
+            sequence_number: Some(d.sequence),
+            file_sequence_number: Some(d.sequence),
+            data_file: DataFile {
+                content: DELETES,
+                file_path: layout.location.file_url(&d.key),
+                file_format: "PARQUET",
+                partition: PartitionRecord(
+                    layout
+                        .avro_names
+                        .iter()
+                        .zip(&partition)
+                        .map(|(n, v)| (n.as_str(), v.clone().map(PartitionValue)))
+                        .collect(),
+                ),
+                record_count: d.rows as i64,
+                file_size_in_bytes: d.size as i64,
+                column_sizes: None,
+                value_counts: None,
+                null_value_counts: None,
+                nan_value_counts: None,
+                lower_bounds: None,
+                upper_bounds: None,
+                key_metadata: None,
+                split_offsets: None,
+                equality_ids: None,
+                sort_order_id: None,
+            },
+        };
+        let mut datum = Vec::new();
+        writer.write_ser(&mut datum, &entry).map_err(avro_error)?;
+        records.push(datum);
+    }
+    info.partitions = summaries
+        .into_iter()
+        .map(|(null, lo, hi)| (null, lo.map(|d| d.to_bytes()), hi.map(|d| d.to_bytes())))
+        .collect();
+    let marker: [u8; 16] = digest[16..].try_into().expect("16 bytes");
+    let bytes = super::avro::container_of_datums(
+        &layout.manifest_text,
+        &manifest_metadata(layout, DELETES),
+        marker,
+        records.iter().map(|r| [r.as_slice(), &[][..]]),
+    );
+    info.length = bytes.len() as u64;
+    Ok((info, bytes))
+}
+
+/// The delete files a stored delete manifest (at `key`) lists: key (relative to the table
+/// root), rows and size.
+pub(crate) fn read_delete_manifest(key: &str, bytes: &[u8]) -> Result<Vec<(String, u64, u64)>> {
+    let bad = |reason: String| crate::error::Error::IcebergMetadata {
+        path: key.to_string(),
+        reason,
+    };
+    let reader = apache_avro::Reader::new(bytes).map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for r in reader {
+        let Value::Record(fields) = r.map_err(|e| bad(e.to_string()))? else {
+            return Err(bad("not a record".into()));
+        };
+        let Some((_, Value::Record(file))) = fields.into_iter().find(|(n, _)| n == "data_file")
+        else {
+            return Err(bad("no data_file".into()));
+        };
+        let f: BTreeMap<String, Value> = file.into_iter().collect();
+        let long = |name: &str| match f.get(name) {
+            Some(Value::Long(v)) => Ok(*v as u64),
+            Some(Value::Int(v)) => Ok(*v as u64),
+            _ => Err(bad(format!("no {name}"))),
+        };
+        let path = match f.get("file_path") {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(bad("no file_path".into())),
+        };
+        let Some(at) = path.rfind("/metadata/") else {
+            return Err(bad(format!("delete file '{path}' is not under metadata/")));
+        };
+        out.push((
+            path[at + 1..].to_string(),
+            long("record_count")?,
+            long("file_size_in_bytes")?,
+        ));
+    }
+    Ok(out)
 }
 
 // A manifest entry as the `manifest_entry` schema declares it, serialised straight into the
@@ -658,7 +823,7 @@ pub(crate) fn build_manifest_list(
                 ),
                 ("manifest_length".into(), Value::Long(m.length as i64)),
                 ("partition_spec_id".into(), Value::Int(0)),
-                ("content".into(), Value::Int(0)),
+                ("content".into(), Value::Int(m.content)),
                 ("sequence_number".into(), Value::Long(m.added_snapshot)),
                 ("min_sequence_number".into(), Value::Long(m.min_sequence)),
                 ("added_snapshot_id".into(), Value::Long(m.added_snapshot)),
@@ -741,6 +906,7 @@ pub(crate) fn read_manifest_list(key: &str, bytes: &[u8]) -> Result<Vec<Manifest
         }
         out.push(ManifestInfo {
             key: path[at + 1..].to_string(),
+            content: long("content").unwrap_or(DATA as i64) as i32,
             length: long("manifest_length")? as u64,
             added_snapshot: long("added_snapshot_id")?,
             min_sequence: long("min_sequence_number")?,

@@ -11,6 +11,7 @@
 
 mod avro;
 mod build;
+pub(crate) mod deletes;
 mod manifest;
 mod metrics;
 mod types;
@@ -218,6 +219,9 @@ pub struct IcebergWriter {
     chunk_memo: Arc<std::sync::Mutex<Option<ChunkMemo>>>,
     /// The layout of the schema last written, with its key (see [`Run`]).
     layout: Arc<std::sync::Mutex<Option<KeyedLayout>>>,
+    /// The position delete files of the snapshot written last, by key (tables with merge
+    /// semantics): a group unchanged since is not read again.
+    deletes: Arc<std::sync::Mutex<HashMap<String, deletes::DeleteFile>>>,
 }
 
 /// Metadata `n` as this writer wrote it, and the manifest list of the version it describes.
@@ -254,6 +258,8 @@ struct Run<'a> {
     prefetched: Option<(u64, Listed)>,
     /// The manifests of the list written last, and its version.
     list: Option<(u64, Vec<ManifestInfo>)>,
+    /// Delete manifests already read back for the delete files they list.
+    deletes_read: HashSet<String>,
     report: SyncReport,
 }
 
@@ -266,6 +272,7 @@ impl IcebergWriter {
             last: Arc::default(),
             chunk_memo: Arc::default(),
             layout: Arc::default(),
+            deletes: Arc::default(),
         }
     }
 
@@ -376,6 +383,7 @@ impl IcebergWriter {
                 known: HashMap::new(),
                 prefetched,
                 list: None,
+                deletes_read: HashSet::new(),
                 report: SyncReport::default(),
             };
             let info = info.filter(|_| attempt == 0);
@@ -552,10 +560,27 @@ impl IcebergWriter {
             .buffer_unordered(crate::log::READ_CONCURRENCY)
             .try_collect()
             .await?;
+        let named: Vec<ManifestInfo> = named.into_iter().flatten().collect();
+        // The position delete files the kept delete manifests list.
+        let delete_manifests: HashSet<String> = named
+            .iter()
+            .filter(|m| m.content == manifest::DELETES)
+            .map(|m| m.key.clone())
+            .collect();
+        let mut delete_files = Vec::new();
+        for key in delete_manifests {
+            if let Some(bytes) = self.get(&key).await? {
+                delete_files.extend(
+                    manifest::read_delete_manifest(&key, &bytes)?
+                        .into_iter()
+                        .map(|(k, _, _)| k),
+                );
+            }
+        }
         let keep: HashSet<String> = named
             .into_iter()
-            .flatten()
             .map(|m| m.key)
+            .chain(delete_files)
             .chain(lists)
             .chain([metadata_key(n), HINT.to_string()])
             .collect();

@@ -445,14 +445,14 @@ async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
     assert!(e.to_string().contains("'g'"), "{e}");
 }
 
-/// Iceberg readers cannot apply merge semantics: a table that has them never writes Iceberg
+/// Iceberg readers cannot fold rows: a table with `aggregate` semantics never writes Iceberg
 /// metadata, whichever way `iceberg=true` would come (create, alter, a log that has both).
 #[tokio::test]
-async fn a_table_with_merge_semantics_is_never_described_in_iceberg() {
-    let is_refusal =
-        |e: &Error| matches!(e, Error::IcebergMergeSemantics { spec } if spec.contains("replace"));
-    let merge: Option<crate::merge::MergeSpec> = Some("replace(key = [k])".parse().unwrap());
-    let columns = crate::schema::parse_schema("g int64, k int64, s string").unwrap();
+async fn an_aggregating_table_is_never_described_in_iceberg() {
+    let is_refusal = |e: &Error| matches!(e, Error::IcebergMergeSemantics { spec } if spec.contains("aggregate"));
+    let merge: Option<crate::merge::MergeSpec> =
+        Some("aggregate(key = [k], count = c)".parse().unwrap());
+    let columns = crate::schema::parse_schema("g int64, k int64, s string, c int64").unwrap();
     let location = TableLocation::memory("m");
     let t = TableBuilder::new(location.clone()).build();
     let e = t

@@ -124,8 +124,8 @@ pub fn check_table(
     partition_by: &[PartitionField],
     merge: Option<&crate::merge::MergeSpec>,
 ) -> Result<()> {
-    if let Some(spec) = merge {
-        // Iceberg readers would read every stored row of a key as a row of the table.
+    if let Some(spec @ crate::merge::MergeSpec::Aggregate { .. }) = merge {
+        // A key's row is folded from its stored rows: no set of stored rows is the table.
         return Err(Error::IcebergMergeSemantics {
             spec: spec.to_string(),
         });

@@ -13,7 +13,7 @@ mod counting;
 pub(crate) mod dialect;
 mod ids;
 mod indexed;
-mod merged;
+pub(crate) mod merged;
 mod metadata;
 pub mod output;
 mod overflow;

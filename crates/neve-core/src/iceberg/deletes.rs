@@ -1,0 +1,419 @@
+//! Position deletes: how Iceberg readers see one row per key of a table with merge semantics.
+//!
+//! Between merges such a table stores several rows of a key. Iceberg has no notion of a key's
+//! winning row, but it has position delete files: "row N of file F is not in the table". So for
+//! every group of a partition's files whose rows are not all rows of the table (the runs an
+//! exact read merges, and merged files that keep tombstones), a sync writes the positions of
+//! the rows that lose, computed from the key, version and deleted columns as the reader picks
+//! winners. A group's delete file is named by the group (its files and the spec), so it is
+//! written once and listed by every snapshot that has the same group.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    make_comparator, new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array,
+    RecordBatch, StringArray,
+};
+use arrow::compute::{cast, concat, SortOptions};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::row::{RowConverter, SortField};
+use futures::TryStreamExt;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::log::{AddFile, Snapshot};
+use crate::merge::{seq_of, MergeSpec};
+use crate::storage::TableLocation;
+
+/// Iceberg's reserved field ids of a position delete file's columns.
+const FILE_PATH_ID: &str = "2147483546";
+const POS_ID: &str = "2147483545";
+
+/// One group's position delete file, as a delete manifest lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DeleteFile {
+    /// Relative to the table root (`metadata/neve-<hash>-deletes.parquet`).
+    pub key: String,
+    /// The group's partition values (every file of a group shares them).
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// Rows deleted, and the file's size.
+    pub rows: u64,
+    pub size: u64,
+    /// The highest version that added one of the group's files: the delete applies to every
+    /// data file of the group (Iceberg applies a position delete to data files whose sequence
+    /// number is at most its own).
+    pub sequence: i64,
+}
+
+/// The groups of `snap`'s files whose rows are not all rows of the table, each in the order
+/// the reader merges them (commit order, then path): the runs of overlapping files, and merged
+/// files alone that keep tombstones.
+pub(crate) fn groups<'a>(snap: &'a Snapshot, spec: &MergeSpec) -> Vec<Vec<&'a AddFile>> {
+    let schema = snap.metadata.schema.to_arrow();
+    let files: Vec<Arc<AddFile>> = snap.files.values().cloned().collect();
+    let stats = crate::query::stats::FileStats::new(files, schema);
+    let split = crate::query::merged::split(
+        spec,
+        &stats,
+        snap.files
+            .values()
+            .map(|f| f.as_ref())
+            .enumerate()
+            .collect(),
+    );
+    split
+        .live
+        .into_iter()
+        .map(|f| vec![f])
+        .chain(split.merged)
+        .collect()
+}
+
+/// The delete file's key for a group: a function of the table, the spec and the group's files.
+pub(crate) fn group_key(location: &TableLocation, spec: &MergeSpec, group: &[&AddFile]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"neve iceberg position deletes 1\n");
+    h.update(location.file_url("").as_bytes());
+    h.update(b"\n");
+    h.update(spec.to_string().as_bytes());
+    for f in group {
+        let (lo, hi) = seq_of(f);
+        h.update(format!("\n{}\t{lo}\t{hi}\t{}", f.path, f.size).as_bytes());
+    }
+    let d = h.finalize();
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("metadata/neve-{hex}-deletes.parquet")
+}
+
+/// The columns the winner of a key depends on, as the table types them.
+fn decisive_columns(spec: &MergeSpec, snap: &Snapshot) -> Result<Vec<(String, DataType)>> {
+    let names: Vec<&String> = match spec {
+        MergeSpec::Replace {
+            key,
+            version,
+            deleted,
+        } => key.iter().chain(version).chain(deleted).collect(),
+        MergeSpec::Dedupe { key } => key.iter().collect(),
+        MergeSpec::Aggregate { .. } => {
+            return Err(Error::IcebergMergeSemantics {
+                spec: spec.to_string(),
+            })
+        }
+    };
+    let schema = snap.metadata.schema.to_arrow();
+    names
+        .into_iter()
+        .map(|n| {
+            let field = schema
+                .field_with_name(n)
+                .map_err(|_| Error::InvalidMergeSpec {
+                    spec: spec.to_string(),
+                    reason: format!("'{n}' is not a column of the table"),
+                })?;
+            Ok((n.clone(), field.data_type().clone()))
+        })
+        .collect()
+}
+
+/// `columns` of one data file, cast to the table's types (a column the file lacks is null).
+async fn read_columns(
+    location: &TableLocation,
+    f: &AddFile,
+    columns: &[(String, DataType)],
+) -> Result<Vec<ArrayRef>> {
+    use datafusion::datasource::physical_plan::parquet::{
+        DefaultParquetFileReaderFactory, ParquetFileReaderFactory,
+    };
+    let file = datafusion::datasource::listing::PartitionedFile::new(
+        location.child(&f.path).to_string(),
+        f.size,
+    );
+    let reader = DefaultParquetFileReaderFactory::new(location.store.clone())
+        .create_reader(
+            0,
+            file,
+            None,
+            &datafusion::physical_plan::metrics::ExecutionPlanMetricsSet::new(),
+        )
+        .map_err(crate::query::query_error)?;
+    let reader: Box<dyn parquet::arrow::async_reader::AsyncFileReader> = reader;
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(
+        reader,
+        ArrowReaderOptions::new().with_skip_arrow_metadata(true),
+    )
+    .await?;
+    let file_schema = builder.schema().clone();
+    let present: Vec<usize> = columns
+        .iter()
+        .filter_map(|(n, _)| file_schema.index_of(n).ok())
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), present.iter().copied());
+    let batches: Vec<RecordBatch> = builder.with_projection(mask).build()?.try_collect().await?;
+    let rows = f.rows as usize;
+    columns
+        .iter()
+        .map(|(name, ty)| {
+            let parts: Vec<ArrayRef> = batches
+                .iter()
+                .filter_map(|b| b.column_by_name(name).cloned())
+                .collect();
+            if parts.is_empty() {
+                return Ok(new_null_array(ty, rows));
+            }
+            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            let whole = concat(&refs)?;
+            Ok(if whole.data_type() == ty {
+                whole
+            } else {
+                cast(&whole, ty)?
+            })
+        })
+        .collect()
+}
+
+/// Per file of `group` (by index), the positions of its rows that lose to another row of
+/// their key, or whose key is deleted.
+pub(crate) async fn losers(
+    location: &TableLocation,
+    snap: &Snapshot,
+    spec: &MergeSpec,
+    group: &[&AddFile],
+) -> Result<Vec<Vec<u64>>> {
+    let columns = decisive_columns(spec, snap)?;
+    let reads = group.iter().map(|f| read_columns(location, f, &columns));
+    let per_file = futures::future::try_join_all(reads).await?;
+    // Every row of the group in merge order: file by file, each in file order.
+    let mut origin: Vec<(u32, u64)> = Vec::new();
+    for (i, cols) in per_file.iter().enumerate() {
+        let n = cols.first().map_or(0, |c| c.len());
+        origin.extend((0..n as u64).map(|p| (i as u32, p)));
+    }
+    let whole: Vec<ArrayRef> = (0..columns.len())
+        .map(|c| {
+            let parts: Vec<&dyn Array> = per_file.iter().map(|cols| cols[c].as_ref()).collect();
+            concat(&parts).map_err(Error::from)
+        })
+        .collect::<Result<_>>()?;
+    let keys = spec.key().len();
+    let converter = RowConverter::new(
+        columns[..keys]
+            .iter()
+            .map(|(_, t)| SortField::new(t.clone()))
+            .collect(),
+    )?;
+    let rows = converter.convert_columns(&whole[..keys])?;
+    let mut order: Vec<usize> = (0..origin.len()).collect();
+    // Stable: rows of one key stay in merge order.
+    order.sort_by(|&a, &b| rows.row(a).cmp(&rows.row(b)));
+
+    let (version, deleted) = match spec {
+        MergeSpec::Replace {
+            version, deleted, ..
+        } => {
+            let mut at = keys;
+            let v = version.as_ref().map(|_| {
+                at += 1;
+                whole[at - 1].clone()
+            });
+            let d = deleted.as_ref().map(|_| whole[at].clone());
+            (v, d)
+        }
+        _ => (None, None),
+    };
+    let cmp = version
+        .as_ref()
+        .map(|v| make_comparator(v.as_ref(), v.as_ref(), SortOptions::default()))
+        .transpose()?;
+    let deleted: Option<&BooleanArray> = deleted.as_ref().map(|d| d.as_boolean());
+    let mut out = vec![Vec::new(); group.len()];
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && rows.row(order[end]) == rows.row(order[start]) {
+            end += 1;
+        }
+        let members = &order[start..end];
+        let winner = match spec {
+            MergeSpec::Dedupe { .. } => Some(members[0]),
+            _ => {
+                // The highest version (nulls lowest); on a tie, or without one, the later row.
+                let mut best = members[0];
+                for &i in &members[1..] {
+                    if cmp.as_ref().is_none_or(|c| c(i, best).is_ge()) {
+                        best = i;
+                    }
+                }
+                let gone = deleted.is_some_and(|d| d.is_valid(best) && d.value(best));
+                (!gone).then_some(best)
+            }
+        };
+        for &i in members {
+            if Some(i) != winner {
+                let (file, pos) = origin[i];
+                out[file as usize].push(pos);
+            }
+        }
+        start = end;
+    }
+    for positions in &mut out {
+        positions.sort_unstable();
+    }
+    Ok(out)
+}
+
+/// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg asks.
+pub(crate) fn delete_file_bytes(mut rows: Vec<(String, Vec<u64>)>) -> Result<(Vec<u8>, u64)> {
+    rows.retain(|(_, p)| !p.is_empty());
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
+    let paths: StringArray = rows
+        .iter()
+        .flat_map(|(path, p)| std::iter::repeat_n(Some(path.as_str()), p.len()))
+        .collect();
+    let pos =
+        Int64Array::from_iter_values(rows.iter().flat_map(|(_, p)| p.iter().map(|&x| x as i64)));
+    let id = |f: Field, id: &str| {
+        f.with_metadata(std::collections::HashMap::from([(
+            crate::schema::FIELD_ID_KEY.to_string(),
+            id.to_string(),
+        )]))
+    };
+    let schema = Arc::new(Schema::new(vec![
+        id(Field::new("file_path", DataType::Utf8, false), FILE_PATH_ID),
+        id(Field::new("pos", DataType::Int64, false), POS_ID),
+    ]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(paths), Arc::new(pos)])?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_created_by("neve".to_string())
+        .build();
+    let mut bytes = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut bytes, schema, Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok((bytes, n as u64))
+}
+
+/// What an Iceberg reader reads at the current snapshot: every data file's rows but those its
+/// position deletes name (a reader walking the metadata, for tests against the log's reads).
+#[cfg(test)]
+pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<RecordBatch> {
+    use std::collections::{HashMap, HashSet};
+
+    use apache_avro::types::Value;
+    use object_store::ObjectStoreExt;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let get = |key: String| async move {
+        location
+            .store
+            .get(&location.child(&key))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+    };
+    let base = location.file_url("");
+    let rel = |url: &str| {
+        url.strip_prefix(&base)
+            .unwrap()
+            .trim_start_matches('/')
+            .to_string()
+    };
+    let field = |fields: &[(String, Value)], name: &str| -> Value {
+        let v = fields.iter().find(|(n, _)| n == name).unwrap().1.clone();
+        match v {
+            Value::Union(_, b) => *b,
+            v => v,
+        }
+    };
+    let records = |bytes: &[u8]| -> Vec<Vec<(String, Value)>> {
+        apache_avro::Reader::new(bytes)
+            .unwrap()
+            .map(|r| match r.unwrap() {
+                Value::Record(f) => f,
+                v => panic!("{v:?}"),
+            })
+            .collect()
+    };
+    let hint = String::from_utf8(get(super::HINT.to_string()).await.to_vec()).unwrap();
+    let meta: super::TableMetadata =
+        serde_json::from_slice(&get(super::metadata_key(hint.trim().parse().unwrap())).await)
+            .unwrap();
+    let Some(current) = meta
+        .snapshots
+        .iter()
+        .find(|s| s.snapshot_id == meta.current_snapshot_id)
+    else {
+        // Only created: no snapshot, no rows.
+        assert_eq!(meta.current_snapshot_id, -1);
+        return vec![];
+    };
+    let (mut data, mut deleted) = (Vec::new(), HashMap::<String, HashSet<i64>>::new());
+    for m in records(&get(rel(&current.manifest_list)).await) {
+        let Value::String(path) = field(&m, "manifest_path") else {
+            panic!()
+        };
+        for e in records(&get(rel(&path)).await) {
+            let Value::Record(df) = field(&e, "data_file") else {
+                panic!()
+            };
+            let Value::String(file) = field(&df, "file_path") else {
+                panic!()
+            };
+            let Value::Int(content) = field(&df, "content") else {
+                panic!()
+            };
+            if content == 0 {
+                data.push(file);
+                continue;
+            }
+            let bytes = get(rel(&file)).await;
+            for b in ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .unwrap()
+                .build()
+                .unwrap()
+            {
+                let b = b.unwrap();
+                let paths = b.column(0).as_string::<i32>();
+                let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                for i in 0..b.num_rows() {
+                    deleted
+                        .entry(paths.value(i).to_string())
+                        .or_default()
+                        .insert(pos.value(i));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for file in data {
+        let gone = deleted.remove(&file).unwrap_or_default();
+        let bytes = get(rel(&file)).await;
+        let mut at = 0i64;
+        for b in ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            let b = b.unwrap();
+            let keep: BooleanArray = (0..b.num_rows() as i64)
+                .map(|i| Some(!gone.contains(&(at + i))))
+                .collect();
+            at += b.num_rows() as i64;
+            out.push(arrow::compute::filter_record_batch(&b, &keep).unwrap());
+        }
+    }
+    assert!(
+        deleted.is_empty(),
+        "deletes of files no snapshot lists: {deleted:?}"
+    );
+    out
+}
