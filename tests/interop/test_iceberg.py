@@ -414,14 +414,113 @@ def test_readers_follow_schema_changes_at_every_version(where, neve, duck_ice, t
         assert got == expected[v], f"chdb at version {v}"
 
 
-def test_a_table_with_merge_semantics_writes_no_iceberg_metadata(neve, tmp_path):
-    table = tmp_path / "users"
-    p = neve("create", table, "--sort-by", "k", "--schema", "k bigint, v bigint",
-             "--merge", "replace(key = [k], version = v)", "--iceberg", check=False)
+def merge_table(neve, tmp_path, where):
+    """A `replace` table between merges: five inserts of versions (some deleting their key)
+    and a merge after the third, so partitions hold merged and unmerged files. Returns the
+    table and its versions."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = str(tmp_path / "users") if where == "local" else \
+        f"s3://{os.environ['NEVE_TEST_BUCKET']}/interop/{uuid.uuid4()}/users"
+    neve("create", table, "--partition-by", "g", "--sort-by", "k,v", "--iceberg",
+         "--schema", "g bigint, k bigint, v bigint, del boolean, x string",
+         "--merge", "replace(key = [k], version = v, deleted = del)")
+    rnd = random.Random(7)
+    for i in range(5):
+        # A key at most once per insert: which of one insert's rows of a key wins is not
+        # specified.
+        keys = rnd.sample(range(60), 40)
+        src = tmp_path / f"users-{i}.parquet"
+        pq.write_table(pa.table({
+            "g": pa.array([k % 3 for k in keys], pa.int64()),
+            "k": pa.array(keys, pa.int64()),
+            "v": pa.array([rnd.choice([None, rnd.randrange(5)]) for _ in keys], pa.int64()),
+            "del": [rnd.random() < 0.15 for _ in keys],
+            "x": [f"i{i}-k{k}" for k in keys],
+        }), src)
+        neve("insert", table, src)
+        if i == 2:
+            neve("merge", table, "--min-files", "2")
+    latest = json.loads(neve("info", table, "--json").stdout)["version"]
+    return table, latest
+
+
+def merged_rows(neve, table, version):
+    out = neve("sql", "SELECT g, k, v, del, x FROM t", "--table", f"t={table}", "--as-of",
+               version, "--format", "json").stdout
+    return sorted(json.loads(out), key=lambda r: r["k"])
+
+
+@pytest.mark.parametrize("where", ["local", "minio"])
+def test_readers_see_one_row_per_key_of_a_replace_table_at_every_version(
+        where, neve, duck_ice, tmp_path):
+    """Position deletes: pyiceberg, DuckDB and chdb read a `replace` table as neve does, one
+    row per key (a deleted key gone), at every version; and still after gc."""
+    import sys
+
+    table, latest = merge_table(neve, tmp_path, where)
+    assert latest == 6
+
+    def ordered(rows):
+        return sorted(rows, key=lambda r: r["k"])
+
+    cols = "g, k, v, del, x"
+    asked, expected = [], {}
+    for v in range(1, latest + 1):
+        ours = merged_rows(neve, table, v)
+        stored = json.loads(neve("sql", "SELECT count(*) AS n FROM t", "--table", f"t={table}",
+                                 "--as-of", v, "--raw", "--format", "json").stdout)[0]["n"]
+        assert len({r["k"] for r in ours}) == len(ours) < stored
+        expected[v] = ours
+        got = ordered(duck_rows(duck_ice, f"SELECT {cols} FROM {{table}}",
+                                f"iceberg_scan('{table}', snapshot_from_id => {v})"))
+        assert got == ours, f"DuckDB at version {v}"
+        got = ordered(static_table(table).scan(snapshot_id=v).to_arrow()
+                      .select(["g", "k", "v", "del", "x"]).to_pylist())
+        assert got == ours, f"pyiceberg at version {v}"
+        asked.append(f"SELECT {cols} FROM {chdb_relation(table)} "
+                     f"SETTINGS iceberg_snapshot_id = {v}")
+    p = subprocess.run([sys.executable, "-c", CHDB], input=json.dumps(asked), capture_output=True,
+                       text=True, cwd="/")
+    assert p.returncode == 0, p.stderr
+    for v, rows in zip(range(1, latest + 1), json.loads(p.stdout)):
+        got = ordered([{c: (int(x) if c in ("g", "k", "v") and x is not None else x)
+                        for c, x in r.items()} for r in rows])
+        assert got == expected[v], f"chdb at version {v}"
+
+    # gc expires every snapshot but the newest and deletes what only they used: the delete
+    # files the newest lists stay, and readers still answer as neve does.
+    neve("gc", table, "--grace", "0s", "--retention", "0s")
+    planned = static_table(table).scan().plan_files()
+    listed = {d.file_path for task in planned for d in task.delete_files}
+    assert listed
+    got = ordered(static_table(table).scan().to_arrow().select(["g", "k", "v", "del", "x"]).to_pylist())
+    assert got == expected[latest]
+    got = ordered(duck_rows(duck_ice, f"SELECT {cols} FROM {{table}}", f"iceberg_scan('{table}')"))
+    assert got == expected[latest]
+
+
+def test_spark_reads_one_row_per_key_of_a_replace_table(neve, spark, tmp_path):
+    table, latest = merge_table(neve, tmp_path, "local")
+    for v in (2, latest):
+        ours = merged_rows(neve, table, v)
+        df = spark.read.format("iceberg").option("versionAsOf", v).load(table)
+        theirs = sorted((r.asDict() for r in df.select("g", "k", "v", "del", "x").collect()),
+                        key=lambda r: r["k"])
+        assert theirs == ours, f"Spark at version {v}"
+
+
+def test_an_aggregating_table_writes_no_iceberg_metadata(neve, tmp_path):
+    table = tmp_path / "totals"
+    p = neve("create", table, "--sort-by", "k", "--schema", "k bigint, n bigint",
+             "--merge", "aggregate(key = [k], sum = [n])", "--iceberg", check=False)
     assert p.returncode == 65 and "merge semantics" in p.stderr, p.stderr
     assert not table.exists() or not any(table.rglob("*.json"))
-    neve("create", table, "--sort-by", "k", "--schema", "k bigint, v bigint",
-         "--merge", "replace(key = [k], version = v)")
+    neve("create", table, "--sort-by", "k", "--schema", "k bigint, n bigint",
+         "--merge", "aggregate(key = [k], sum = [n])")
     p = neve("iceberg", "enable", table, check=False)
     assert p.returncode == 65 and "merge semantics" in p.stderr, p.stderr
     assert json.loads(neve("info", table, "--json").stdout)["version"] == 0
