@@ -255,7 +255,8 @@ pub struct CreateArgs {
     #[arg(long)]
     pub strict_schema: bool,
     /// Write Iceberg metadata after every commit (the setting iceberg=true), so engines that
-    /// read Iceberg read the table. Not with --merge: Iceberg readers cannot apply it.
+    /// read Iceberg read the table (a replace or dedupe --merge through position deletes;
+    /// not an aggregate one).
     #[arg(long)]
     pub iceberg: bool,
 }

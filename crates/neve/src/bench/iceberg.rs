@@ -36,7 +36,14 @@ pub async fn run(a: BenchIcebergArgs) -> Result<()> {
             .trim()
             .parse()
             .map_err(|_| CliError::Usage(format!("--rows: '{rows}' is not a number")))?;
-        commit_cost(&root, rows, a.inserts, a.iceberg_metrics.as_deref()).await?;
+        commit_cost(
+            &root,
+            rows,
+            a.inserts,
+            a.iceberg_metrics.as_deref(),
+            a.merge.as_deref(),
+        )
+        .await?;
     }
     if a.commits > 0 {
         at_many_commits(&root, a.commits, a.runs).await?;
@@ -82,11 +89,30 @@ async fn timed_insert(table: &Table, schema: SchemaRef, batches: Vec<RecordBatch
 }
 
 /// Inserts of `rows` taxi rows into a table with and one without Iceberg metadata, in turns.
-async fn commit_cost(root: &str, rows: usize, inserts: usize, metrics: Option<&str>) -> Result<()> {
+async fn commit_cost(
+    root: &str,
+    rows: usize,
+    inserts: usize,
+    metrics: Option<&str>,
+    merge: Option<&str>,
+) -> Result<()> {
+    let mut base = taxi_layout();
+    if let Some(spec) = merge {
+        let spec: neve_core::merge::MergeSpec = spec.parse()?;
+        let mut sort: Vec<String> = spec.key().to_vec();
+        if let neve_core::merge::MergeSpec::Replace {
+            version: Some(v), ..
+        } = &spec
+        {
+            sort.push(v.clone());
+        }
+        base.sort_by = sort;
+        base.merge = Some(spec);
+    }
     let plain = Table::at(&format!("{root}/commit-{rows}/plain"))?;
-    plain.create(taxi_layout()).await?;
+    plain.create(base.clone()).await?;
     let ice = Table::at(&format!("{root}/commit-{rows}/iceberg"))?;
-    let mut layout = with_iceberg(taxi_layout());
+    let mut layout = with_iceberg(base);
     if let Some(m) = metrics {
         layout.settings.set("iceberg_metrics", m)?;
     }
@@ -112,7 +138,7 @@ async fn commit_cost(root: &str, rows: usize, inserts: usize, metrics: Option<&s
     let (p, i) = (median(plain_s.clone()), median(ice_s.clone()));
     let line = json!({
         "bench": "iceberg-commit", "table": root, "rows_per_insert": rows, "inserts": inserts,
-        "iceberg_metrics": metrics,
+        "iceberg_metrics": metrics, "merge": merge,
         "plain_insert_median_ms": p * 1e3,
         "iceberg_insert_median_ms": i * 1e3,
         "added_ms_per_commit": (i - p) * 1e3,

@@ -304,6 +304,11 @@ pub struct BenchIcebergArgs {
     /// unset, full bounds of every column.
     #[arg(long)]
     pub iceberg_metrics: Option<String>,
+    /// The commit-cost tables' merge semantics (e.g. "replace(key = [taxi_id], version =
+    /// trip_start_timestamp)"), sorted by the key, then the version: what the position
+    /// deletes cost.
+    #[arg(long)]
+    pub merge: Option<String>,
     /// Timed inserts and syncs at that many commits (the median is reported).
     #[arg(long, default_value_t = 7)]
     pub runs: usize,
