@@ -19,7 +19,6 @@ use arrow::compute::{cast, concat, SortOptions};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
@@ -143,11 +142,7 @@ async fn read_columns(
         )
         .map_err(crate::query::query_error)?;
     let reader: Box<dyn parquet::arrow::async_reader::AsyncFileReader> = reader;
-    let builder = ParquetRecordBatchStreamBuilder::new_with_options(
-        reader,
-        ArrowReaderOptions::new().with_skip_arrow_metadata(true),
-    )
-    .await?;
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
     let file_schema = builder.schema().clone();
     let present: Vec<usize> = columns
         .iter()
@@ -186,8 +181,12 @@ pub(crate) async fn losers(
     group: &[&AddFile],
 ) -> Result<Vec<Vec<u64>>> {
     let columns = decisive_columns(spec, snap)?;
-    let reads = group.iter().map(|f| read_columns(location, f, &columns));
-    let per_file = futures::future::try_join_all(reads).await?;
+    // In merge order; a group of many small files reads a few at a time.
+    let mut per_file: Vec<Vec<ArrayRef>> = Vec::with_capacity(group.len());
+    for some in group.chunks(crate::log::READ_CONCURRENCY) {
+        let reads = some.iter().map(|f| read_columns(location, f, &columns));
+        per_file.extend(futures::future::try_join_all(reads).await?);
+    }
     // Every row of the group in merge order: file by file, each in file order.
     let mut origin: Vec<(u32, u64)> = Vec::new();
     for (i, cols) in per_file.iter().enumerate() {
