@@ -681,40 +681,62 @@ pub(crate) fn assemble_delete_manifest(
 /// The delete files a stored delete manifest (at `key`) lists: key (relative to the table
 /// root), rows and size.
 pub(crate) fn read_delete_manifest(key: &str, bytes: &[u8]) -> Result<Vec<(String, u64, u64)>> {
-    let bad = |reason: String| crate::error::Error::IcebergMetadata {
-        path: key.to_string(),
-        reason,
-    };
-    let reader = apache_avro::Reader::new(bytes).map_err(|e| bad(e.to_string()))?;
+    let bad = |reason: String| metadata_error(key, reason);
     let mut out = Vec::new();
-    for r in reader {
-        let Value::Record(fields) = r.map_err(|e| bad(e.to_string()))? else {
-            return Err(bad("not a record".into()));
-        };
-        let Some((_, Value::Record(file))) = fields.into_iter().find(|(n, _)| n == "data_file")
-        else {
+    for mut entry in avro_records(key, bytes)? {
+        let Some(Value::Record(file)) = entry.remove("data_file") else {
             return Err(bad("no data_file".into()));
         };
         let f: BTreeMap<String, Value> = file.into_iter().collect();
-        let long = |name: &str| match f.get(name) {
-            Some(Value::Long(v)) => Ok(*v as u64),
-            Some(Value::Int(v)) => Ok(*v as u64),
-            _ => Err(bad(format!("no {name}"))),
-        };
-        let path = match f.get("file_path") {
-            Some(Value::String(s)) => s.clone(),
-            _ => return Err(bad("no file_path".into())),
-        };
-        let Some(at) = path.rfind("/metadata/") else {
-            return Err(bad(format!("delete file '{path}' is not under metadata/")));
-        };
         out.push((
-            path[at + 1..].to_string(),
-            long("record_count")?,
-            long("file_size_in_bytes")?,
+            under_metadata(key, &f, "file_path")?,
+            long_field(key, &f, "record_count")? as u64,
+            long_field(key, &f, "file_size_in_bytes")? as u64,
         ));
     }
     Ok(out)
+}
+
+fn metadata_error(key: &str, reason: String) -> crate::error::Error {
+    crate::error::Error::IcebergMetadata {
+        path: key.to_string(),
+        reason,
+    }
+}
+
+/// The records of a stored Avro container (at `key`), each as its fields by name.
+fn avro_records(key: &str, bytes: &[u8]) -> Result<Vec<BTreeMap<String, Value>>> {
+    let reader = apache_avro::Reader::new(bytes).map_err(|e| metadata_error(key, e.to_string()))?;
+    reader
+        .map(
+            |r| match r.map_err(|e| metadata_error(key, e.to_string()))? {
+                Value::Record(fields) => Ok(fields.into_iter().collect()),
+                _ => Err(metadata_error(key, "not a record".into())),
+            },
+        )
+        .collect()
+}
+
+fn long_field(key: &str, f: &BTreeMap<String, Value>, name: &str) -> Result<i64> {
+    match f.get(name) {
+        Some(Value::Long(v)) => Ok(*v),
+        Some(Value::Int(v)) => Ok(*v as i64),
+        _ => Err(metadata_error(key, format!("no {name}"))),
+    }
+}
+
+/// A path field that names a file under the table's `metadata/`, relative to the table root.
+fn under_metadata(key: &str, f: &BTreeMap<String, Value>, name: &str) -> Result<String> {
+    let Some(Value::String(path)) = f.get(name) else {
+        return Err(metadata_error(key, format!("no {name}")));
+    };
+    match path.rfind("/metadata/") {
+        Some(at) => Ok(path[at + 1..].to_string()),
+        None => Err(metadata_error(
+            key,
+            format!("'{path}' is not under metadata/"),
+        )),
+    }
 }
 
 // A manifest entry as the `manifest_entry` schema declares it, serialised straight into the
@@ -861,30 +883,11 @@ pub(crate) fn manifest_list_key(version: u64) -> String {
 
 /// The manifests a stored manifest list (at `key`) describes.
 pub(crate) fn read_manifest_list(key: &str, bytes: &[u8]) -> Result<Vec<ManifestInfo>> {
-    let bad = |reason: String| crate::error::Error::IcebergMetadata {
-        path: key.to_string(),
-        reason,
-    };
-    let reader = apache_avro::Reader::new(bytes).map_err(|e| bad(e.to_string()))?;
     let mut out = Vec::new();
-    for r in reader {
-        let Value::Record(fields) = r.map_err(|e| bad(e.to_string()))? else {
-            return Err(bad("not a record".into()));
-        };
-        let f: BTreeMap<String, Value> = fields.into_iter().collect();
-        let long = |name: &str| match f.get(name) {
-            Some(Value::Long(v)) => Ok(*v),
-            Some(Value::Int(v)) => Ok(*v as i64),
-            _ => Err(bad(format!("no {name}"))),
-        };
-        let path = match f.get("manifest_path") {
-            Some(Value::String(s)) => s.clone(),
-            _ => return Err(bad("no manifest_path".into())),
-        };
+    for f in avro_records(key, bytes)? {
+        let long = |name: &str| long_field(key, &f, name);
         // Stored relative to the table root under `metadata/`.
-        let Some(at) = path.rfind("/metadata/") else {
-            return Err(bad(format!("manifest '{path}' is not under metadata/")));
-        };
+        let manifest = under_metadata(key, &f, "manifest_path")?;
         let mut partitions = Vec::new();
         if let Some(Value::Union(_, p)) = f.get("partitions") {
             if let Value::Array(items) = p.as_ref() {
@@ -905,7 +908,7 @@ pub(crate) fn read_manifest_list(key: &str, bytes: &[u8]) -> Result<Vec<Manifest
             }
         }
         out.push(ManifestInfo {
-            key: path[at + 1..].to_string(),
+            key: manifest,
             content: long("content").unwrap_or(DATA as i64) as i32,
             length: long("manifest_length")? as u64,
             added_snapshot: long("added_snapshot_id")?,
