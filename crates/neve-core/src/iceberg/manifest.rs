@@ -124,6 +124,77 @@ pub(crate) struct ManifestInfo {
     pub partitions: Vec<FieldSummary>,
 }
 
+impl ManifestInfo {
+    /// A manifest of entries at `versions` (sequence numbers), counted by [`Self::count`].
+    fn start(key: String, content: i32, versions: impl Iterator<Item = i64> + Clone) -> Self {
+        Self {
+            key,
+            content,
+            length: 0,
+            added_snapshot: versions.clone().max().unwrap_or(0),
+            min_sequence: versions.min().unwrap_or(0),
+            added_files: 0,
+            existing_files: 0,
+            added_rows: 0,
+            existing_rows: 0,
+            partitions: vec![],
+        }
+    }
+
+    /// Count an entry of `rows` at `version`; whether it is `ADDED` (the manifest's own
+    /// snapshot) rather than `EXISTING`.
+    fn count(&mut self, version: i64, rows: u64) -> bool {
+        let added = version == self.added_snapshot;
+        if added {
+            self.added_files += 1;
+            self.added_rows += rows as i64;
+        } else {
+            self.existing_files += 1;
+            self.existing_rows += rows as i64;
+        }
+        added
+    }
+}
+
+/// A manifest's partition summary, built entry by entry: per field, whether a value is null,
+/// and the lowest and highest.
+struct Summaries<'a>(Vec<(bool, Option<&'a Datum>, Option<&'a Datum>)>);
+
+impl<'a> Summaries<'a> {
+    fn new(fields: usize) -> Self {
+        Self(vec![(false, None, None); fields])
+    }
+
+    fn add(&mut self, partition: &'a [Option<Datum>]) {
+        for (summary, d) in self.0.iter_mut().zip(partition) {
+            match d {
+                None => summary.0 = true,
+                Some(d) => {
+                    if summary.1.is_none_or(|lo| d < lo) {
+                        summary.1 = Some(d);
+                    }
+                    if summary.2.is_none_or(|hi| d > hi) {
+                        summary.2 = Some(d);
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> Vec<FieldSummary> {
+        self.0
+            .into_iter()
+            .map(|(null, lo, hi)| {
+                (
+                    null,
+                    lo.map(|d| d.clone().to_bytes()),
+                    hi.map(|d| d.clone().to_bytes()),
+                )
+            })
+            .collect()
+    }
+}
+
 /// A version's alive files cut into chunks (see the module doc); what [`chunks_named`]
 /// computes, from every file.
 #[cfg(test)]
@@ -487,63 +558,24 @@ pub(crate) fn assemble_manifest(
     chunk: &[&EncodedEntry],
     (key, digest): (String, [u8; 32]),
 ) -> (ManifestInfo, Vec<u8>) {
-    let added_snapshot = chunk.iter().map(|e| e.version).max().unwrap_or(0);
-    let min_sequence = chunk.iter().map(|e| e.version).min().unwrap_or(0);
-    let mut info = ManifestInfo {
-        key,
-        content: DATA,
-        length: 0,
-        added_snapshot,
-        min_sequence,
-        added_files: 0,
-        existing_files: 0,
-        added_rows: 0,
-        existing_rows: 0,
-        partitions: vec![],
-    };
-    let mut summaries: Vec<(bool, Option<&Datum>, Option<&Datum>)> =
-        vec![(false, None, None); layout.spec.len()];
+    let mut info = ManifestInfo::start(key, DATA, chunk.iter().map(|e| e.version));
+    let mut summaries = Summaries::new(layout.spec.len());
     let (added, existing) = (
         super::avro::zigzag_bytes(ADDED.into()),
         super::avro::zigzag_bytes(EXISTING.into()),
     );
     let mut records = Vec::with_capacity(chunk.len());
     for e in chunk {
-        let status = if e.version == added_snapshot {
-            info.added_files += 1;
-            info.added_rows += e.rows as i64;
+        let status = if info.count(e.version, e.rows) {
             &added
         } else {
-            info.existing_files += 1;
-            info.existing_rows += e.rows as i64;
             &existing
         };
-        for (summary, d) in summaries.iter_mut().zip(e.partition.iter()) {
-            match d {
-                None => summary.0 = true,
-                Some(d) => {
-                    if summary.1.is_none_or(|lo| d < lo) {
-                        summary.1 = Some(d);
-                    }
-                    if summary.2.is_none_or(|hi| d > hi) {
-                        summary.2 = Some(d);
-                    }
-                }
-            }
-        }
+        summaries.add(&e.partition);
         // The status is the record's first field, one byte either way.
         records.push([status.as_slice(), &e.datum[added.len()..]]);
     }
-    info.partitions = summaries
-        .into_iter()
-        .map(|(null, lo, hi)| {
-            (
-                null,
-                lo.map(|d| d.clone().to_bytes()),
-                hi.map(|d| d.clone().to_bytes()),
-            )
-        })
-        .collect();
+    info.partitions = summaries.finish();
     let marker: [u8; 16] = digest[16..].try_into().expect("16 bytes");
     let bytes = super::avro::container_of_datums(
         &layout.manifest_text,
@@ -586,46 +618,23 @@ pub(crate) fn assemble_delete_manifest(
     }
     let digest: [u8; 32] = h.finalize().into();
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    let added_snapshot = deletes.iter().map(|d| d.sequence).max().unwrap_or(0);
-    let min_sequence = deletes.iter().map(|d| d.sequence).min().unwrap_or(0);
-    let mut info = ManifestInfo {
-        key: format!("metadata/neve-{hex}-d.avro"),
-        content: DELETES,
-        length: 0,
-        added_snapshot,
-        min_sequence,
-        added_files: 0,
-        existing_files: 0,
-        added_rows: 0,
-        existing_rows: 0,
-        partitions: vec![],
-    };
+    let mut info = ManifestInfo::start(
+        format!("metadata/neve-{hex}-d.avro"),
+        DELETES,
+        deletes.iter().map(|d| d.sequence),
+    );
     let writer = entry_writer(layout)?;
-    let mut summaries: Vec<(bool, Option<Datum>, Option<Datum>)> =
-        vec![(false, None, None); layout.spec.len()];
+    let partitions: Vec<Vec<Option<Datum>>> = deletes
+        .iter()
+        .map(|d| partition_of_values(layout, &d.partition_values))
+        .collect();
+    let mut summaries = Summaries::new(layout.spec.len());
     let mut records = Vec::with_capacity(deletes.len());
-    for d in deletes {
-        let partition = partition_of_values(layout, &d.partition_values);
-        for (summary, v) in summaries.iter_mut().zip(partition.iter()) {
-            match v {
-                None => summary.0 = true,
-                Some(v) => {
-                    if summary.1.as_ref().is_none_or(|lo| v < lo) {
-                        summary.1 = Some(v.clone());
-                    }
-                    if summary.2.as_ref().is_none_or(|hi| v > hi) {
-                        summary.2 = Some(v.clone());
-                    }
-                }
-            }
-        }
-        let status = if d.sequence == added_snapshot {
-            info.added_files += 1;
-            info.added_rows += d.rows as i64;
+    for (d, partition) in deletes.iter().zip(&partitions) {
+        summaries.add(partition);
+        let status = if info.count(d.sequence, d.rows) {
             ADDED
         } else {
-            info.existing_files += 1;
-            info.existing_rows += d.rows as i64;
             EXISTING
         };
         let entry = Entry {
@@ -641,7 +650,7 @@ pub(crate) fn assemble_delete_manifest(
                     layout
                         .avro_names
                         .iter()
-                        .zip(&partition)
+                        .zip(partition)
                         .map(|(n, v)| (n.as_str(), v.clone().map(PartitionValue)))
                         .collect(),
                 ),
@@ -663,10 +672,7 @@ pub(crate) fn assemble_delete_manifest(
         writer.write_ser(&mut datum, &entry).map_err(avro_error)?;
         records.push(datum);
     }
-    info.partitions = summaries
-        .into_iter()
-        .map(|(null, lo, hi)| (null, lo.map(|d| d.to_bytes()), hi.map(|d| d.to_bytes())))
-        .collect();
+    info.partitions = summaries.finish();
     let marker: [u8; 16] = digest[16..].try_into().expect("16 bytes");
     let bytes = super::avro::container_of_datums(
         &layout.manifest_text,
