@@ -420,12 +420,15 @@ impl IcebergWriter {
         spec: &crate::merge::MergeSpec,
         writes: &mut Vec<(String, Bytes)>,
     ) -> Result<Vec<DeleteFile>> {
+        use futures::{StreamExt, TryStreamExt};
+
         let groups = deletes::groups(snap, spec);
         let keys: Vec<String> = groups
             .iter()
             .map(|g| deletes::group_key(&self.location, spec, g))
             .collect();
         let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
+        let states = std::mem::take(&mut *self.states.lock().expect("states"));
         if keys.iter().any(|k| !memo.contains_key(k)) {
             // Learn the delete files the manifests read so far list (the previous version's).
             let unread: Vec<String> = run
@@ -450,19 +453,58 @@ impl IcebergWriter {
                 }
             }
         }
+        // The groups that changed, decided a few at a time, each reading only the files that
+        // joined it since the state kept of its parts.
+        let changed: Vec<usize> = (0..groups.len())
+            .filter(|&i| !memo.contains_key(&keys[i]))
+            .collect();
+        let location = &self.location;
+        let decided: HashMap<usize, (Vec<Vec<u64>>, deletes::GroupState)> =
+            futures::stream::iter(changed.into_iter().map(|i| {
+                let (group, states) = (&groups[i], &states);
+                async move {
+                    deletes::resolve(location, snap, spec, group, states)
+                        .await
+                        .map(|r| (i, r))
+                }
+            }))
+            .buffer_unordered(GROUPS_AT_ONCE)
+            .try_collect()
+            .await?;
         let mut out = Vec::new();
         let mut kept = HashMap::new();
-        for (group, key) in groups.iter().zip(keys) {
+        let mut kept_states: deletes::States = HashMap::new();
+        let mut weight = 0;
+        let mut keep_state = |s: Arc<deletes::GroupState>| {
+            weight += s.weight();
+            if weight <= KEPT_STATE_ENTRIES {
+                for p in s.files() {
+                    kept_states.insert(p.clone(), s.clone());
+                }
+            }
+        };
+        let mut decided = decided;
+        for (i, (group, key)) in groups.iter().zip(keys).enumerate() {
             let sequence = group
                 .iter()
                 .map(|f| f.added_version.unwrap_or(0) as i64)
                 .max()
                 .unwrap_or(0);
             let partition_values = group[0].partition_values.clone();
-            let (rows, size) = match memo.get(&key) {
-                Some(d) => (d.rows, d.size),
+            let (rows, size) = match decided.remove(&i) {
                 None => {
-                    let losers = deletes::losers(&self.location, snap, spec, group).await?;
+                    // Unchanged: its state carries over too.
+                    if let Some(s) = states.get(&group[0].path).filter(|s| {
+                        s.files().len() == group.len()
+                            && s.files().iter().zip(group).all(|(p, f)| *p == f.path)
+                    }) {
+                        keep_state(s.clone());
+                    }
+                    let d = &memo[&key];
+                    (d.rows, d.size)
+                }
+                Some((losers, state)) => {
+                    keep_state(Arc::new(state));
                     let rows: Vec<(String, Vec<u64>)> = group
                         .iter()
                         .zip(losers)
@@ -489,6 +531,14 @@ impl IcebergWriter {
             }
         }
         *self.deletes.lock().expect("deletes") = kept;
+        *self.states.lock().expect("states") = kept_states;
         Ok(out)
     }
 }
+
+/// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files).
+const GROUPS_AT_ONCE: usize = 8;
+
+/// The most entries (kept best rows and lost positions) a writer keeps of the groups it
+/// decided last; past it a group's files are read again at its next change.
+const KEPT_STATE_ENTRIES: usize = 16 << 20;

@@ -8,7 +8,7 @@
 //! winners. A group's delete file is named by the group (its files and the spec), so it is
 //! written once and listed by every snapshot that has the same group.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -172,31 +172,125 @@ async fn read_columns(
         .collect()
 }
 
+/// What a sync keeps of a group, so that when later files join it (an insert adds a file to
+/// a partition's run) only those files are read: each key's best row, and the rows that lost
+/// for good. A row that loses keeps losing as rows join (the winner is the highest (version,
+/// merge position), or the first row for `dedupe`, and files keep their merge order), so the
+/// best rows are all a new sync must weigh the new rows against.
+#[derive(Debug)]
+pub(crate) struct GroupState {
+    /// The spec the state was decided under.
+    spec: String,
+    /// The group's files (paths), in merge order.
+    files: Vec<String>,
+    /// Per file, the positions of its rows that lost to another row of their key.
+    lost: Vec<Vec<u64>>,
+    /// Each key's best row (the winner, or the tombstone that hides the key): its decisive
+    /// columns, and where it is (file, position).
+    best: Vec<ArrayRef>,
+    origin: Vec<(u32, u64)>,
+}
+
+impl GroupState {
+    /// Entries held, to bound what a writer keeps.
+    pub(crate) fn weight(&self) -> usize {
+        self.origin.len() + self.lost.iter().map(Vec::len).sum::<usize>()
+    }
+
+    pub(crate) fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
+/// Kept states by the path of each of their files.
+pub(crate) type States = HashMap<String, Arc<GroupState>>;
+
 /// Per file of `group` (by index), the positions of its rows that lose to another row of
-/// their key, or whose key is deleted.
-pub(crate) async fn losers(
+/// their key or whose key is deleted; and the group's state. Groups of `known` whose files
+/// all belong to `group` are taken as decided; only the other files are read.
+pub(crate) async fn resolve(
     location: &TableLocation,
     snap: &Snapshot,
     spec: &MergeSpec,
     group: &[&AddFile],
-) -> Result<Vec<Vec<u64>>> {
+    known: &States,
+) -> Result<(Vec<Vec<u64>>, GroupState)> {
     let columns = decisive_columns(spec, snap)?;
-    // In merge order; a group of many small files reads a few at a time.
-    let mut per_file: Vec<Vec<ArrayRef>> = Vec::with_capacity(group.len());
-    for some in group.chunks(crate::log::READ_CONCURRENCY) {
-        let reads = some.iter().map(|f| read_columns(location, f, &columns));
-        per_file.extend(futures::future::try_join_all(reads).await?);
+    let spec_text = spec.to_string();
+    let at: HashMap<&str, u32> = group
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.path.as_str(), i as u32))
+        .collect();
+    // States whose files all joined this group, each taken once.
+    let mut reused: Vec<&GroupState> = Vec::new();
+    let mut covered = vec![false; group.len()];
+    for (i, f) in group.iter().enumerate() {
+        if covered[i] {
+            continue;
+        }
+        let Some(s) = known.get(&f.path) else {
+            continue;
+        };
+        if s.spec != spec_text
+            || !s
+                .files
+                .iter()
+                .all(|p| at.get(p.as_str()).is_some_and(|&j| !covered[j as usize]))
+        {
+            continue;
+        }
+        for p in &s.files {
+            covered[at[p.as_str()] as usize] = true;
+        }
+        reused.push(s);
     }
-    // Every row of the group in merge order: file by file, each in file order.
+    let fresh: Vec<usize> = (0..group.len()).filter(|&i| !covered[i]).collect();
+    // The files not decided before, a few at a time.
+    let mut read: Vec<Vec<ArrayRef>> = Vec::with_capacity(fresh.len());
+    for some in fresh.chunks(crate::log::READ_CONCURRENCY) {
+        let reads = some
+            .iter()
+            .map(|&i| read_columns(location, group[i], &columns));
+        read.extend(futures::future::try_join_all(reads).await?);
+    }
+    // The candidates: the kept best rows, and every row of the files read.
+    let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
     let mut origin: Vec<(u32, u64)> = Vec::new();
-    for (i, cols) in per_file.iter().enumerate() {
+    let mut lost = vec![Vec::new(); group.len()];
+    for s in &reused {
+        let file = |k: u32| at[s.files[k as usize].as_str()];
+        origin.extend(s.origin.iter().map(|&(k, p)| (file(k), p)));
+        for (k, positions) in s.lost.iter().enumerate() {
+            lost[file(k as u32) as usize].extend_from_slice(positions);
+        }
+        let cols = s
+            .best
+            .iter()
+            .zip(&columns)
+            .map(|(c, (_, ty))| {
+                // The table's types may have widened since.
+                Ok(if c.data_type() == ty {
+                    c.clone()
+                } else {
+                    cast(c, ty)?
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        parts.push(cols);
+    }
+    for (&i, cols) in fresh.iter().zip(read) {
         let n = cols.first().map_or(0, |c| c.len());
         origin.extend((0..n as u64).map(|p| (i as u32, p)));
+        parts.push(cols);
     }
     let whole: Vec<ArrayRef> = (0..columns.len())
         .map(|c| {
-            let parts: Vec<&dyn Array> = per_file.iter().map(|cols| cols[c].as_ref()).collect();
-            concat(&parts).map_err(Error::from)
+            let cols: Vec<&dyn Array> = parts.iter().map(|p| p[c].as_ref()).collect();
+            if cols.is_empty() {
+                return Ok(new_null_array(&columns[c].1, 0));
+            }
+            concat(&cols).map_err(Error::from)
         })
         .collect::<Result<_>>()?;
     let keys = spec.key().len();
@@ -208,8 +302,12 @@ pub(crate) async fn losers(
     )?;
     let rows = converter.convert_columns(&whole[..keys])?;
     let mut order: Vec<usize> = (0..origin.len()).collect();
-    // Stable: rows of one key stay in merge order.
-    order.sort_by(|&a, &b| rows.row(a).cmp(&rows.row(b)));
+    // By key, then in merge order.
+    order.sort_unstable_by(|&a, &b| {
+        rows.row(a)
+            .cmp(&rows.row(b))
+            .then(origin[a].cmp(&origin[b]))
+    });
 
     let (version, deleted) = match spec {
         MergeSpec::Replace {
@@ -230,7 +328,8 @@ pub(crate) async fn losers(
         .map(|v| make_comparator(v.as_ref(), v.as_ref(), SortOptions::default()))
         .transpose()?;
     let deleted: Option<&BooleanArray> = deleted.as_ref().map(|d| d.as_boolean());
-    let mut out = vec![Vec::new(); group.len()];
+    let mut best = Vec::new();
+    let mut out = lost.clone();
     let mut start = 0;
     while start < order.len() {
         let mut end = start + 1;
@@ -238,32 +337,51 @@ pub(crate) async fn losers(
             end += 1;
         }
         let members = &order[start..end];
-        let winner = match spec {
-            MergeSpec::Dedupe { .. } => Some(members[0]),
+        let top = match spec {
+            MergeSpec::Dedupe { .. } => members[0],
             _ => {
                 // The highest version (nulls lowest); on a tie, or without one, the later row.
-                let mut best = members[0];
+                let mut top = members[0];
                 for &i in &members[1..] {
-                    if cmp.as_ref().is_none_or(|c| c(i, best).is_ge()) {
-                        best = i;
+                    if cmp.as_ref().is_none_or(|c| c(i, top).is_ge()) {
+                        top = i;
                     }
                 }
-                let gone = deleted.is_some_and(|d| d.is_valid(best) && d.value(best));
-                (!gone).then_some(best)
+                top
             }
         };
+        let gone = deleted.is_some_and(|d| d.is_valid(top) && d.value(top));
         for &i in members {
-            if Some(i) != winner {
-                let (file, pos) = origin[i];
+            let (file, pos) = origin[i];
+            if i != top {
+                lost[file as usize].push(pos);
+                out[file as usize].push(pos);
+            } else if gone {
                 out[file as usize].push(pos);
             }
         }
+        best.push(top as u64);
         start = end;
     }
-    for positions in &mut out {
+    for positions in out.iter_mut().chain(lost.iter_mut()) {
         positions.sort_unstable();
     }
-    Ok(out)
+    let best_at = arrow::array::UInt64Array::from(best);
+    let state = GroupState {
+        spec: spec_text,
+        files: group.iter().map(|f| f.path.clone()).collect(),
+        lost,
+        best: whole
+            .iter()
+            .map(|c| arrow::compute::take(c, &best_at, None).map_err(Error::from))
+            .collect::<Result<_>>()?,
+        origin: best_at
+            .values()
+            .iter()
+            .map(|&i| origin[i as usize])
+            .collect(),
+    };
+    Ok((out, state))
 }
 
 /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg asks.
@@ -415,4 +533,49 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
         "deletes of files no snapshot lists: {deleted:?}"
     );
     out
+}
+
+/// Every group of the table's current snapshot has the delete file a sync with nothing kept
+/// decides (a writer that extended kept states wrote the same positions under the same key).
+#[cfg(test)]
+pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap: &Snapshot) {
+    use object_store::ObjectStoreExt;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let spec = snap.metadata.merge.as_ref().expect("merge semantics");
+    for group in groups(snap, spec) {
+        let key = group_key(location, spec, &group);
+        let (losers, _) = resolve(location, snap, spec, &group, &States::new())
+            .await
+            .unwrap();
+        let mut want: Vec<(String, i64)> = group
+            .iter()
+            .zip(losers)
+            .flat_map(|(f, p)| {
+                let url = location.file_url(&f.path);
+                p.into_iter().map(move |p| (url.clone(), p as i64))
+            })
+            .collect();
+        want.sort();
+        let stored = match location.store.get(&location.child(&key)).await {
+            Ok(r) => r.bytes().await.unwrap(),
+            Err(object_store::Error::NotFound { .. }) => {
+                assert!(want.is_empty(), "{key} missing, afresh {want:?}");
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let mut got = Vec::new();
+        for b in ParquetRecordBatchReaderBuilder::try_new(stored)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            let b = b.unwrap();
+            let paths = b.column(0).as_string::<i32>();
+            let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+            got.extend((0..b.num_rows()).map(|i| (paths.value(i).to_string(), pos.value(i))));
+        }
+        assert_eq!(got, want, "{key}");
+    }
 }

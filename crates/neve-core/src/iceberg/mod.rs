@@ -17,6 +17,8 @@ mod metrics;
 mod types;
 
 #[cfg(test)]
+mod deletes_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -222,6 +224,9 @@ pub struct IcebergWriter {
     /// The position delete files of the snapshot written last, by key (tables with merge
     /// semantics): a group unchanged since is not read again.
     deletes: Arc<std::sync::Mutex<HashMap<String, deletes::DeleteFile>>>,
+    /// What was decided of those groups (see [`deletes::GroupState`]): a group that grew is
+    /// decided by reading only the files that joined it.
+    states: Arc<std::sync::Mutex<deletes::States>>,
 }
 
 /// Metadata `n` as this writer wrote it, and the manifest list of the version it describes.
@@ -273,6 +278,7 @@ impl IcebergWriter {
             chunk_memo: Arc::default(),
             layout: Arc::default(),
             deletes: Arc::default(),
+            states: Arc::default(),
         }
     }
 

@@ -1,0 +1,130 @@
+//! Position deletes decided from what a sync kept: a group that grew reads only the files that
+//! joined it, and decides what a sync reading every file decides.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use object_store::ObjectStoreExt;
+
+use super::deletes::{groups, resolve, States};
+use crate::log::{Snapshot, TableSettings};
+use crate::partition::parse_spec;
+use crate::storage::TableLocation;
+use crate::table::{CreateOptions, InsertOptions, Table, TableBuilder};
+use crate::write::NoProgress;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("g", DataType::Int64, true),
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+        Field::new("del", DataType::Boolean, true),
+    ]))
+}
+
+/// Rows `(g, k, v, del)`.
+async fn insert(t: &Table, rows: &[(i64, i64, i64, Option<bool>)]) {
+    let col = |f: fn(&(i64, i64, i64, Option<bool>)) -> i64| {
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
+    };
+    let b = RecordBatch::try_new(
+        schema(),
+        vec![
+            col(|r| r.0),
+            col(|r| r.1),
+            col(|r| r.2),
+            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| r.3))),
+        ],
+    )
+    .unwrap();
+    t.insert_batches(
+        schema(),
+        vec![b],
+        &InsertOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await
+    .unwrap();
+}
+
+/// Every group's losers (by file path), decided with `known`, and the states decided.
+async fn decide(
+    location: &TableLocation,
+    snap: &Snapshot,
+    known: &States,
+) -> (HashMap<String, Vec<u64>>, States) {
+    let spec = snap.metadata.merge.as_ref().unwrap();
+    let (mut losers, mut states) = (HashMap::new(), States::new());
+    for g in groups(snap, spec) {
+        let (l, s) = resolve(location, snap, spec, &g, known).await.unwrap();
+        let s = Arc::new(s);
+        for (f, l) in g.iter().zip(l) {
+            losers.insert(f.path.clone(), l);
+            states.insert(f.path.clone(), s.clone());
+        }
+    }
+    (losers, states)
+}
+
+#[tokio::test]
+async fn a_group_that_grew_is_decided_from_its_kept_state_and_the_new_files_only() {
+    let location = TableLocation::memory("d");
+    let t = TableBuilder::new(location.clone())
+        .with_seed(5)
+        .with_iceberg_after_commit(false)
+        .build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("g").unwrap(),
+        sort_by: vec!["k".into(), "v".into()],
+        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
+        merge: Some(
+            "replace(key = [k], version = v, deleted = del)"
+                .parse()
+                .unwrap(),
+        ),
+        settings: TableSettings {
+            iceberg: true,
+            ..Default::default()
+        },
+    })
+    .await
+    .unwrap();
+    // Two partitions; in g=1 later versions, tombstones and ties.
+    let first: Vec<_> = (0..50)
+        .flat_map(|k| [(1, k, 1, None), (2, k, 1, None)])
+        .collect();
+    insert(&t, &first).await;
+    let second: Vec<_> = (25..75)
+        .map(|k| (1, k, 2, (30..35).contains(&k).then_some(true)))
+        .collect();
+    insert(&t, &second).await;
+    let before = t.snapshot().await.unwrap();
+    let (_, kept) = decide(&location, &before, &States::new()).await;
+
+    // Lower versions that lose, higher ones that win (over tombstones too), equal ones that
+    // win as the later row, keys new to the group; g=2 gets a file, g=3 is new.
+    let third: Vec<_> = (0..100)
+        .map(|k| (1, k, [0, 3, 2][k as usize % 3], None))
+        .chain((40..60).map(|k| (2, k, 1, None)))
+        .chain((0..5).map(|k| (3, k, 1, Some(k % 2 == 0))))
+        .collect();
+    insert(&t, &third).await;
+    let after = t.snapshot().await.unwrap();
+    let (afresh, _) = decide(&location, &after, &States::new()).await;
+    assert!(
+        afresh.values().map(Vec::len).sum::<usize>() > 50,
+        "rows lose: {afresh:?}"
+    );
+
+    // The files decided before are gone: a sync that read one would fail.
+    for path in before.files.keys() {
+        location.store.delete(&location.child(path)).await.unwrap();
+    }
+    let (from_kept, states) = decide(&location, &after, &kept).await;
+    assert_eq!(from_kept, afresh);
+    // And what it keeps decides the same again.
+    let (again, _) = decide(&location, &after, &states).await;
+    assert_eq!(again, afresh);
+}
