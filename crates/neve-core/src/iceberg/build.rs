@@ -411,8 +411,9 @@ impl IcebergWriter {
         Ok(())
     }
 
-    /// The position delete files of `snap` (a table with merge semantics `spec`), one per group
-    /// of files whose rows are not all rows of the table; new ones are added to `writes`.
+    /// The position delete files of `snap` (a table with merge semantics `spec`): per group of
+    /// files whose rows are not all rows of the table, one per prefix of the group (in merge
+    /// order) that adds losers, holding the rows it adds; new ones are added to `writes`.
     async fn position_deletes(
         &self,
         run: &mut Run<'_>,
@@ -423,13 +424,18 @@ impl IcebergWriter {
         use futures::{StreamExt, TryStreamExt};
 
         let groups = deletes::groups(snap, spec);
-        let keys: Vec<String> = groups
+        // Each prefix's key, for each group.
+        let keys: Vec<Vec<String>> = groups
             .iter()
-            .map(|g| deletes::group_key(&self.location, spec, g))
+            .map(|g| {
+                (1..=g.len())
+                    .map(|j| deletes::group_key(&self.location, spec, &g[..j]))
+                    .collect()
+            })
             .collect();
         let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
         let states = std::mem::take(&mut *self.states.lock().expect("states"));
-        if keys.iter().any(|k| !memo.contains_key(k)) {
+        if keys.iter().flatten().any(|k| !memo.contains_key(k)) {
             // Learn the delete files the manifests read so far list (the previous version's).
             let unread: Vec<String> = run
                 .known
@@ -453,17 +459,29 @@ impl IcebergWriter {
                 }
             }
         }
-        // The groups that changed, decided a few at a time, each reading only the files that
-        // joined it since the state kept of its parts.
-        let changed: Vec<usize> = (0..groups.len())
-            .filter(|&i| !memo.contains_key(&keys[i]))
-            .collect();
+        // The groups with a prefix not known, each decided from the state kept of its first
+        // files (when every prefix it covers is known), reading only the files past it.
         let location = &self.location;
-        let decided: HashMap<usize, (Vec<Vec<u64>>, deletes::GroupState)> =
-            futures::stream::iter(changed.into_iter().map(|i| {
-                let (group, states) = (&groups[i], &states);
+        let todo: Vec<(usize, Option<&deletes::GroupState>)> = (0..groups.len())
+            .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(k)))
+            .map(|i| {
+                let kept = states
+                    .get(&groups[i][0].path)
+                    .map(|s| s.as_ref())
+                    .filter(|s| {
+                        s.files().len() <= groups[i].len()
+                            && keys[i][..s.files().len()]
+                                .iter()
+                                .all(|k| memo.contains_key(k))
+                    });
+                (i, kept)
+            })
+            .collect();
+        let decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
+            futures::stream::iter(todo.into_iter().map(|(i, kept)| {
+                let group = &groups[i];
                 async move {
-                    deletes::resolve(location, snap, spec, group, states)
+                    deletes::resolve(location, snap, spec, group, kept)
                         .await
                         .map(|r| (i, r))
                 }
@@ -471,44 +489,33 @@ impl IcebergWriter {
             .buffer_unordered(GROUPS_AT_ONCE)
             .try_collect()
             .await?;
+        let mut decided = decided;
         let mut out = Vec::new();
         let mut kept = HashMap::new();
-        let mut kept_states: deletes::States = HashMap::new();
-        let mut weight = 0;
-        let mut keep_state = |s: Arc<deletes::GroupState>| {
-            weight += s.weight();
-            if weight <= KEPT_STATE_ENTRIES {
-                for p in s.files() {
-                    kept_states.insert(p.clone(), s.clone());
-                }
-            }
-        };
-        let mut decided = decided;
-        for (i, (group, key)) in groups.iter().zip(keys).enumerate() {
-            let sequence = group
-                .iter()
-                .map(|f| f.added_version.unwrap_or(0) as i64)
-                .max()
-                .unwrap_or(0);
+        let mut kept_states = deletes::States::new();
+        let mut kept_rows = 0;
+        for (i, group) in groups.iter().enumerate() {
             let partition_values = group[0].partition_values.clone();
-            let (rows, size) = match decided.remove(&i) {
-                None => {
-                    // Unchanged: its state carries over too.
-                    if let Some(s) = states.get(&group[0].path).filter(|s| {
-                        s.files().len() == group.len()
-                            && s.files().iter().zip(group).all(|(p, f)| *p == f.path)
-                    }) {
-                        keep_state(s.clone());
-                    }
+            let (fresh, state) = match decided.remove(&i) {
+                Some((fresh, state)) => (fresh, Some(Arc::new(state))),
+                // Unchanged: its state carries over.
+                None => (Vec::new(), states.get(&group[0].path).cloned()),
+            };
+            // The prefixes decided now are the last ones.
+            let first_fresh = group.len() - fresh.len();
+            let mut sequence = 0;
+            for (j, f) in group.iter().enumerate() {
+                sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
+                let key = keys[i][j].clone();
+                let (rows, size) = if j < first_fresh {
                     let d = &memo[&key];
                     (d.rows, d.size)
-                }
-                Some((losers, state)) => {
-                    keep_state(Arc::new(state));
-                    let rows: Vec<(String, Vec<u64>)> = group
+                } else {
+                    let rows: Vec<(String, Vec<u64>)> = fresh[j - first_fresh]
                         .iter()
-                        .zip(losers)
-                        .map(|(f, p)| (self.location.file_url(&f.path), p))
+                        .map(|(&at, p)| {
+                            (self.location.file_url(&group[at as usize].path), p.clone())
+                        })
                         .collect();
                     let (bytes, n) = deletes::delete_file_bytes(rows)?;
                     let size = bytes.len() as u64;
@@ -516,18 +523,24 @@ impl IcebergWriter {
                         writes.push((key.clone(), Bytes::from(bytes)));
                     }
                     (n, size)
+                };
+                let d = DeleteFile {
+                    key: key.clone(),
+                    partition_values: partition_values.clone(),
+                    rows,
+                    size,
+                    sequence,
+                };
+                if rows > 0 {
+                    out.push(d.clone());
                 }
-            };
-            let d = DeleteFile {
-                key: key.clone(),
-                partition_values,
-                rows,
-                size,
-                sequence,
-            };
-            kept.insert(key, d.clone());
-            if rows > 0 {
-                out.push(d);
+                kept.insert(key, d);
+            }
+            if let Some(s) = state.filter(|s| s.files().len() == group.len()) {
+                kept_rows += s.rows();
+                if kept_rows <= KEPT_BEST_ROWS {
+                    kept_states.insert(group[0].path.clone(), s);
+                }
             }
         }
         *self.deletes.lock().expect("deletes") = kept;
@@ -539,6 +552,6 @@ impl IcebergWriter {
 /// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files).
 const GROUPS_AT_ONCE: usize = 8;
 
-/// The most entries (kept best rows and lost positions) a writer keeps of the groups it
-/// decided last; past it a group's files are read again at its next change.
-const KEPT_STATE_ENTRIES: usize = 16 << 20;
+/// The most best rows (one per key of a group) a writer keeps of the groups it decided last;
+/// past it, a group's files are read again when it next changes.
+const KEPT_BEST_ROWS: usize = 8 << 20;

@@ -5,8 +5,11 @@
 //! every group of a partition's files whose rows are not all rows of the table (the runs an
 //! exact read merges, and merged files that keep tombstones), a sync writes the positions of
 //! the rows that lose, computed from the key, version and deleted columns as the reader picks
-//! winners. A group's delete file is named by the group (its files and the spec), so it is
-//! written once and listed by every snapshot that has the same group.
+//! winners. A row that loses keeps losing as files join a group (they join after its files, in
+//! merge order), so there is one delete file per prefix of a group: the rows its last file
+//! makes lose (in it, or in earlier files), named by the prefix's files and the spec. An insert
+//! that adds a file to a group adds one delete file of the rows it made lose, found by weighing
+//! that file's rows against each key's best row kept from the sync before.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -74,10 +77,11 @@ pub(crate) fn groups<'a>(snap: &'a Snapshot, spec: &MergeSpec) -> Vec<Vec<&'a Ad
         .collect()
 }
 
-/// The delete file's key for a group: a function of the table, the spec and the group's files.
+/// The delete file's key for a prefix of a group (the rows that prefix adds to the losers): a
+/// function of the table, the spec and the prefix's files.
 pub(crate) fn group_key(location: &TableLocation, spec: &MergeSpec, group: &[&AddFile]) -> String {
     let mut h = Sha256::new();
-    h.update(b"neve iceberg position deletes 1\n");
+    h.update(b"neve iceberg position deletes 2\n");
     h.update(location.file_url("").as_bytes());
     h.update(b"\n");
     h.update(spec.to_string().as_bytes());
@@ -172,19 +176,17 @@ async fn read_columns(
         .collect()
 }
 
-/// What a sync keeps of a group, so that when later files join it (an insert adds a file to
-/// a partition's run) only those files are read: each key's best row, and the rows that lost
-/// for good. A row that loses keeps losing as rows join (the winner is the highest (version,
-/// merge position), or the first row for `dedupe`, and files keep their merge order), so the
-/// best rows are all a new sync must weigh the new rows against.
+/// What a sync keeps of a group, so that when files join it (an insert adds a file to a
+/// partition's run) only those files are read: each key's best row over the group's first
+/// files. A row that loses keeps losing as files join (the winner is the highest (version,
+/// merge position), or the first row for `dedupe`, and files join after the ones there, in
+/// merge order), so the best rows are all a sync must weigh a new file's rows against.
 #[derive(Debug)]
 pub(crate) struct GroupState {
     /// The spec the state was decided under.
     spec: String,
-    /// The group's files (paths), in merge order.
+    /// The files decided (paths), in merge order: a prefix of the group.
     files: Vec<String>,
-    /// Per file, the positions of its rows that lost to another row of their key.
-    lost: Vec<Vec<u64>>,
     /// Each key's best row (the winner, or the tombstone that hides the key): its decisive
     /// columns, and where it is (file, position).
     best: Vec<ArrayRef>,
@@ -192,123 +194,110 @@ pub(crate) struct GroupState {
 }
 
 impl GroupState {
-    /// Entries held, to bound what a writer keeps.
-    pub(crate) fn weight(&self) -> usize {
-        self.origin.len() + self.lost.iter().map(Vec::len).sum::<usize>()
-    }
-
+    /// The files decided: a prefix of the group.
     pub(crate) fn files(&self) -> &[String] {
         &self.files
     }
+
+    /// Best rows held: one per key.
+    pub(crate) fn rows(&self) -> usize {
+        self.origin.len()
+    }
 }
 
-/// Kept states by the path of each of their files.
+/// Kept states by the path of their group's first file.
 pub(crate) type States = HashMap<String, Arc<GroupState>>;
 
-/// Per file of `group` (by index), the positions of its rows that lose to another row of
-/// their key or whose key is deleted; and the group's state. Groups of `known` whose files
-/// all belong to `group` are taken as decided; only the other files are read.
+/// The rows a file adds to a group's losers: per file of the group so far (by index), the
+/// positions that lost, sorted.
+pub(crate) type NewLosers = BTreeMap<u32, Vec<u64>>;
+
+/// For each prefix of `group` (merge order) past the one `known` decided, the rows it adds
+/// to the losers: rows that lose to another row of their key or whose key is deleted. Their
+/// union is the group's losers. Also the state of the whole group.
 pub(crate) async fn resolve(
     location: &TableLocation,
     snap: &Snapshot,
     spec: &MergeSpec,
     group: &[&AddFile],
-    known: &States,
-) -> Result<(Vec<Vec<u64>>, GroupState)> {
+    known: Option<&GroupState>,
+) -> Result<(Vec<NewLosers>, GroupState)> {
     let columns = decisive_columns(spec, snap)?;
     let spec_text = spec.to_string();
-    let at: HashMap<&str, u32> = group
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.path.as_str(), i as u32))
-        .collect();
-    // States whose files all joined this group, each taken once.
-    let mut reused: Vec<&GroupState> = Vec::new();
-    let mut covered = vec![false; group.len()];
-    for (i, f) in group.iter().enumerate() {
-        if covered[i] {
-            continue;
-        }
-        let Some(s) = known.get(&f.path) else {
-            continue;
-        };
-        if s.spec != spec_text
-            || !s
-                .files
+    let known = known.filter(|s| {
+        s.spec == spec_text
+            && s.files.len() <= group.len()
+            && s.files.iter().zip(group).all(|(p, f)| *p == f.path)
+    });
+    let mut state = match known {
+        Some(s) => GroupState {
+            spec: spec_text,
+            files: s.files.clone(),
+            // The table's types may have widened since.
+            best: s
+                .best
                 .iter()
-                .all(|p| at.get(p.as_str()).is_some_and(|&j| !covered[j as usize]))
-        {
-            continue;
-        }
-        for p in &s.files {
-            covered[at[p.as_str()] as usize] = true;
-        }
-        reused.push(s);
-    }
-    let fresh: Vec<usize> = (0..group.len()).filter(|&i| !covered[i]).collect();
-    // The files not decided before, a few at a time.
-    let mut read: Vec<Vec<ArrayRef>> = Vec::with_capacity(fresh.len());
-    for some in fresh.chunks(crate::log::READ_CONCURRENCY) {
-        let reads = some
-            .iter()
-            .map(|&i| read_columns(location, group[i], &columns));
-        read.extend(futures::future::try_join_all(reads).await?);
-    }
-    // The candidates: the kept best rows, and every row of the files read.
-    let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
-    let mut origin: Vec<(u32, u64)> = Vec::new();
-    let mut lost = vec![Vec::new(); group.len()];
-    for s in &reused {
-        let file = |k: u32| at[s.files[k as usize].as_str()];
-        origin.extend(s.origin.iter().map(|&(k, p)| (file(k), p)));
-        for (k, positions) in s.lost.iter().enumerate() {
-            lost[file(k as u32) as usize].extend_from_slice(positions);
-        }
-        let cols = s
-            .best
-            .iter()
-            .zip(&columns)
-            .map(|(c, (_, ty))| {
-                // The table's types may have widened since.
-                Ok(if c.data_type() == ty {
-                    c.clone()
-                } else {
-                    cast(c, ty)?
+                .zip(&columns)
+                .map(|(c, (_, ty))| {
+                    Ok(if c.data_type() == ty {
+                        c.clone()
+                    } else {
+                        cast(c, ty)?
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        parts.push(cols);
-    }
-    for (&i, cols) in fresh.iter().zip(read) {
-        let n = cols.first().map_or(0, |c| c.len());
-        origin.extend((0..n as u64).map(|p| (i as u32, p)));
-        parts.push(cols);
-    }
-    let whole: Vec<ArrayRef> = (0..columns.len())
-        .map(|c| {
-            let cols: Vec<&dyn Array> = parts.iter().map(|p| p[c].as_ref()).collect();
-            if cols.is_empty() {
-                return Ok(new_null_array(&columns[c].1, 0));
-            }
-            concat(&cols).map_err(Error::from)
-        })
-        .collect::<Result<_>>()?;
-    let keys = spec.key().len();
+                .collect::<Result<_>>()?,
+            origin: s.origin.clone(),
+        },
+        None => GroupState {
+            spec: spec_text,
+            files: Vec::new(),
+            best: columns.iter().map(|(_, t)| new_null_array(t, 0)).collect(),
+            origin: Vec::new(),
+        },
+    };
     let converter = RowConverter::new(
-        columns[..keys]
+        columns[..spec.key().len()]
             .iter()
             .map(|(_, t)| SortField::new(t.clone()))
             .collect(),
     )?;
+    let mut out = Vec::new();
+    // The files not decided, a few read at a time, each decided in turn.
+    let todo = &group[state.files.len()..];
+    for some in todo.chunks(crate::log::READ_CONCURRENCY) {
+        let reads = some.iter().map(|f| read_columns(location, f, &columns));
+        for (f, cols) in some.iter().zip(futures::future::try_join_all(reads).await?) {
+            out.push(step(spec, &converter, &mut state, f, cols)?);
+        }
+    }
+    Ok((out, state))
+}
+
+/// Adds file `f` (its decisive columns `cols`) to the group `state` decided: the rows that
+/// now lose, and the new best rows.
+fn step(
+    spec: &MergeSpec,
+    converter: &RowConverter,
+    state: &mut GroupState,
+    f: &AddFile,
+    cols: Vec<ArrayRef>,
+) -> Result<NewLosers> {
+    let file = state.files.len() as u32;
+    let kept = state.origin.len();
+    let n = cols.first().map_or(0, |c| c.len());
+    let mut origin = state.origin.clone();
+    origin.extend((0..n as u64).map(|p| (file, p)));
+    let whole: Vec<ArrayRef> = state
+        .best
+        .iter()
+        .zip(&cols)
+        .map(|(b, c)| concat(&[b.as_ref(), c.as_ref()]).map_err(Error::from))
+        .collect::<Result<_>>()?;
+    let keys = spec.key().len();
     let rows = converter.convert_columns(&whole[..keys])?;
     let mut order: Vec<usize> = (0..origin.len()).collect();
-    // By key, then in merge order.
-    order.sort_unstable_by(|&a, &b| {
-        rows.row(a)
-            .cmp(&rows.row(b))
-            .then(origin[a].cmp(&origin[b]))
-    });
-
+    // By key, then in merge order (kept rows are in earlier files).
+    order.sort_unstable_by(|&a, &b| rows.row(a).cmp(&rows.row(b)).then(a.cmp(&b)));
     let (version, deleted) = match spec {
         MergeSpec::Replace {
             version, deleted, ..
@@ -328,8 +317,9 @@ pub(crate) async fn resolve(
         .map(|v| make_comparator(v.as_ref(), v.as_ref(), SortOptions::default()))
         .transpose()?;
     let deleted: Option<&BooleanArray> = deleted.as_ref().map(|d| d.as_boolean());
+    let hidden = |i: usize| deleted.is_some_and(|d| d.is_valid(i) && d.value(i));
+    let mut lost = NewLosers::new();
     let mut best = Vec::new();
-    let mut out = lost.clone();
     let mut start = 0;
     while start < order.len() {
         let mut end = start + 1;
@@ -350,38 +340,34 @@ pub(crate) async fn resolve(
                 top
             }
         };
-        let gone = deleted.is_some_and(|d| d.is_valid(top) && d.value(top));
         for &i in members {
-            let (file, pos) = origin[i];
-            if i != top {
-                lost[file as usize].push(pos);
-                out[file as usize].push(pos);
-            } else if gone {
-                out[file as usize].push(pos);
+            // A kept best row that hides its key lost already.
+            let lost_before = i < kept && hidden(i);
+            let loses = if i == top { hidden(i) } else { true };
+            if loses && !lost_before {
+                let (file, pos) = origin[i];
+                lost.entry(file).or_default().push(pos);
             }
         }
         best.push(top as u64);
         start = end;
     }
-    for positions in out.iter_mut().chain(lost.iter_mut()) {
+    for positions in lost.values_mut() {
         positions.sort_unstable();
     }
+    best.sort_unstable();
     let best_at = arrow::array::UInt64Array::from(best);
-    let state = GroupState {
-        spec: spec_text,
-        files: group.iter().map(|f| f.path.clone()).collect(),
-        lost,
-        best: whole
-            .iter()
-            .map(|c| arrow::compute::take(c, &best_at, None).map_err(Error::from))
-            .collect::<Result<_>>()?,
-        origin: best_at
-            .values()
-            .iter()
-            .map(|&i| origin[i as usize])
-            .collect(),
-    };
-    Ok((out, state))
+    state.best = whole
+        .iter()
+        .map(|c| arrow::compute::take(c, &best_at, None).map_err(Error::from))
+        .collect::<Result<_>>()?;
+    state.origin = best_at
+        .values()
+        .iter()
+        .map(|&i| origin[i as usize])
+        .collect();
+    state.files.push(f.path.clone());
+    Ok(lost)
 }
 
 /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg asks.
@@ -502,10 +488,16 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
                 let paths = b.column(0).as_string::<i32>();
                 let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
                 for i in 0..b.num_rows() {
-                    deleted
-                        .entry(paths.value(i).to_string())
-                        .or_default()
-                        .insert(pos.value(i));
+                    // Delete files never overlap: the summary's counts add up.
+                    assert!(
+                        deleted
+                            .entry(paths.value(i).to_string())
+                            .or_default()
+                            .insert(pos.value(i)),
+                        "{file} deletes {}:{} again",
+                        paths.value(i),
+                        pos.value(i)
+                    );
                 }
             }
         }
@@ -535,8 +527,9 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
     out
 }
 
-/// Every group of the table's current snapshot has the delete file a sync with nothing kept
-/// decides (a writer that extended kept states wrote the same positions under the same key).
+/// Every prefix of every group of the table's current snapshot has the delete file a sync with
+/// nothing kept decides (a writer that went on from kept states wrote the same positions under
+/// the same keys).
 #[cfg(test)]
 pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap: &Snapshot) {
     use object_store::ObjectStoreExt;
@@ -544,38 +537,38 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
 
     let spec = snap.metadata.merge.as_ref().expect("merge semantics");
     for group in groups(snap, spec) {
-        let key = group_key(location, spec, &group);
-        let (losers, _) = resolve(location, snap, spec, &group, &States::new())
-            .await
-            .unwrap();
-        let mut want: Vec<(String, i64)> = group
-            .iter()
-            .zip(losers)
-            .flat_map(|(f, p)| {
-                let url = location.file_url(&f.path);
-                p.into_iter().map(move |p| (url.clone(), p as i64))
-            })
-            .collect();
-        want.sort();
-        let stored = match location.store.get(&location.child(&key)).await {
-            Ok(r) => r.bytes().await.unwrap(),
-            Err(object_store::Error::NotFound { .. }) => {
-                assert!(want.is_empty(), "{key} missing, afresh {want:?}");
-                continue;
+        let (steps, _) = resolve(location, snap, spec, &group, None).await.unwrap();
+        assert_eq!(steps.len(), group.len());
+        for (j, step) in steps.into_iter().enumerate() {
+            let key = group_key(location, spec, &group[..=j]);
+            let mut want: Vec<(String, i64)> = step
+                .into_iter()
+                .flat_map(|(f, p)| {
+                    let url = location.file_url(&group[f as usize].path);
+                    p.into_iter().map(move |p| (url.clone(), p as i64))
+                })
+                .collect();
+            want.sort();
+            let stored = match location.store.get(&location.child(&key)).await {
+                Ok(r) => r.bytes().await.unwrap(),
+                Err(object_store::Error::NotFound { .. }) => {
+                    assert!(want.is_empty(), "{key} missing, afresh {want:?}");
+                    continue;
+                }
+                Err(e) => panic!("{e}"),
+            };
+            let mut got = Vec::new();
+            for b in ParquetRecordBatchReaderBuilder::try_new(stored)
+                .unwrap()
+                .build()
+                .unwrap()
+            {
+                let b = b.unwrap();
+                let paths = b.column(0).as_string::<i32>();
+                let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                got.extend((0..b.num_rows()).map(|i| (paths.value(i).to_string(), pos.value(i))));
             }
-            Err(e) => panic!("{e}"),
-        };
-        let mut got = Vec::new();
-        for b in ParquetRecordBatchReaderBuilder::try_new(stored)
-            .unwrap()
-            .build()
-            .unwrap()
-        {
-            let b = b.unwrap();
-            let paths = b.column(0).as_string::<i32>();
-            let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
-            got.extend((0..b.num_rows()).map(|i| (paths.value(i).to_string(), pos.value(i))));
+            assert_eq!(got, want, "{key}");
         }
-        assert_eq!(got, want, "{key}");
     }
 }
