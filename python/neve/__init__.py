@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import shlex
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
@@ -343,10 +344,17 @@ class Table:
 
     def alter(self, change: str) -> int:
         """A schema or settings change as `neve alter` takes it, e.g. `"add column country string"`,
-        `"rename column tags to labels"`, `"set merge_min_files=4"`. Returns the new version."""
+        `"rename column tags to labels"`, `"set merge_min_files=4"`. Returns the new version.
+
+        The text is split into words as a shell splits the command line, so quotes group words
+        as they do there: `'add column "note string not null"'`, `'rename column "a b" to c'`."""
         if not isinstance(change, str):
             raise TypeError(f"alter takes the change as text, e.g. 'add column c string', not {type(change).__name__}")
-        return self._t._alter(change.split())
+        try:
+            words = shlex.split(change)
+        except ValueError as e:
+            raise InvalidInputError(f"alter {change!r}: {e} (quotes group words as in a shell)") from None
+        return self._t._alter(words)
 
     def info(self, as_of: AsOf = None) -> dict:
         """What `neve info --json` prints."""

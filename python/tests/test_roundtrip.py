@@ -148,3 +148,12 @@ def test_maintenance_calls(where):
     assert report["tombstones_deleted"] >= 8
     assert t.alter("add column note string") == t.version
     assert "note" in t.schema.names
+    # Words are split as a shell splits `neve alter`'s command line.
+    t.alter('add column "score int64"')
+    assert t.schema.field("score").type == pa.int64()
+    t.alter('rename column score to "final score"')
+    assert "final score" in t.schema.names
+    version = t.version
+    with pytest.raises(neve.InvalidInputError, match="quotation"):
+        t.alter('add column "x string')
+    assert t.version == version

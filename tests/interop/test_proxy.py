@@ -225,6 +225,14 @@ def test_get_ranged_get_and_presigned_get_serve_the_files_bytes(neve_bin, lake):
                 assert r.headers.get("etag") == etag, r.headers
     r = _sigv4(url, headers={"Range": f"bytes={len(body) + 10}-"})
     assert r.status_code == 416 and r.headers.get("content-range") == f"bytes */{len(body)}", r.headers
+    # HEAD with a range answers as S3 (here MinIO) does: 206, the range's length, 416 past the end.
+    real = f"{prefix}/acme/taxi/_data/{key}"
+    for rng in ("bytes=100-199", "bytes=-8", f"bytes={len(body) - 10}-"):
+        got, want = c.head_object(Bucket="taxi", Key=key, Range=rng), direct.head_object(Bucket=bucket, Key=real, Range=rng)
+        assert got["ResponseMetadata"]["HTTPStatusCode"] == want["ResponseMetadata"]["HTTPStatusCode"] == 206, rng
+        assert (got["ContentLength"], got["ContentRange"]) == (want["ContentLength"], want["ContentRange"]), rng
+    r = _sigv4(url, headers={"Range": f"bytes={len(body) + 10}-"}, method="HEAD")
+    assert r.status_code == 416, r.headers
     # No versions and no parts: refused, not answered with the whole object.
     for kw in ({"VersionId": "xyz"}, {"PartNumber": 2}):
         with pytest.raises(Exception) as e:

@@ -399,6 +399,11 @@ fn check_conditions(
 }
 
 /// `InvalidRange` (416) with the `Content-Range: bytes */SIZE` RFC 9110 asks for.
+/// `Content-Range` of a satisfied range.
+fn content_range(r: &std::ops::Range<u64>, size: u64) -> String {
+    format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1))
+}
+
 fn invalid_range(size: u64) -> s3s::S3Error {
     with_header(
         s3_error!(InvalidRange),
@@ -536,14 +541,24 @@ impl S3 for NeveS3 {
             input.if_modified_since.as_ref(),
             input.if_unmodified_since.as_ref(),
         )?;
-        Ok(S3Response::new(dto::HeadObjectOutput {
+        // As S3 answers it: a range changes only the length, and the status to 206.
+        let range = match input.range {
+            Some(r) => Some(r.check(file.size).map_err(|_| invalid_range(file.size))?),
+            None => None,
+        };
+        let mut out = S3Response::new(dto::HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
-            content_length: Some(file.size as i64),
+            content_length: Some(range.as_ref().map_or(file.size, |r| r.end - r.start) as i64),
+            content_range: range.as_ref().map(|r| content_range(r, file.size)),
             content_type: Some(parquet_type()),
             e_tag: Some(dto::ETag::Strong(file.etag.clone())),
             last_modified: timestamp(file.modified),
             ..Default::default()
-        }))
+        });
+        if range.is_some() {
+            out.status = Some(axum::http::StatusCode::PARTIAL_CONTENT);
+        }
+        Ok(out)
     }
 
     async fn get_object(
@@ -595,14 +610,7 @@ impl S3 for NeveS3 {
             accept_ranges: Some("bytes".into()),
             body: Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
             content_length: Some((span.end - span.start) as i64),
-            content_range: range.map(|r| {
-                format!(
-                    "bytes {}-{}/{}",
-                    r.start,
-                    r.end.saturating_sub(1),
-                    file.size
-                )
-            }),
+            content_range: range.map(|r| content_range(&r, file.size)),
             content_type: Some(parquet_type()),
             e_tag: Some(dto::ETag::Strong(file.etag.clone())),
             last_modified: timestamp(file.modified),

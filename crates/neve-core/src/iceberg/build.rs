@@ -421,7 +421,7 @@ impl IcebergWriter {
         spec: &crate::merge::MergeSpec,
         writes: &mut Vec<(String, Bytes)>,
     ) -> Result<Vec<DeleteFile>> {
-        use futures::{StreamExt, TryStreamExt};
+        use futures::{FutureExt, StreamExt, TryStreamExt};
 
         let groups = deletes::groups(snap, spec);
         // Each prefix's key, for each group.
@@ -477,18 +477,24 @@ impl IcebergWriter {
                 (i, kept)
             })
             .collect();
-        let decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
-            futures::stream::iter(todo.into_iter().map(|(i, kept)| {
+        // Boxed, so the future of a sync stays `Send` for any lifetime (a server spawns it).
+        let decisions: Vec<futures::future::BoxFuture<'_, Result<_>>> = todo
+            .into_iter()
+            .map(|(i, kept)| {
                 let group = &groups[i];
                 async move {
                     deletes::resolve(location, snap, spec, group, kept)
                         .await
                         .map(|r| (i, r))
                 }
-            }))
-            .buffer_unordered(GROUPS_AT_ONCE)
-            .try_collect()
-            .await?;
+                .boxed()
+            })
+            .collect();
+        let decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
+            futures::stream::iter(decisions)
+                .buffer_unordered(GROUPS_AT_ONCE)
+                .try_collect()
+                .await?;
         let mut decided = decided;
         let mut out = Vec::new();
         let mut kept = HashMap::new();
