@@ -61,6 +61,25 @@ async fn close_after_unread_body(
     response
 }
 
+/// A HEAD of a range is 206, as S3 answers it: s3s answers HeadObject with 200 whatever its
+/// handler says, so the status follows the `Content-Range` the handler set.
+async fn partial_head(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let head = request.method() == axum::http::Method::HEAD;
+    let mut response = next.run(request).await;
+    if head
+        && response.status() == axum::http::StatusCode::OK
+        && response
+            .headers()
+            .contains_key(axum::http::header::CONTENT_RANGE)
+    {
+        *response.status_mut() = axum::http::StatusCode::PARTIAL_CONTENT;
+    }
+    response
+}
+
 /// A proxy bound to its address, not yet serving.
 pub struct Proxy {
     listener: tokio::net::TcpListener,
@@ -175,7 +194,8 @@ impl Proxy {
             .route("/_neve/metrics", get(move || async move { m.encode() }))
             .route("/_neve/healthz", get(|| async { "ok" }))
             .fallback_service(s3)
-            .layer(axum::middleware::from_fn(close_after_unread_body));
+            .layer(axum::middleware::from_fn(close_after_unread_body))
+            .layer(axum::middleware::from_fn(partial_head));
         let addr = config.settings.listen;
         let listener = tokio::net::TcpListener::bind(addr)
             .await

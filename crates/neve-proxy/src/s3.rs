@@ -541,12 +541,13 @@ impl S3 for NeveS3 {
             input.if_modified_since.as_ref(),
             input.if_unmodified_since.as_ref(),
         )?;
-        // As S3 answers it: a range changes only the length, and the status to 206.
+        // As S3 answers it: a range changes only the length (and the status to 206, which
+        // `partial_head` sets).
         let range = match input.range {
             Some(r) => Some(r.check(file.size).map_err(|_| invalid_range(file.size))?),
             None => None,
         };
-        let mut out = S3Response::new(dto::HeadObjectOutput {
+        Ok(S3Response::new(dto::HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             content_length: Some(range.as_ref().map_or(file.size, |r| r.end - r.start) as i64),
             content_range: range.as_ref().map(|r| content_range(r, file.size)),
@@ -554,11 +555,7 @@ impl S3 for NeveS3 {
             e_tag: Some(dto::ETag::Strong(file.etag.clone())),
             last_modified: timestamp(file.modified),
             ..Default::default()
-        });
-        if range.is_some() {
-            out.status = Some(axum::http::StatusCode::PARTIAL_CONTENT);
-        }
-        Ok(out)
+        }))
     }
 
     async fn get_object(

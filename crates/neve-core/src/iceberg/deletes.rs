@@ -478,27 +478,12 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
                 data.push(file);
                 continue;
             }
-            let bytes = get(rel(&file)).await;
-            for b in ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .unwrap()
-                .build()
-                .unwrap()
-            {
-                let b = b.unwrap();
-                let paths = b.column(0).as_string::<i32>();
-                let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
-                for i in 0..b.num_rows() {
-                    // Delete files never overlap: the summary's counts add up.
-                    assert!(
-                        deleted
-                            .entry(paths.value(i).to_string())
-                            .or_default()
-                            .insert(pos.value(i)),
-                        "{file} deletes {}:{} again",
-                        paths.value(i),
-                        pos.value(i)
-                    );
-                }
+            for (path, pos) in delete_file_rows(get(rel(&file)).await) {
+                // Delete files never overlap: the summary's counts add up.
+                assert!(
+                    deleted.entry(path.clone()).or_default().insert(pos),
+                    "{file} deletes {path}:{pos} again"
+                );
             }
         }
     }
@@ -527,13 +512,31 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
     out
 }
 
+/// The `(file_path, pos)` rows of a position delete file.
+#[cfg(test)]
+fn delete_file_rows(bytes: bytes::Bytes) -> Vec<(String, i64)> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let mut out = Vec::new();
+    for b in ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap()
+    {
+        let b = b.unwrap();
+        let paths = b.column(0).as_string::<i32>();
+        let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+        out.extend((0..b.num_rows()).map(|i| (paths.value(i).to_string(), pos.value(i))));
+    }
+    out
+}
+
 /// Every prefix of every group of the table's current snapshot has the delete file a sync with
 /// nothing kept decides (a writer that went on from kept states wrote the same positions under
 /// the same keys).
 #[cfg(test)]
 pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap: &Snapshot) {
     use object_store::ObjectStoreExt;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     let spec = snap.metadata.merge.as_ref().expect("merge semantics");
     for group in groups(snap, spec) {
@@ -557,18 +560,7 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
                 }
                 Err(e) => panic!("{e}"),
             };
-            let mut got = Vec::new();
-            for b in ParquetRecordBatchReaderBuilder::try_new(stored)
-                .unwrap()
-                .build()
-                .unwrap()
-            {
-                let b = b.unwrap();
-                let paths = b.column(0).as_string::<i32>();
-                let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
-                got.extend((0..b.num_rows()).map(|i| (paths.value(i).to_string(), pos.value(i))));
-            }
-            assert_eq!(got, want, "{key}");
+            assert_eq!(delete_file_rows(stored), want, "{key}");
         }
     }
 }

@@ -24,11 +24,11 @@ fn schema() -> Arc<Schema> {
     ]))
 }
 
-/// Rows `(g, k, v, del)`.
-async fn insert(t: &Table, rows: &[(i64, i64, i64, Option<bool>)]) {
-    let col = |f: fn(&(i64, i64, i64, Option<bool>)) -> i64| {
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
-    };
+/// A row: `(g, k, v, del)`.
+type Row = (i64, i64, i64, Option<bool>);
+
+async fn insert(t: &Table, rows: &[Row]) {
+    let col = |f: fn(&Row) -> i64| Arc::new(Int64Array::from_iter_values(rows.iter().map(f)));
     let b = RecordBatch::try_new(
         schema(),
         vec![
