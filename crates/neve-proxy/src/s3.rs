@@ -398,12 +398,20 @@ fn check_conditions(
     Ok(())
 }
 
-/// `InvalidRange` (416) with the `Content-Range: bytes */SIZE` RFC 9110 asks for.
+/// The bytes a `Range` asks of a file of `size` bytes (none: the whole file), or
+/// `InvalidRange`.
+fn satisfied(range: Option<dto::Range>, size: u64) -> S3Result<Option<std::ops::Range<u64>>> {
+    range
+        .map(|r| r.check(size).map_err(|_| invalid_range(size)))
+        .transpose()
+}
+
 /// `Content-Range` of a satisfied range.
 fn content_range(r: &std::ops::Range<u64>, size: u64) -> String {
     format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1))
 }
 
+/// `InvalidRange` (416) with the `Content-Range: bytes */SIZE` RFC 9110 asks for.
 fn invalid_range(size: u64) -> s3s::S3Error {
     with_header(
         s3_error!(InvalidRange),
@@ -543,10 +551,7 @@ impl S3 for NeveS3 {
         )?;
         // As S3 answers it: a range changes only the length (and the status to 206, which
         // `partial_head` sets).
-        let range = match input.range {
-            Some(r) => Some(r.check(file.size).map_err(|_| invalid_range(file.size))?),
-            None => None,
-        };
+        let range = satisfied(input.range, file.size)?;
         Ok(S3Response::new(dto::HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             content_length: Some(range.as_ref().map_or(file.size, |r| r.end - r.start) as i64),
@@ -572,10 +577,7 @@ impl S3 for NeveS3 {
             input.if_modified_since.as_ref(),
             input.if_unmodified_since.as_ref(),
         )?;
-        let range = match input.range {
-            Some(r) => Some(r.check(file.size).map_err(|_| invalid_range(file.size))?),
-            None => None,
-        };
+        let range = satisfied(input.range, file.size)?;
         let span = range.clone().unwrap_or(0..file.size);
         let blocks = FileBlocks {
             store: self.catalog.location(&table).store.clone(),

@@ -427,11 +427,7 @@ impl IcebergWriter {
         // Each prefix's key, for each group.
         let keys: Vec<Vec<String>> = groups
             .iter()
-            .map(|g| {
-                (1..=g.len())
-                    .map(|j| deletes::group_key(&self.location, spec, &g[..j]))
-                    .collect()
-            })
+            .map(|g| deletes::prefix_keys(&self.location, spec, g))
             .collect();
         let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
         let states = std::mem::take(&mut *self.states.lock().expect("states"));
@@ -490,12 +486,11 @@ impl IcebergWriter {
                 .boxed()
             })
             .collect();
-        let decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
+        let mut decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
             futures::stream::iter(decisions)
                 .buffer_unordered(GROUPS_AT_ONCE)
                 .try_collect()
                 .await?;
-        let mut decided = decided;
         let mut out = Vec::new();
         let mut kept = HashMap::new();
         let mut kept_states = deletes::States::new();

@@ -77,21 +77,29 @@ pub(crate) fn groups<'a>(snap: &'a Snapshot, spec: &MergeSpec) -> Vec<Vec<&'a Ad
         .collect()
 }
 
-/// The delete file's key for a prefix of a group (the rows that prefix adds to the losers): a
-/// function of the table, the spec and the prefix's files.
-pub(crate) fn group_key(location: &TableLocation, spec: &MergeSpec, group: &[&AddFile]) -> String {
+/// The delete files' keys of a group's prefixes (each holds the rows its prefix adds to the
+/// losers): each a function of the table, the spec and the prefix's files. One hash runs over
+/// the group, finished at each file, so a group of n files costs n file hashes, not n².
+pub(crate) fn prefix_keys(
+    location: &TableLocation,
+    spec: &MergeSpec,
+    group: &[&AddFile],
+) -> Vec<String> {
     let mut h = Sha256::new();
     h.update(b"neve iceberg position deletes 2\n");
     h.update(location.file_url("").as_bytes());
     h.update(b"\n");
     h.update(spec.to_string().as_bytes());
-    for f in group {
-        let (lo, hi) = seq_of(f);
-        h.update(format!("\n{}\t{lo}\t{hi}\t{}", f.path, f.size).as_bytes());
-    }
-    let d = h.finalize();
-    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("metadata/neve-{hex}-deletes.parquet")
+    group
+        .iter()
+        .map(|f| {
+            let (lo, hi) = seq_of(f);
+            h.update(format!("\n{}\t{lo}\t{hi}\t{}", f.path, f.size).as_bytes());
+            let d = h.clone().finalize();
+            let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+            format!("metadata/neve-{hex}-deletes.parquet")
+        })
+        .collect()
 }
 
 /// The columns the winner of a key depends on, as the table types them.
@@ -285,7 +293,7 @@ fn step(
     let file = state.files.len() as u32;
     let kept = state.origin.len();
     let n = cols.first().map_or(0, |c| c.len());
-    let mut origin = state.origin.clone();
+    let mut origin = std::mem::take(&mut state.origin);
     origin.extend((0..n as u64).map(|p| (file, p)));
     let whole: Vec<ArrayRef> = state
         .best
@@ -542,8 +550,7 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
     for group in groups(snap, spec) {
         let (steps, _) = resolve(location, snap, spec, &group, None).await.unwrap();
         assert_eq!(steps.len(), group.len());
-        for (j, step) in steps.into_iter().enumerate() {
-            let key = group_key(location, spec, &group[..=j]);
+        for (step, key) in steps.into_iter().zip(prefix_keys(location, spec, &group)) {
             let mut want: Vec<(String, i64)> = step
                 .into_iter()
                 .flat_map(|(f, p)| {
