@@ -9,12 +9,12 @@ use bytes::Bytes;
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
-use super::deletes::{self, DeleteFile};
+use super::deletes::{self, deletes_property, DeleteFile};
 use super::manifest::{self, assemble_manifest, build_manifest_list, chunks_named};
 use super::manifest::{manifest_list_key, Chunk, Layout, ManifestInfo};
 use super::{
     max_snapshots, operation, schema_with_id, types, IcebergWriter, Listed, MetricsConfig, Run,
-    SnapshotEntry, SnapshotLogEntry, TableMetadata,
+    SnapshotEntry, SnapshotLogEntry, TableMetadata, DELETES_PROPERTY,
 };
 use crate::error::{Error, Result};
 use crate::log::{AddFile, CommitInfo, Snapshot};
@@ -31,6 +31,10 @@ impl IcebergWriter {
         floor: Option<i64>,
     ) -> Result<(TableMetadata, usize)> {
         let described = prev.as_ref().and_then(|p| p.neve_version());
+        // How the position deletes of the version described were decided.
+        let decided_by = prev
+            .as_ref()
+            .and_then(|p| p.properties.get(DELETES_PROPERTY).cloned());
         let mut entries: BTreeMap<i64, SnapshotEntry> = BTreeMap::new();
         let mut schemas: BTreeMap<i32, Json> = BTreeMap::new();
         if let Some(p) = &prev {
@@ -54,14 +58,18 @@ impl IcebergWriter {
             if start_after == Some(latest.version - 1) {
                 // The common case, right after a commit: the previous manifests are known
                 // from their list; only this version's new chunks are written.
-                self.learn_list(run, latest.version - 1).await?;
+                if self.learn_list(run, latest.version - 1).await? {
+                    run.decided = decided_by.clone().map(|d| (latest.version - 1, d));
+                }
                 self.snapshot_entry(run, latest, info, &mut entries, &mut schemas)
                     .await?;
             } else {
                 let mut snap = match start_after.filter(|&s| s + 1 >= lowest) {
                     Some(s) => match self.log.load_version(s).await {
                         Ok(snap) => {
-                            self.learn_list(run, s).await?;
+                            if self.learn_list(run, s).await? {
+                                run.decided = decided_by.clone().map(|d| (s, d));
+                            }
                             Some(snap)
                         }
                         Err(_) => None,
@@ -139,6 +147,12 @@ impl IcebergWriter {
             ),
         ]);
         properties.extend(MetricsConfig::of(meta.settings.iceberg_metrics.as_deref()).properties());
+        // Every group of `latest` was decided by this run when it added `latest`'s
+        // snapshot; otherwise as the metadata before said.
+        let decided_now = meta.merge.as_ref().map(deletes_property);
+        if let Some(d) = if added > 0 { decided_now } else { decided_by } {
+            properties.insert(DELETES_PROPERTY.to_string(), d);
+        }
         properties.insert(
             "comment".into(),
             "written by neve from its log (_log/); read-only for other engines".into(),
@@ -208,23 +222,25 @@ impl IcebergWriter {
     }
 
     /// Learn the manifests snapshot `version` lists (they are stored), if its list is there.
-    async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<()> {
+    /// Learns the manifests of `version`'s list; whether it was found.
+    async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<bool> {
         let key = manifest_list_key(version);
         let listed = match run.prefetched.take() {
-            Some((v, Listed::Known(infos))) if v == version => infos,
+            Some((v, Listed::Known(infos))) if v == version => Some(infos),
             Some((v, Listed::Stored(bytes))) if v == version => match bytes {
-                Some(bytes) => manifest::read_manifest_list(&key, &bytes)?,
-                None => vec![],
+                Some(bytes) => Some(manifest::read_manifest_list(&key, &bytes)?),
+                None => None,
             },
             _ => match self.get(&key).await? {
-                Some(bytes) => manifest::read_manifest_list(&key, &bytes)?,
-                None => vec![],
+                Some(bytes) => Some(manifest::read_manifest_list(&key, &bytes)?),
+                None => None,
             },
         };
-        for info in listed {
+        let found = listed.is_some();
+        for info in listed.into_iter().flatten() {
             run.known.insert(info.key.clone(), (info, true));
         }
-        Ok(())
+        Ok(found)
     }
 
     /// Write snapshot `snap.version` (its manifests and list) and record its entry.
@@ -334,7 +350,9 @@ impl IcebergWriter {
         // position deletes (see `deletes`).
         let mut delete_totals = (0usize, 0u64);
         if let Some(spec) = &meta.merge {
-            let deletes = self.position_deletes(run, snap, spec, &mut writes).await?;
+            let deletes = self
+                .position_deletes(run, snap, &info, spec, &mut writes)
+                .await?;
             if !deletes.is_empty() {
                 delete_totals = (deletes.len(), deletes.iter().map(|d| d.rows).sum());
                 let layout = &run.layout.as_ref().expect("layout").1;
@@ -418,6 +436,7 @@ impl IcebergWriter {
         &self,
         run: &mut Run<'_>,
         snap: &Snapshot,
+        info: &CommitInfo,
         spec: &crate::merge::MergeSpec,
         writes: &mut Vec<(String, Bytes)>,
     ) -> Result<Vec<DeleteFile>> {
@@ -430,7 +449,7 @@ impl IcebergWriter {
             .map(|g| deletes::prefix_keys(&self.location, spec, g))
             .collect();
         let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
-        let states = std::mem::take(&mut *self.states.lock().expect("states"));
+        let mut states = std::mem::take(&mut *self.states.lock().expect("states"));
         if keys.iter().flatten().any(|k| !memo.contains_key(k)) {
             // Learn the delete files the manifests read so far list (the previous version's).
             let unread: Vec<String> = run
@@ -442,15 +461,46 @@ impl IcebergWriter {
                 .collect();
             for key in unread {
                 run.deletes_read.insert(key.clone());
-                if let Some(bytes) = self.get(&key).await? {
-                    for (k, rows, size) in manifest::read_delete_manifest(&key, &bytes)? {
-                        memo.entry(k.clone()).or_insert(DeleteFile {
-                            key: k,
-                            partition_values: Default::default(),
-                            rows,
-                            size,
-                            sequence: 0,
-                        });
+                match self.get(&key).await? {
+                    Some(bytes) => {
+                        for (k, rows, size) in manifest::read_delete_manifest(&key, &bytes)? {
+                            memo.entry(k.clone()).or_insert(DeleteFile {
+                                key: k,
+                                partition_values: Default::default(),
+                                rows,
+                                size,
+                                sequence: 0,
+                            });
+                        }
+                    }
+                    // Its delete files are not known: nothing is taken as decided.
+                    None => run.decided = None,
+                }
+            }
+            // A commit that only added files leaves every group none of them joined as the
+            // version before had it, and the sync of that version decided each of its
+            // prefixes: those that made rows lose are in its delete manifest, read above; the
+            // others made none. So a fresh process (each CLI insert) decides only the groups
+            // the commit changed.
+            let decided = deletes_property(spec);
+            let before = snap.version.checked_sub(1);
+            if info.summary.files_removed == 0
+                && run
+                    .decided
+                    .as_ref()
+                    .is_some_and(|(v, d)| Some(*v) == before && *d == decided)
+            {
+                for (group, keys) in groups.iter().zip(&keys) {
+                    if group.iter().all(|f| f.added_version != Some(snap.version)) {
+                        for k in keys {
+                            memo.entry(k.clone()).or_insert_with(|| DeleteFile {
+                                key: k.clone(),
+                                partition_values: Default::default(),
+                                rows: 0,
+                                size: 0,
+                                sequence: 0,
+                            });
+                        }
                     }
                 }
             }
@@ -458,18 +508,16 @@ impl IcebergWriter {
         // The groups with a prefix not known, each decided from the state kept of its first
         // files (when every prefix it covers is known), reading only the files past it.
         let location = &self.location;
-        let todo: Vec<(usize, Option<&deletes::GroupState>)> = (0..groups.len())
+        let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
             .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(k)))
             .map(|i| {
-                let kept = states
-                    .get(&groups[i][0].path)
-                    .map(|s| s.as_ref())
-                    .filter(|s| {
-                        s.files().len() <= groups[i].len()
-                            && keys[i][..s.files().len()]
-                                .iter()
-                                .all(|k| memo.contains_key(k))
-                    });
+                // Taken, not shared: the decision goes on from it without a copy.
+                let kept = states.remove(&groups[i][0].path).filter(|s| {
+                    s.files().len() <= groups[i].len()
+                        && keys[i][..s.files().len()]
+                            .iter()
+                            .all(|k| memo.contains_key(k))
+                });
                 (i, kept)
             })
             .collect();
@@ -508,8 +556,9 @@ impl IcebergWriter {
             for (j, f) in group.iter().enumerate() {
                 sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
                 let key = keys[i][j].clone();
-                let (rows, size) = if j < first_fresh {
-                    let d = &memo[&key];
+                let (rows, size) = if let Some(d) = memo.get(&key) {
+                    // Decided before (a group decided again from its first file in a fresh
+                    // process decides the same rows: the file is there).
                     (d.rows, d.size)
                 } else {
                     let rows: Vec<(String, Vec<u64>)> = fresh[j - first_fresh]

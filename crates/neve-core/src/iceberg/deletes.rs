@@ -15,12 +15,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
-    make_comparator, new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int64Array,
-    RecordBatch, StringArray,
+    make_comparator, new_null_array, Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray,
 };
 use arrow::compute::{cast, concat, SortOptions};
 use arrow::datatypes::{DataType, Field, Schema};
-use arrow::row::{RowConverter, SortField};
+use arrow::row::{RowConverter, Rows, SortField};
 use futures::TryStreamExt;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
@@ -77,6 +76,15 @@ pub(crate) fn groups<'a>(snap: &'a Snapshot, spec: &MergeSpec) -> Vec<Vec<&'a Ad
         .collect()
 }
 
+/// The scheme of the delete files' keys (see [`prefix_keys`]).
+const KEY_SCHEME: &str = "neve iceberg position deletes 2";
+
+/// How a sync under `spec` decides position deletes: the key scheme and the spec (what the
+/// metadata records, so a later sync knows which delete files the version it describes has).
+pub(crate) fn deletes_property(spec: &MergeSpec) -> String {
+    format!("{KEY_SCHEME}; {spec}")
+}
+
 /// The delete files' keys of a group's prefixes (each holds the rows its prefix adds to the
 /// losers): each a function of the table, the spec and the prefix's files. One hash runs over
 /// the group, finished at each file, so a group of n files costs n file hashes, not n².
@@ -86,7 +94,8 @@ pub(crate) fn prefix_keys(
     group: &[&AddFile],
 ) -> Vec<String> {
     let mut h = Sha256::new();
-    h.update(b"neve iceberg position deletes 2\n");
+    h.update(KEY_SCHEME.as_bytes());
+    h.update(b"\n");
     h.update(location.file_url("").as_bytes());
     h.update(b"\n");
     h.update(spec.to_string().as_bytes());
@@ -188,20 +197,59 @@ async fn read_columns(
 /// partition's run) only those files are read: each key's best row over the group's first
 /// files. A row that loses keeps losing as files join (the winner is the highest (version,
 /// merge position), or the first row for `dedupe`, and files join after the ones there, in
-/// merge order), so the best rows are all a sync must weigh a new file's rows against.
-#[derive(Debug)]
+/// merge order), so the best rows are all a sync must weigh a new file's rows against. They
+/// are kept in key order, so a file joining costs a sort of its own rows and one pass over
+/// the kept ones (sorting them all again each time was most of an insert's sync).
+#[derive(Debug, Clone)]
 pub(crate) struct GroupState {
     /// The spec the state was decided under.
     spec: String,
+    /// The decisive columns' types it was decided with: when a table's types widen, the
+    /// group is decided again.
+    types: Vec<DataType>,
     /// The files decided (paths), in merge order: a prefix of the group.
     files: Vec<String>,
-    /// Each key's best row (the winner, or the tombstone that hides the key): its decisive
-    /// columns, and where it is (file, position).
-    best: Vec<ArrayRef>,
+    /// Turns keys into comparable rows; `keys` must come from this one converter.
+    converter: Arc<RowConverter>,
+    /// Each key's best row (the winner, or the tombstone that hides the key), in key order:
+    /// its key, version (a `replace` with a version column), whether it hides its key, and
+    /// where it is (file, position).
+    keys: Rows,
+    version: Option<ArrayRef>,
+    hidden: Vec<bool>,
     origin: Vec<(u32, u64)>,
 }
 
 impl GroupState {
+    fn empty(spec: &MergeSpec, spec_text: String, types: Vec<DataType>) -> Result<Self> {
+        let k = spec.key().len();
+        let converter = RowConverter::new(
+            types[..k]
+                .iter()
+                .map(|t| SortField::new(t.clone()))
+                .collect(),
+        )?;
+        let keys = converter.empty_rows(0, 0);
+        let version = matches!(
+            spec,
+            MergeSpec::Replace {
+                version: Some(_),
+                ..
+            }
+        )
+        .then(|| new_null_array(&types[k], 0));
+        Ok(Self {
+            spec: spec_text,
+            types,
+            files: Vec::new(),
+            converter: Arc::new(converter),
+            keys,
+            version,
+            hidden: Vec::new(),
+            origin: Vec::new(),
+        })
+    }
+
     /// The files decided: a prefix of the group.
     pub(crate) fn files(&self) -> &[String] {
         &self.files
@@ -210,6 +258,128 @@ impl GroupState {
     /// Best rows held: one per key.
     pub(crate) fn rows(&self) -> usize {
         self.origin.len()
+    }
+
+    /// Adds the file at `path` (its decisive columns `cols`, in the order `decisive_columns`
+    /// gives): the rows that now lose, and the new best rows.
+    fn step(&mut self, spec: &MergeSpec, path: String, cols: Vec<ArrayRef>) -> Result<NewLosers> {
+        let file = self.files.len() as u32;
+        let k = spec.key().len();
+        let n = self.origin.len();
+        let m = cols.first().map_or(0, |c| c.len());
+        let new_keys = self.converter.convert_columns(&cols[..k])?;
+        // The file's rows by key, then position (a stable sort).
+        let mut order: Vec<u32> = (0..m as u32).collect();
+        order.sort_by(|&a, &b| new_keys.row(a as usize).cmp(&new_keys.row(b as usize)));
+        let (mut version, mut deleted) = (None, None);
+        if let MergeSpec::Replace {
+            version: v,
+            deleted: d,
+            ..
+        } = spec
+        {
+            let mut at = k;
+            if v.is_some() {
+                version = Some(&cols[at]);
+                at += 1;
+            }
+            if d.is_some() {
+                deleted = Some(cols[at].as_boolean());
+            }
+        }
+        // Rows are numbered kept first (0..n), then the file's (n..n + m).
+        let versions = match (&self.version, version) {
+            (Some(kept), Some(new)) => Some(concat(&[kept.as_ref(), new.as_ref()])?),
+            _ => None,
+        };
+        let cmp = versions
+            .as_ref()
+            .map(|v| make_comparator(v.as_ref(), v.as_ref(), SortOptions::default()))
+            .transpose()?;
+        let hidden = |x: usize| {
+            if x < n {
+                self.hidden[x]
+            } else {
+                deleted.is_some_and(|d| d.is_valid(x - n) && d.value(x - n))
+            }
+        };
+        let origin = |x: usize| {
+            if x < n {
+                self.origin[x]
+            } else {
+                (file, (x - n) as u64)
+            }
+        };
+        let mut keys = self.converter.empty_rows(n + m, 0);
+        let mut picks: Vec<usize> = Vec::with_capacity(n + m);
+        let mut lost = NewLosers::new();
+        let mut members = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < n || j < m {
+            let next = (j < m).then(|| new_keys.row(order[j] as usize));
+            let ord = match next {
+                Some(r) if i < n => self.keys.row(i).cmp(&r),
+                Some(_) => std::cmp::Ordering::Greater,
+                None => std::cmp::Ordering::Less,
+            };
+            if ord.is_lt() {
+                // A key the file does not have: its best row stays.
+                keys.push(self.keys.row(i));
+                picks.push(i);
+                i += 1;
+                continue;
+            }
+            let key = next.expect("the file has the key");
+            members.clear();
+            if ord.is_eq() {
+                members.push(i);
+                i += 1;
+            }
+            while j < m && new_keys.row(order[j] as usize) == key {
+                members.push(n + order[j] as usize);
+                j += 1;
+            }
+            let top = match spec {
+                MergeSpec::Dedupe { .. } => members[0],
+                _ => {
+                    // The highest version (nulls lowest); on a tie, or without one, the later row.
+                    let mut top = members[0];
+                    for &x in &members[1..] {
+                        if cmp.as_ref().is_none_or(|c| c(x, top).is_ge()) {
+                            top = x;
+                        }
+                    }
+                    top
+                }
+            };
+            for &x in &members {
+                // A kept best row that hides its key lost already.
+                let lost_before = x < n && hidden(x);
+                let loses = if x == top { hidden(x) } else { true };
+                if loses && !lost_before {
+                    let (f, p) = origin(x);
+                    lost.entry(f).or_default().push(p);
+                }
+            }
+            keys.push(if top < n {
+                self.keys.row(top)
+            } else {
+                new_keys.row(top - n)
+            });
+            picks.push(top);
+        }
+        for positions in lost.values_mut() {
+            positions.sort_unstable();
+        }
+        let at = arrow::array::UInt64Array::from_iter_values(picks.iter().map(|&x| x as u64));
+        self.version = versions
+            .map(|v| arrow::compute::take(&v, &at, None))
+            .transpose()?;
+        self.hidden = picks.iter().map(|&x| hidden(x)).collect();
+        self.origin = picks.iter().map(|&x| origin(x)).collect();
+        self.keys = keys;
+        self.files.push(path);
+        Ok(lost)
     }
 }
 
@@ -228,154 +398,43 @@ pub(crate) async fn resolve(
     snap: &Snapshot,
     spec: &MergeSpec,
     group: &[&AddFile],
-    known: Option<&GroupState>,
+    known: Option<Arc<GroupState>>,
 ) -> Result<(Vec<NewLosers>, GroupState)> {
     let columns = decisive_columns(spec, snap)?;
+    let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
     let spec_text = spec.to_string();
     let known = known.filter(|s| {
         s.spec == spec_text
+            && s.types == types
             && s.files.len() <= group.len()
             && s.files.iter().zip(group).all(|(p, f)| *p == f.path)
     });
     let mut state = match known {
-        Some(s) => GroupState {
-            spec: spec_text,
-            files: s.files.clone(),
-            // The table's types may have widened since.
-            best: s
-                .best
-                .iter()
-                .zip(&columns)
-                .map(|(c, (_, ty))| {
-                    Ok(if c.data_type() == ty {
-                        c.clone()
-                    } else {
-                        cast(c, ty)?
-                    })
-                })
-                .collect::<Result<_>>()?,
-            origin: s.origin.clone(),
-        },
-        None => GroupState {
-            spec: spec_text,
-            files: Vec::new(),
-            best: columns.iter().map(|(_, t)| new_null_array(t, 0)).collect(),
-            origin: Vec::new(),
-        },
+        Some(s) => Arc::try_unwrap(s).unwrap_or_else(|s| s.as_ref().clone()),
+        None => GroupState::empty(spec, spec_text, types)?,
     };
-    let converter = RowConverter::new(
-        columns[..spec.key().len()]
-            .iter()
-            .map(|(_, t)| SortField::new(t.clone()))
-            .collect(),
-    )?;
     let mut out = Vec::new();
-    // The files not decided, a few read at a time, each decided in turn.
+    // The files not decided, a few read at a time, then decided in turn off the runtime's
+    // threads (so several groups decide on several cores at once).
     let todo = &group[state.files.len()..];
     for some in todo.chunks(crate::log::READ_CONCURRENCY) {
         let reads = some.iter().map(|f| read_columns(location, f, &columns));
-        for (f, cols) in some.iter().zip(futures::future::try_join_all(reads).await?) {
-            out.push(step(spec, &converter, &mut state, f, cols)?);
-        }
+        let read = futures::future::try_join_all(reads).await?;
+        let paths: Vec<String> = some.iter().map(|f| f.path.clone()).collect();
+        let spec = spec.clone();
+        let (s, lost) = tokio::task::spawn_blocking(move || {
+            let mut lost = Vec::with_capacity(paths.len());
+            for (path, cols) in paths.into_iter().zip(read) {
+                lost.push(state.step(&spec, path, cols)?);
+            }
+            Ok::<_, Error>((state, lost))
+        })
+        .await
+        .map_err(|e| Error::TaskFailed(e.to_string()))??;
+        state = s;
+        out.extend(lost);
     }
     Ok((out, state))
-}
-
-/// Adds file `f` (its decisive columns `cols`) to the group `state` decided: the rows that
-/// now lose, and the new best rows.
-fn step(
-    spec: &MergeSpec,
-    converter: &RowConverter,
-    state: &mut GroupState,
-    f: &AddFile,
-    cols: Vec<ArrayRef>,
-) -> Result<NewLosers> {
-    let file = state.files.len() as u32;
-    let kept = state.origin.len();
-    let n = cols.first().map_or(0, |c| c.len());
-    let mut origin = std::mem::take(&mut state.origin);
-    origin.extend((0..n as u64).map(|p| (file, p)));
-    let whole: Vec<ArrayRef> = state
-        .best
-        .iter()
-        .zip(&cols)
-        .map(|(b, c)| concat(&[b.as_ref(), c.as_ref()]).map_err(Error::from))
-        .collect::<Result<_>>()?;
-    let keys = spec.key().len();
-    let rows = converter.convert_columns(&whole[..keys])?;
-    let mut order: Vec<usize> = (0..origin.len()).collect();
-    // By key, then in merge order (kept rows are in earlier files).
-    order.sort_unstable_by(|&a, &b| rows.row(a).cmp(&rows.row(b)).then(a.cmp(&b)));
-    let (version, deleted) = match spec {
-        MergeSpec::Replace {
-            version, deleted, ..
-        } => {
-            let mut at = keys;
-            let v = version.as_ref().map(|_| {
-                at += 1;
-                whole[at - 1].clone()
-            });
-            let d = deleted.as_ref().map(|_| whole[at].clone());
-            (v, d)
-        }
-        _ => (None, None),
-    };
-    let cmp = version
-        .as_ref()
-        .map(|v| make_comparator(v.as_ref(), v.as_ref(), SortOptions::default()))
-        .transpose()?;
-    let deleted: Option<&BooleanArray> = deleted.as_ref().map(|d| d.as_boolean());
-    let hidden = |i: usize| deleted.is_some_and(|d| d.is_valid(i) && d.value(i));
-    let mut lost = NewLosers::new();
-    let mut best = Vec::new();
-    let mut start = 0;
-    while start < order.len() {
-        let mut end = start + 1;
-        while end < order.len() && rows.row(order[end]) == rows.row(order[start]) {
-            end += 1;
-        }
-        let members = &order[start..end];
-        let top = match spec {
-            MergeSpec::Dedupe { .. } => members[0],
-            _ => {
-                // The highest version (nulls lowest); on a tie, or without one, the later row.
-                let mut top = members[0];
-                for &i in &members[1..] {
-                    if cmp.as_ref().is_none_or(|c| c(i, top).is_ge()) {
-                        top = i;
-                    }
-                }
-                top
-            }
-        };
-        for &i in members {
-            // A kept best row that hides its key lost already.
-            let lost_before = i < kept && hidden(i);
-            let loses = if i == top { hidden(i) } else { true };
-            if loses && !lost_before {
-                let (file, pos) = origin[i];
-                lost.entry(file).or_default().push(pos);
-            }
-        }
-        best.push(top as u64);
-        start = end;
-    }
-    for positions in lost.values_mut() {
-        positions.sort_unstable();
-    }
-    best.sort_unstable();
-    let best_at = arrow::array::UInt64Array::from(best);
-    state.best = whole
-        .iter()
-        .map(|c| arrow::compute::take(c, &best_at, None).map_err(Error::from))
-        .collect::<Result<_>>()?;
-    state.origin = best_at
-        .values()
-        .iter()
-        .map(|&i| origin[i as usize])
-        .collect();
-    state.files.push(f.path.clone());
-    Ok(lost)
 }
 
 /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg asks.
@@ -506,7 +565,7 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
             .unwrap()
         {
             let b = b.unwrap();
-            let keep: BooleanArray = (0..b.num_rows() as i64)
+            let keep: arrow::array::BooleanArray = (0..b.num_rows() as i64)
                 .map(|i| Some(!gone.contains(&(at + i))))
                 .collect();
             at += b.num_rows() as i64;

@@ -178,6 +178,11 @@ struct TableMetadata {
     refs: BTreeMap<String, Json>,
 }
 
+/// The property naming how the position deletes of the version described were decided (the
+/// key scheme and the merge spec): a sync that finds it knows every group of that version
+/// was decided, and decides again only the groups a commit changed.
+const DELETES_PROPERTY: &str = "neve.position-deletes";
+
 impl TableMetadata {
     /// The neve version this metadata describes.
     fn neve_version(&self) -> Option<u64> {
@@ -265,6 +270,9 @@ struct Run<'a> {
     list: Option<(u64, Vec<ManifestInfo>)>,
     /// Delete manifests already read back for the delete files they list.
     deletes_read: HashSet<String>,
+    /// The version whose every group's position deletes a sync decided, under which
+    /// [`DELETES_PROPERTY`] (when its manifest list was read: see [`deletes`]).
+    decided: Option<(u64, String)>,
     report: SyncReport,
 }
 
@@ -390,6 +398,7 @@ impl IcebergWriter {
                 prefetched,
                 list: None,
                 deletes_read: HashSet::new(),
+                decided: None,
                 report: SyncReport::default(),
             };
             let info = info.filter(|_| attempt == 0);

@@ -295,9 +295,20 @@ async fn run(spec: MergeSpec, steps: Vec<Step>) {
     .unwrap();
     let mut inserts = Vec::new();
     for (i, step) in steps.into_iter().enumerate() {
+        // Every other step through a fresh handle, as each CLI command is a fresh process: its
+        // Iceberg sync knows only what the store holds, not what the last sync kept.
+        let fresh;
+        let h = if i % 2 == 1 {
+            fresh = TableBuilder::new(t.location().clone())
+                .with_seed(1000 + i as u64)
+                .build();
+            &fresh
+        } else {
+            &t
+        };
         match step {
             Step::Insert(rows) => {
-                insert_rows(&t, &rows).await;
+                insert_rows(h, &rows).await;
                 inserts.push(rows);
             }
             Step::Merge(per_group) => {
@@ -306,7 +317,7 @@ async fn run(spec: MergeSpec, steps: Vec<Step>) {
                     max_files_per_group: per_group,
                     ..Default::default()
                 };
-                t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+                h.merge(&opts, Arc::new(NoProgress)).await.unwrap();
             }
         }
         check(&t, &spec, &inserts, i).await;
