@@ -360,6 +360,9 @@ impl IcebergWriter {
                 if !run.known.contains_key(&info.key) {
                     writes.push((info.key.clone(), Bytes::from(bytes)));
                 }
+                // Its delete files are the ones the writer now keeps: a sync after the next
+                // commit need not read it back.
+                *self.deletes_listed.lock().expect("deletes listed") = Some(info.key.clone());
                 infos.push(info);
             }
         }
@@ -449,6 +452,11 @@ impl IcebergWriter {
             .map(|g| deletes::prefix_keys(&self.location, spec, g))
             .collect();
         let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
+        // The delete manifest whose files `memo` holds (taken with it: an error before both
+        // are kept again loses both).
+        if let Some(listed) = self.deletes_listed.lock().expect("deletes listed").take() {
+            run.deletes_read.insert(listed);
+        }
         let mut states = std::mem::take(&mut *self.states.lock().expect("states"));
         if keys.iter().flatten().any(|k| !memo.contains_key(k)) {
             // Learn the delete files the manifests read so far list (the previous version's).
@@ -508,6 +516,7 @@ impl IcebergWriter {
         // The groups with a prefix not known, each decided from the state kept of its first
         // files (when every prefix it covers is known), reading only the files past it.
         let location = &self.location;
+        let given = self.given.as_ref();
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
             .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(k)))
             .map(|i| {
@@ -527,7 +536,7 @@ impl IcebergWriter {
             .map(|(i, kept)| {
                 let group = &groups[i];
                 async move {
-                    deletes::resolve(location, snap, spec, group, kept)
+                    deletes::resolve(location, snap, spec, group, kept, Some(given))
                         .await
                         .map(|r| (i, r))
                 }
@@ -593,6 +602,8 @@ impl IcebergWriter {
                 }
             }
         }
+        // What was given of files it described and did not need is of no more use.
+        self.forget_columns(snap.files.keys().map(|p| p.as_str()));
         *self.deletes.lock().expect("deletes") = kept;
         *self.states.lock().expect("states") = kept_states;
         Ok(out)

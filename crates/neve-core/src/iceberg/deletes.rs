@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::log::{AddFile, Snapshot};
 use crate::merge::{seq_of, MergeSpec};
 use crate::storage::TableLocation;
+use crate::write::KeptColumns;
 
 /// Iceberg's reserved field ids of a position delete file's columns.
 const FILE_PATH_ID: &str = "2147483546";
@@ -111,32 +112,37 @@ pub(crate) fn prefix_keys(
         .collect()
 }
 
-/// The columns the winner of a key depends on, as the table types them.
-fn decisive_columns(spec: &MergeSpec, snap: &Snapshot) -> Result<Vec<(String, DataType)>> {
-    let names: Vec<&String> = match spec {
+/// The columns the winner of a key depends on: the key's, then the version's and the
+/// deleted flag's (a `replace` with them).
+pub(crate) fn decisive_names(spec: &MergeSpec) -> Result<Vec<String>> {
+    match spec {
         MergeSpec::Replace {
             key,
             version,
             deleted,
-        } => key.iter().chain(version).chain(deleted).collect(),
-        MergeSpec::Dedupe { key } => key.iter().collect(),
-        MergeSpec::Aggregate { .. } => {
-            return Err(Error::IcebergMergeSemantics {
-                spec: spec.to_string(),
-            })
-        }
-    };
+        } => Ok(key.iter().chain(version).chain(deleted).cloned().collect()),
+        MergeSpec::Dedupe { key } => Ok(key.clone()),
+        MergeSpec::Aggregate { .. } => Err(Error::IcebergMergeSemantics {
+            spec: spec.to_string(),
+        }),
+    }
+}
+
+/// The columns the winner of a key depends on, as the table types them.
+fn decisive_columns(spec: &MergeSpec, snap: &Snapshot) -> Result<Vec<(String, DataType)>> {
+    let names = decisive_names(spec)?;
     let schema = snap.metadata.schema.to_arrow();
     names
         .into_iter()
         .map(|n| {
             let field = schema
-                .field_with_name(n)
+                .field_with_name(&n)
                 .map_err(|_| Error::InvalidMergeSpec {
                     spec: spec.to_string(),
                     reason: format!("'{n}' is not a column of the table"),
                 })?;
-            Ok((n.clone(), field.data_type().clone()))
+            let ty = field.data_type().clone();
+            Ok((n, ty))
         })
         .collect()
 }
@@ -171,7 +177,6 @@ async fn read_columns(
         .collect();
     let mask = ProjectionMask::roots(builder.parquet_schema(), present.iter().copied());
     let batches: Vec<RecordBatch> = builder.with_projection(mask).build()?.try_collect().await?;
-    let rows = f.rows as usize;
     columns
         .iter()
         .map(|(name, ty)| {
@@ -179,18 +184,52 @@ async fn read_columns(
                 .iter()
                 .filter_map(|b| b.column_by_name(name).cloned())
                 .collect();
-            if parts.is_empty() {
-                return Ok(new_null_array(ty, rows));
-            }
-            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-            let whole = concat(&refs)?;
-            Ok(if whole.data_type() == ty {
-                whole
-            } else {
-                cast(&whole, ty)?
-            })
+            let whole = match parts.len() {
+                0 => None,
+                1 => parts.into_iter().next(),
+                _ => {
+                    let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+                    Some(concat(&refs)?)
+                }
+            };
+            typed(whole, ty, f.rows as usize)
         })
         .collect()
+}
+
+/// A file's column as the table types it: cast to a wider type, or all null when the file
+/// lacks it.
+fn typed(column: Option<ArrayRef>, ty: &DataType, rows: usize) -> Result<ArrayRef> {
+    Ok(match column {
+        None => new_null_array(ty, rows),
+        Some(c) if c.data_type() == ty => c,
+        Some(c) => cast(&c, ty)?,
+    })
+}
+
+/// Columns of files this process just wrote, by path, given by the insert that wrote them
+/// (see [`crate::write::DataWriter::keeping`]): the sync after its commit takes them instead
+/// of reading the files back.
+pub(crate) type GivenColumns = std::sync::Mutex<HashMap<String, KeptColumns>>;
+
+/// `columns` of file `f`: given by its writer, or read from it.
+async fn file_columns(
+    location: &TableLocation,
+    f: &AddFile,
+    columns: &[(String, DataType)],
+    given: Option<&GivenColumns>,
+) -> Result<Vec<ArrayRef>> {
+    let given = given.and_then(|g| g.lock().expect("given columns").remove(&f.path));
+    match given {
+        Some(kept) if kept.iter().all(|(_, c)| c.len() as u64 == f.rows) => columns
+            .iter()
+            .map(|(name, ty)| {
+                let c = kept.iter().find(|(n, _)| n == name).map(|(_, c)| c.clone());
+                typed(c, ty, f.rows as usize)
+            })
+            .collect(),
+        _ => read_columns(location, f, columns).await,
+    }
 }
 
 /// What a sync keeps of a group, so that when files join it (an insert adds a file to a
@@ -399,6 +438,7 @@ pub(crate) async fn resolve(
     spec: &MergeSpec,
     group: &[&AddFile],
     known: Option<Arc<GroupState>>,
+    given: Option<&GivenColumns>,
 ) -> Result<(Vec<NewLosers>, GroupState)> {
     let columns = decisive_columns(spec, snap)?;
     let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
@@ -418,7 +458,9 @@ pub(crate) async fn resolve(
     // threads (so several groups decide on several cores at once).
     let todo = &group[state.files.len()..];
     for some in todo.chunks(crate::log::READ_CONCURRENCY) {
-        let reads = some.iter().map(|f| read_columns(location, f, &columns));
+        let reads = some
+            .iter()
+            .map(|f| file_columns(location, f, &columns, given));
         let read = futures::future::try_join_all(reads).await?;
         let paths: Vec<String> = some.iter().map(|f| f.path.clone()).collect();
         let spec = spec.clone();
@@ -607,7 +649,9 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
 
     let spec = snap.metadata.merge.as_ref().expect("merge semantics");
     for group in groups(snap, spec) {
-        let (steps, _) = resolve(location, snap, spec, &group, None).await.unwrap();
+        let (steps, _) = resolve(location, snap, spec, &group, None, None)
+            .await
+            .unwrap();
         assert_eq!(steps.len(), group.len());
         for (step, key) in steps.into_iter().zip(prefix_keys(location, spec, &group)) {
             let mut want: Vec<(String, i64)> = step

@@ -60,7 +60,7 @@ async fn decide(
     for g in groups(snap, spec) {
         let kept = known.get(&g[0].path).cloned();
         let skip = kept.as_ref().map_or(0, |s| s.files().len());
-        let (steps, s) = resolve(location, snap, spec, &g, kept).await.unwrap();
+        let (steps, s) = resolve(location, snap, spec, &g, kept, None).await.unwrap();
         assert_eq!(steps.len(), g.len() - skip, "one step per file read");
         for step in steps {
             for (f, p) in step {
@@ -224,4 +224,62 @@ async fn a_fresh_sync_after_an_insert_reads_only_the_partitions_it_touched() {
     // Keys 0..40 in each partition and 40..60 in g=1, but k = 14, deleted at v = 2 in each
     // (k = 7, deleted at v = 1, came back at v = 2).
     assert_eq!(read, 3 * 40 + 20 - 3);
+}
+
+/// The sync after an insert weighs the insert's new files by the columns the insert kept as it
+/// wrote them: with each group's best rows kept from the sync before, it reads no data file.
+#[tokio::test]
+async fn the_sync_after_an_insert_takes_the_columns_the_insert_kept() {
+    use crate::query::{CountingStore, ReadCounter};
+    use crate::storage::StoreKind;
+
+    let counter = Arc::new(ReadCounter::default());
+    let store = CountingStore::new(
+        Arc::new(object_store::memory::InMemory::new()),
+        counter.clone(),
+    );
+    let location = TableLocation::with_store(Arc::new(store), "c", StoreKind::Memory);
+    let t = TableBuilder::new(location.clone()).with_seed(9).build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("g").unwrap(),
+        sort_by: vec!["k".into(), "v".into()],
+        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
+        merge: Some(
+            "replace(key = [k], version = v, deleted = del)"
+                .parse()
+                .unwrap(),
+        ),
+        settings: TableSettings {
+            iceberg: true,
+            ..Default::default()
+        },
+    })
+    .await
+    .unwrap();
+    for v in 1..=2 {
+        let rows: Vec<Row> = (1..=2)
+            .flat_map(|g| (0..30).map(move |k| (g, k, v, (k == 5 * v).then_some(true))))
+            .collect();
+        insert(&t, &rows).await;
+    }
+    let reads = counter.requests();
+    // Later versions, older ones, ties, tombstones and new keys, in both partitions.
+    let rows: Vec<Row> = (1..=2)
+        .flat_map(|g| {
+            (0..40).map(move |k| (g, k, [1, 2, 3][k as usize % 3], (k == 20).then_some(true)))
+        })
+        .collect();
+    insert(&t, &rows).await;
+    assert_eq!(
+        counter.requests() - reads,
+        0,
+        "the insert and its sync read nothing"
+    );
+    let snap = t.snapshot().await.unwrap();
+    let report = t.iceberg_sync(&Default::default()).await.unwrap();
+    assert!(
+        report.up_to_date && report.version == snap.version,
+        "{report:?}"
+    );
+    super::deletes::assert_deletes_decided_afresh(&location, &snap).await;
 }

@@ -178,6 +178,9 @@ struct TableMetadata {
     refs: BTreeMap<String, Json>,
 }
 
+/// The most bytes of columns given by inserts a writer holds for its next syncs.
+pub(crate) const GIVEN_BYTES: usize = 256 << 20;
+
 /// The property naming how the position deletes of the version described were decided (the
 /// key scheme and the merge spec): a sync that finds it knows every group of that version
 /// was decided, and decides again only the groups a commit changed.
@@ -232,6 +235,11 @@ pub struct IcebergWriter {
     /// What was decided of those groups (see [`deletes::GroupState`]): a group that grew is
     /// decided by reading only the files that joined it.
     states: Arc<std::sync::Mutex<deletes::States>>,
+    /// The delete manifest of the snapshot written last: `deletes` holds its files.
+    deletes_listed: Arc<std::sync::Mutex<Option<String>>>,
+    /// Decisive columns of files this process wrote, given before their commit, so the sync
+    /// after it does not read them back (see [`IcebergWriter::give_columns`]).
+    given: Arc<deletes::GivenColumns>,
 }
 
 /// Metadata `n` as this writer wrote it, and the manifest list of the version it describes.
@@ -287,7 +295,42 @@ impl IcebergWriter {
             layout: Arc::default(),
             deletes: Arc::default(),
             states: Arc::default(),
+            deletes_listed: Arc::default(),
+            given: Arc::default(),
         }
+    }
+
+    /// Columns of files about to be committed (path, named columns as written), for the
+    /// position deletes of a table with merge semantics: the sync after the commit takes
+    /// them instead of reading the files. What is held stays under [`GIVEN_BYTES`]; a sync
+    /// drops what it did not take of the files it described.
+    pub(crate) fn give_columns(&self, files: Vec<(String, crate::write::KeptColumns)>) {
+        let mut given = self.given.lock().expect("given columns");
+        let bytes = |cols: &crate::write::KeptColumns| -> usize {
+            cols.iter().map(|(_, c)| c.get_array_memory_size()).sum()
+        };
+        let mut held: usize = given.values().map(bytes).sum();
+        for (path, cols) in files {
+            held += bytes(&cols);
+            if held > GIVEN_BYTES {
+                break;
+            }
+            given.insert(path, cols);
+        }
+    }
+
+    /// Drops what was given of files that will not be committed.
+    pub(crate) fn forget_columns<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
+        let mut given = self.given.lock().expect("given columns");
+        for p in paths {
+            given.remove(p);
+        }
+    }
+
+    /// Whether the table's inserts should keep the decisive columns of their files for it.
+    pub(crate) fn wants_columns(meta: &crate::log::Metadata) -> Option<Vec<String>> {
+        let spec = meta.merge.as_ref().filter(|_| meta.settings.iceberg)?;
+        deletes::decisive_names(spec).ok()
     }
 
     /// Bring `metadata/` up to the latest version of the log.

@@ -83,6 +83,11 @@ impl Committer {
         }
     }
 
+    /// The writer of Iceberg metadata after each commit, if there is one.
+    pub(crate) fn iceberg(&self) -> Option<&crate::iceberg::IcebergWriter> {
+        self.iceberg.as_ref()
+    }
+
     pub fn with_max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n.max(1);
         self

@@ -268,6 +268,10 @@ impl Table {
         let committer = self.committer.clone();
         let new_id: Arc<dyn Fn() -> String + Send + Sync> =
             Arc::new(move || committer.new_id().to_string());
+        // The sync after the commit weighs the key and version columns of a merge-semantics
+        // table's new files: kept as they are written, they need not be read back.
+        let iceberg = self.committer.iceberg();
+        let keep = iceberg.and_then(|_| crate::iceberg::IcebergWriter::wants_columns(&meta));
         let mut writer = DataWriter::new(
             self.location.clone(),
             write_meta,
@@ -275,7 +279,11 @@ impl Table {
             progress,
             new_id,
             self.clock.now_millis(),
-        )?;
+        )?
+        .keeping(
+            keep.as_deref().unwrap_or_default(),
+            crate::iceberg::GIVEN_BYTES,
+        );
         let written = async {
             for inp in inputs {
                 let (tx, rx) = tokio::sync::mpsc::channel(8);
@@ -315,6 +323,10 @@ impl Table {
             return Ok(report);
         }
         crate::failpoint::hit("insert:after-data");
+        let given: Vec<String> = writer.kept.iter().map(|(p, _)| p.clone()).collect();
+        if let Some(w) = iceberg {
+            w.give_columns(std::mem::take(&mut writer.kept));
+        }
         let mut schema_changed = false;
         let result = self
             .committer
@@ -398,6 +410,9 @@ impl Table {
                 Ok(report)
             }
             Err(e) => {
+                if let Some(w) = iceberg {
+                    w.forget_columns(given.iter().map(|p| p.as_str()));
+                }
                 writer.cleanup().await;
                 Err(e)
             }

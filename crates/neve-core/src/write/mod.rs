@@ -198,7 +198,16 @@ pub(crate) struct DataWriter {
     now_ms: i64,
     /// Every file uploaded so far, for cleanup on failure.
     pub written: Vec<AddFile>,
+    /// The columns to keep of each file written (see [`DataWriter::keeping`]), by index in
+    /// the table schema, and the bytes they may hold at most.
+    keep: Vec<usize>,
+    keep_budget: usize,
+    /// What was kept: per file (its path), those columns, named, as written.
+    pub kept: Vec<(String, KeptColumns)>,
 }
+
+/// Some columns of a file as it was written, by name.
+pub(crate) type KeptColumns = Vec<(String, arrow::array::ArrayRef)>;
 
 impl DataWriter {
     pub fn new(
@@ -237,7 +246,24 @@ impl DataWriter {
             new_id,
             now_ms,
             written: Vec::new(),
+            keep: Vec::new(),
+            keep_budget: 0,
+            kept: Vec::new(),
         })
+    }
+
+    /// Keep `columns` of each file as it is written (in its rows' order), up to `budget`
+    /// bytes over the insert: what the Iceberg sync after the commit would otherwise read
+    /// back from the files (a table with merge semantics weighs the key and version columns
+    /// of the files an insert adds). The columns share the encoder's buffers; nothing is
+    /// copied.
+    pub fn keeping(mut self, columns: &[String], budget: usize) -> Self {
+        self.keep = columns
+            .iter()
+            .filter_map(|c| self.target.index_of(c).ok())
+            .collect();
+        self.keep_budget = budget;
+        self
     }
 
     /// What the decoding threads run on each batch: conform to the table schema and split
@@ -326,11 +352,11 @@ impl DataWriter {
             target: self.target.clone(),
             root: self.location.clone(),
             now: self.now_ms,
+            keep: self.keep.clone(),
         });
         let new_id = self.new_id.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(Path, Vec<u8>, AddFile)>>(
-            self.opts.upload_concurrency.max(1),
-        );
+        let (tx, mut rx) =
+            tokio::sync::mpsc::channel::<Result<EncodedFile>>(self.opts.upload_concurrency.max(1));
         let encoder = tokio::task::spawn_blocking(move || {
             let Chunk {
                 batches, labels, ..
@@ -387,10 +413,10 @@ impl DataWriter {
                 let store = store.clone();
                 let progress = progress.clone();
                 async move {
-                    let (path, bytes, add) = item?;
+                    let (path, bytes, add, kept) = item?;
                     upload(store, &path, bytes).await?;
                     progress.file_written(add.size);
-                    Ok::<_, Error>(add)
+                    Ok::<_, Error>((add, kept))
                 }
             })
             .buffer_unordered(self.opts.upload_concurrency.max(1));
@@ -398,7 +424,19 @@ impl DataWriter {
         let mut first_err = None;
         while let Some(r) = files.next().await {
             match r {
-                Ok(add) => self.written.push(add),
+                Ok((add, kept)) => {
+                    let bytes: usize = kept.iter().map(column_bytes).sum();
+                    if !kept.is_empty() && bytes <= self.keep_budget {
+                        self.keep_budget -= bytes;
+                        let names = self
+                            .keep
+                            .iter()
+                            .map(|&i| self.target.field(i).name().clone());
+                        self.kept
+                            .push((add.path.clone(), names.zip(kept).collect()));
+                    }
+                    self.written.push(add)
+                }
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
@@ -634,7 +672,12 @@ struct PartContext {
     target: SchemaRef,
     root: TableLocation,
     now: i64,
+    /// Columns kept of each file (see [`DataWriter::keeping`]).
+    keep: Vec<usize>,
 }
+
+/// A file encoded: where it goes, its bytes, its log entry, and the columns kept of it.
+type EncodedFile = (Path, Vec<u8>, AddFile, Vec<arrow::array::ArrayRef>);
 
 /// Per partition (in parallel, largest first, so the last tasks on the pool are short ones):
 /// sort its slices' rows by the keys and gather them in that order, encode them and send the
@@ -642,7 +685,7 @@ struct PartContext {
 fn encode_parts(
     mut parts: Vec<(Vec<Option<String>>, Vec<RecordBatch>, String)>,
     ctx: &PartContext,
-    tx: tokio::sync::mpsc::Sender<Result<(Path, Vec<u8>, AddFile)>>,
+    tx: tokio::sync::mpsc::Sender<Result<EncodedFile>>,
 ) {
     parts.sort_by_key(|(_, slices, _)| {
         std::cmp::Reverse(slices.iter().map(|s| s.num_rows()).sum::<usize>())
@@ -694,7 +737,8 @@ fn encode_parts(
                     merged: false,
                     added_version: None,
                 };
-                Ok((ctx.root.child(&rel), bytes, add))
+                let kept = ctx.keep.iter().map(|&i| part.column(i).clone()).collect();
+                Ok((ctx.root.child(&rel), bytes, add, kept))
             })();
             let _ = tx.blocking_send(res);
         });
