@@ -270,8 +270,10 @@ impl Table {
             Arc::new(move || committer.new_id().to_string());
         // The sync after the commit weighs the key and version columns of a merge-semantics
         // table's new files: kept as they are written, they need not be read back.
-        let iceberg = self.committer.iceberg();
-        let keep = iceberg.and_then(|_| crate::iceberg::IcebergWriter::wants_columns(&meta));
+        let iceberg = self.committer.iceberg().cloned();
+        let keep = iceberg
+            .as_ref()
+            .and_then(|_| crate::iceberg::IcebergWriter::wants_columns(&meta));
         let mut writer = DataWriter::new(
             self.location.clone(),
             write_meta,
@@ -324,7 +326,7 @@ impl Table {
         }
         crate::failpoint::hit("insert:after-data");
         let given: Vec<String> = writer.kept.iter().map(|(p, _)| p.clone()).collect();
-        if let Some(w) = iceberg {
+        if let Some(w) = &iceberg {
             w.give_columns(std::mem::take(&mut writer.kept));
         }
         let mut schema_changed = false;
@@ -410,7 +412,7 @@ impl Table {
                 Ok(report)
             }
             Err(e) => {
-                if let Some(w) = iceberg {
+                if let Some(w) = &iceberg {
                     w.forget_columns(given.iter().map(|p| p.as_str()));
                 }
                 writer.cleanup().await;

@@ -424,7 +424,7 @@ impl DataWriter {
         let mut first_err = None;
         while let Some(r) = files.next().await {
             match r {
-                Ok((add, kept)) => {
+                Ok((add, Kept(kept))) => {
                     let bytes: usize = kept.iter().map(column_bytes).sum();
                     if !kept.is_empty() && bytes <= self.keep_budget {
                         self.keep_budget -= bytes;
@@ -677,7 +677,11 @@ struct PartContext {
 }
 
 /// A file encoded: where it goes, its bytes, its log entry, and the columns kept of it.
-type EncodedFile = (Path, Vec<u8>, AddFile, Vec<arrow::array::ArrayRef>);
+type EncodedFile = (Path, Vec<u8>, AddFile, Kept);
+
+/// The columns kept of a file (a named type: a spawned insert's future stays `Send` for
+/// any lifetime, which a bare `Vec<ArrayRef>` in the upload closure's type broke).
+struct Kept(Vec<arrow::array::ArrayRef>);
 
 /// Per partition (in parallel, largest first, so the last tasks on the pool are short ones):
 /// sort its slices' rows by the keys and gather them in that order, encode them and send the
@@ -737,7 +741,7 @@ fn encode_parts(
                     merged: false,
                     added_version: None,
                 };
-                let kept = ctx.keep.iter().map(|&i| part.column(i).clone()).collect();
+                let kept = Kept(ctx.keep.iter().map(|&i| part.column(i).clone()).collect());
                 Ok((ctx.root.child(&rel), bytes, add, kept))
             })();
             let _ = tx.blocking_send(res);
