@@ -349,6 +349,7 @@ impl IcebergWriter {
         // A table with merge semantics: the rows that lose to another row of their key, as
         // position deletes (see `deletes`).
         let mut delete_totals = (0usize, 0u64);
+        let started = std::time::Instant::now();
         if let Some(spec) = &meta.merge {
             let deletes = self
                 .position_deletes(run, snap, &info, spec, &mut writes)
@@ -379,6 +380,11 @@ impl IcebergWriter {
         // after them, so they are all PUT at once.
         run.list = Some((snap.version, infos));
         writes.push((list_key.clone(), Bytes::from(list)));
+        let (deletes_ms, puts_started) = (
+            started.elapsed().as_secs_f64() * 1e3,
+            std::time::Instant::now(),
+        );
+        let n_writes = writes.len();
         let puts = writes
             .into_iter()
             .map(|(key, bytes)| self.put_once(key, bytes));
@@ -390,6 +396,13 @@ impl IcebergWriter {
             run.report.files_written += 1;
             run.report.bytes_written += len;
         }
+        tracing::debug!(
+            version = snap.version,
+            deletes_ms,
+            puts_ms = puts_started.elapsed().as_secs_f64() * 1e3,
+            files = n_writes,
+            "snapshot's manifests, list and delete files written"
+        );
         crate::failpoint::hit("iceberg:after-manifests");
 
         let s = &info.summary;
@@ -548,19 +561,43 @@ impl IcebergWriter {
                 .buffer_unordered(GROUPS_AT_ONCE)
                 .try_collect()
                 .await?;
+        // The new prefixes' delete files, encoded on every core.
+        let mut encoded: HashMap<&String, (Vec<u8>, u64)> = {
+            use rayon::prelude::*;
+            let jobs: Vec<(&String, Vec<(String, Vec<u64>)>)> = decided
+                .iter()
+                .flat_map(|(&i, (fresh, _))| {
+                    let (group, first_fresh) = (&groups[i], groups[i].len() - fresh.len());
+                    let (memo, keys) = (&memo, &keys);
+                    fresh.iter().enumerate().filter_map(move |(x, losers)| {
+                        let key = &keys[i][first_fresh + x];
+                        (!memo.contains_key(key)).then(|| {
+                            let rows = losers
+                                .iter()
+                                .map(|(&at, p)| {
+                                    (location.file_url(&group[at as usize].path), p.clone())
+                                })
+                                .collect();
+                            (key, rows)
+                        })
+                    })
+                })
+                .collect();
+            jobs.into_par_iter()
+                .map(|(key, rows)| Ok((key, deletes::delete_file_bytes(rows)?)))
+                .collect::<Result<_>>()?
+        };
         let mut out = Vec::new();
         let mut kept = HashMap::new();
         let mut kept_states = deletes::States::new();
         let mut kept_rows = 0;
         for (i, group) in groups.iter().enumerate() {
             let partition_values = group[0].partition_values.clone();
-            let (fresh, state) = match decided.remove(&i) {
-                Some((fresh, state)) => (fresh, Some(Arc::new(state))),
+            let state = match decided.remove(&i) {
+                Some((_, state)) => Some(Arc::new(state)),
                 // Unchanged: its state carries over.
-                None => (Vec::new(), states.get(&group[0].path).cloned()),
+                None => states.get(&group[0].path).cloned(),
             };
-            // The prefixes decided now are the last ones.
-            let first_fresh = group.len() - fresh.len();
             let mut sequence = 0;
             for (j, f) in group.iter().enumerate() {
                 sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
@@ -570,13 +607,7 @@ impl IcebergWriter {
                     // process decides the same rows: the file is there).
                     (d.rows, d.size)
                 } else {
-                    let rows: Vec<(String, Vec<u64>)> = fresh[j - first_fresh]
-                        .iter()
-                        .map(|(&at, p)| {
-                            (self.location.file_url(&group[at as usize].path), p.clone())
-                        })
-                        .collect();
-                    let (bytes, n) = deletes::delete_file_bytes(rows)?;
+                    let (bytes, n) = encoded.remove(&key).expect("encoded above");
                     let size = bytes.len() as u64;
                     if n > 0 {
                         writes.push((key.clone(), Bytes::from(bytes)));
