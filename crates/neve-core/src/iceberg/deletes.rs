@@ -15,11 +15,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
-    make_comparator, new_null_array, Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray,
+    new_null_array, Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray,
 };
-use arrow::compute::{cast, concat, SortOptions};
+use arrow::compute::{cast, concat};
 use arrow::datatypes::{DataType, Field, Schema};
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
@@ -237,8 +237,8 @@ async fn file_columns(
 /// files. A row that loses keeps losing as files join (the winner is the highest (version,
 /// merge position), or the first row for `dedupe`, and files join after the ones there, in
 /// merge order), so the best rows are all a sync must weigh a new file's rows against. They
-/// are kept in key order, so a file joining costs a sort of its own rows and one pass over
-/// the kept ones (sorting them all again each time was most of an insert's sync).
+/// are kept by key in row format, so a file joining costs a lookup per row of its own,
+/// whatever the group holds (sorting them all again each time was most of an insert's sync).
 #[derive(Debug, Clone)]
 pub(crate) struct GroupState {
     /// The spec the state was decided under.
@@ -248,44 +248,48 @@ pub(crate) struct GroupState {
     types: Vec<DataType>,
     /// The files decided (paths), in merge order: a prefix of the group.
     files: Vec<String>,
-    /// Turns keys into comparable rows; `keys` must come from this one converter.
-    converter: Arc<RowConverter>,
-    /// Each key's best row (the winner, or the tombstone that hides the key), in key order:
-    /// its key, version (a `replace` with a version column), whether it hides its key, and
-    /// where it is (file, position).
-    keys: Rows,
-    version: Option<ArrayRef>,
-    hidden: Vec<bool>,
-    origin: Vec<(u32, u64)>,
+    /// Turn keys and versions into rows that compare as the values do (a null version lowest).
+    keys: Arc<RowConverter>,
+    versions: Option<Arc<RowConverter>>,
+    /// Each key's best row (the winner, or the tombstone that hides the key).
+    best: HashMap<Box<[u8]>, Best, ahash::RandomState>,
+}
+
+/// A key's best row so far.
+#[derive(Debug, Clone)]
+struct Best {
+    /// Its version in row format (empty without a version column).
+    version: Box<[u8]>,
+    /// Whether it hides its key (a tombstone): it is among the losers already.
+    hidden: bool,
+    /// Where it is: (file, position).
+    at: (u32, u64),
 }
 
 impl GroupState {
     fn empty(spec: &MergeSpec, spec_text: String, types: Vec<DataType>) -> Result<Self> {
         let k = spec.key().len();
-        let converter = RowConverter::new(
+        let keys = RowConverter::new(
             types[..k]
                 .iter()
                 .map(|t| SortField::new(t.clone()))
                 .collect(),
         )?;
-        let keys = converter.empty_rows(0, 0);
-        let version = matches!(
-            spec,
+        let versions = match spec {
             MergeSpec::Replace {
-                version: Some(_),
-                ..
-            }
-        )
-        .then(|| new_null_array(&types[k], 0));
+                version: Some(_), ..
+            } => Some(Arc::new(RowConverter::new(vec![SortField::new(
+                types[k].clone(),
+            )])?)),
+            _ => None,
+        };
         Ok(Self {
             spec: spec_text,
             types,
             files: Vec::new(),
-            converter: Arc::new(converter),
-            keys,
-            version,
-            hidden: Vec::new(),
-            origin: Vec::new(),
+            keys: Arc::new(keys),
+            versions,
+            best: HashMap::default(),
         })
     }
 
@@ -296,127 +300,65 @@ impl GroupState {
 
     /// Best rows held: one per key.
     pub(crate) fn rows(&self) -> usize {
-        self.origin.len()
+        self.best.len()
     }
 
     /// Adds the file at `path` (its decisive columns `cols`, in the order `decisive_columns`
-    /// gives): the rows that now lose, and the new best rows.
+    /// gives): the rows that now lose, and the new best rows. Its rows come in merge order
+    /// (position), each weighed against its key's best row so far.
     fn step(&mut self, spec: &MergeSpec, path: String, cols: Vec<ArrayRef>) -> Result<NewLosers> {
         let file = self.files.len() as u32;
         let k = spec.key().len();
-        let n = self.origin.len();
         let m = cols.first().map_or(0, |c| c.len());
-        let new_keys = self.converter.convert_columns(&cols[..k])?;
-        // The file's rows by key, then position (a stable sort).
-        let mut order: Vec<u32> = (0..m as u32).collect();
-        order.sort_by(|&a, &b| new_keys.row(a as usize).cmp(&new_keys.row(b as usize)));
-        let (mut version, mut deleted) = (None, None);
-        if let MergeSpec::Replace {
-            version: v,
-            deleted: d,
-            ..
-        } = spec
-        {
-            let mut at = k;
-            if v.is_some() {
-                version = Some(&cols[at]);
-                at += 1;
-            }
-            if d.is_some() {
-                deleted = Some(cols[at].as_boolean());
-            }
-        }
-        // Rows are numbered kept first (0..n), then the file's (n..n + m).
-        let versions = match (&self.version, version) {
-            (Some(kept), Some(new)) => Some(concat(&[kept.as_ref(), new.as_ref()])?),
+        let keys = self.keys.convert_columns(&cols[..k])?;
+        let versions = match &self.versions {
+            Some(c) => Some(c.convert_columns(&cols[k..k + 1])?),
+            None => None,
+        };
+        let deleted = match spec {
+            MergeSpec::Replace {
+                version, deleted, ..
+            } => deleted
+                .as_ref()
+                .map(|_| cols[k + usize::from(version.is_some())].as_boolean()),
             _ => None,
         };
-        let cmp = versions
-            .as_ref()
-            .map(|v| make_comparator(v.as_ref(), v.as_ref(), SortOptions::default()))
-            .transpose()?;
-        let hidden = |x: usize| {
-            if x < n {
-                self.hidden[x]
-            } else {
-                deleted.is_some_and(|d| d.is_valid(x - n) && d.value(x - n))
-            }
-        };
-        let origin = |x: usize| {
-            if x < n {
-                self.origin[x]
-            } else {
-                (file, (x - n) as u64)
-            }
-        };
-        let mut keys = self.converter.empty_rows(n + m, 0);
-        let mut picks: Vec<usize> = Vec::with_capacity(n + m);
+        let dedupe = matches!(spec, MergeSpec::Dedupe { .. });
         let mut lost = NewLosers::new();
-        let mut members = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < n || j < m {
-            let next = (j < m).then(|| new_keys.row(order[j] as usize));
-            let ord = match next {
-                Some(r) if i < n => self.keys.row(i).cmp(&r),
-                Some(_) => std::cmp::Ordering::Greater,
-                None => std::cmp::Ordering::Less,
+        let mut lose = |(f, p): (u32, u64)| lost.entry(f).or_default().push(p);
+        for pos in 0..m {
+            let row = Best {
+                version: versions
+                    .as_ref()
+                    .map_or_else(Default::default, |v| v.row(pos).as_ref().into()),
+                hidden: deleted.is_some_and(|d| d.is_valid(pos) && d.value(pos)),
+                at: (file, pos as u64),
             };
-            if ord.is_lt() {
-                // A key the file does not have: its best row stays.
-                keys.push(self.keys.row(i));
-                picks.push(i);
-                i += 1;
-                continue;
-            }
-            let key = next.expect("the file has the key");
-            members.clear();
-            if ord.is_eq() {
-                members.push(i);
-                i += 1;
-            }
-            while j < m && new_keys.row(order[j] as usize) == key {
-                members.push(n + order[j] as usize);
-                j += 1;
-            }
-            let top = match spec {
-                MergeSpec::Dedupe { .. } => members[0],
-                _ => {
-                    // The highest version (nulls lowest); on a tie, or without one, the later row.
-                    let mut top = members[0];
-                    for &x in &members[1..] {
-                        if cmp.as_ref().is_none_or(|c| c(x, top).is_ge()) {
-                            top = x;
-                        }
+            match self.best.get_mut(keys.row(pos).as_ref()) {
+                None => {
+                    if row.hidden {
+                        lose(row.at);
                     }
-                    top
+                    self.best.insert(keys.row(pos).as_ref().into(), row);
                 }
-            };
-            for &x in &members {
-                // A kept best row that hides its key lost already.
-                let lost_before = x < n && hidden(x);
-                let loses = if x == top { hidden(x) } else { true };
-                if loses && !lost_before {
-                    let (f, p) = origin(x);
-                    lost.entry(f).or_default().push(p);
+                // The first row wins (dedupe); else the highest version, and on a tie, or
+                // without one, the later row: this one.
+                Some(best) if dedupe || row.version < best.version => lose(row.at),
+                Some(best) => {
+                    // A tombstone best lost when it became best.
+                    if !best.hidden {
+                        lose(best.at);
+                    }
+                    if row.hidden {
+                        lose(row.at);
+                    }
+                    *best = row;
                 }
             }
-            keys.push(if top < n {
-                self.keys.row(top)
-            } else {
-                new_keys.row(top - n)
-            });
-            picks.push(top);
         }
         for positions in lost.values_mut() {
             positions.sort_unstable();
         }
-        let at = arrow::array::UInt64Array::from_iter_values(picks.iter().map(|&x| x as u64));
-        self.version = versions
-            .map(|v| arrow::compute::take(&v, &at, None))
-            .transpose()?;
-        self.hidden = picks.iter().map(|&x| hidden(x)).collect();
-        self.origin = picks.iter().map(|&x| origin(x)).collect();
-        self.keys = keys;
         self.files.push(path);
         Ok(lost)
     }
