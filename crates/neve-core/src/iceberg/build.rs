@@ -564,7 +564,7 @@ impl IcebergWriter {
         // The new prefixes' delete files, encoded on every core.
         let mut encoded: HashMap<&String, (Vec<u8>, u64)> = {
             use rayon::prelude::*;
-            let jobs: Vec<(&String, Vec<(String, Vec<u64>)>)> = decided
+            let jobs: Vec<(&String, deletes::DeletedRows)> = decided
                 .iter()
                 .flat_map(|(&i, (fresh, _))| {
                     let (group, first_fresh) = (&groups[i], groups[i].len() - fresh.len());

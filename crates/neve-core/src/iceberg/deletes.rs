@@ -421,8 +421,11 @@ pub(crate) async fn resolve(
     Ok((out, state))
 }
 
+/// Positions deleted, by data file (its URL as readers resolve it).
+pub(crate) type DeletedRows = Vec<(String, Vec<u64>)>;
+
 /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg asks.
-pub(crate) fn delete_file_bytes(mut rows: Vec<(String, Vec<u64>)>) -> Result<(Vec<u8>, u64)> {
+pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)> {
     rows.retain(|(_, p)| !p.is_empty());
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     let n: usize = rows.iter().map(|(_, p)| p.len()).sum();

@@ -49,6 +49,27 @@ async fn insert(t: &Table, rows: &[Row]) {
     .unwrap();
 }
 
+/// Creates `t`: partitioned by `g`, `replace` by `k` with version `v` and tombstones `del`,
+/// with Iceberg metadata.
+async fn create(t: &Table) {
+    t.create(CreateOptions {
+        partition_by: parse_spec("g").unwrap(),
+        sort_by: vec!["k".into(), "v".into()],
+        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
+        merge: Some(
+            "replace(key = [k], version = v, deleted = del)"
+                .parse()
+                .unwrap(),
+        ),
+        settings: TableSettings {
+            iceberg: true,
+            ..Default::default()
+        },
+    })
+    .await
+    .unwrap();
+}
+
 /// Every group's losers (by file path), decided from `known`; and the states decided.
 async fn decide(
     location: &TableLocation,
@@ -85,22 +106,7 @@ async fn a_group_that_grew_is_decided_from_its_kept_state_and_the_new_files_only
         .with_seed(5)
         .with_iceberg_after_commit(false)
         .build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("g").unwrap(),
-        sort_by: vec!["k".into(), "v".into()],
-        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
-        merge: Some(
-            "replace(key = [k], version = v, deleted = del)"
-                .parse()
-                .unwrap(),
-        ),
-        settings: TableSettings {
-            iceberg: true,
-            ..Default::default()
-        },
-    })
-    .await
-    .unwrap();
+    create(&t).await;
     // Two partitions; in g=1 later versions, tombstones and ties.
     let first: Vec<_> = (0..50)
         .flat_map(|k| [(1, k, 1, None), (2, k, 1, None)])
@@ -158,22 +164,7 @@ async fn a_fresh_sync_after_an_insert_reads_only_the_partitions_it_touched() {
         .with_seed(7)
         .with_iceberg_after_commit(false)
         .build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("g").unwrap(),
-        sort_by: vec!["k".into(), "v".into()],
-        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
-        merge: Some(
-            "replace(key = [k], version = v, deleted = del)"
-                .parse()
-                .unwrap(),
-        ),
-        settings: TableSettings {
-            iceberg: true,
-            ..Default::default()
-        },
-    })
-    .await
-    .unwrap();
+    create(&t).await;
     // Three partitions, each a group whose rows lose; each sync by a writer of its own.
     for v in 1..=2 {
         let rows: Vec<Row> = (1..=3)
@@ -240,22 +231,7 @@ async fn the_sync_after_an_insert_takes_the_columns_the_insert_kept() {
     );
     let location = TableLocation::with_store(Arc::new(store), "c", StoreKind::Memory);
     let t = TableBuilder::new(location.clone()).with_seed(9).build();
-    t.create(CreateOptions {
-        partition_by: parse_spec("g").unwrap(),
-        sort_by: vec!["k".into(), "v".into()],
-        schema: crate::schema::TableSchema::from_arrow(&schema()).unwrap(),
-        merge: Some(
-            "replace(key = [k], version = v, deleted = del)"
-                .parse()
-                .unwrap(),
-        ),
-        settings: TableSettings {
-            iceberg: true,
-            ..Default::default()
-        },
-    })
-    .await
-    .unwrap();
+    create(&t).await;
     for v in 1..=2 {
         let rows: Vec<Row> = (1..=2)
             .flat_map(|g| (0..30).map(move |k| (g, k, v, (k == 5 * v).then_some(true))))
