@@ -221,8 +221,8 @@ impl IcebergWriter {
         }
     }
 
-    /// Learn the manifests snapshot `version` lists (they are stored), if its list is there.
-    /// Learns the manifests of `version`'s list; whether it was found.
+    /// Learn the manifests snapshot `version` lists (they are stored), if its list is there;
+    /// whether it was.
     async fn learn_list(&self, run: &mut Run<'_>, version: u64) -> Result<bool> {
         let key = manifest_list_key(version);
         let listed = match run.prefetched.take() {
