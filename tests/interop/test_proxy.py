@@ -241,6 +241,53 @@ def test_get_ranged_get_and_presigned_get_serve_the_files_bytes(neve_bin, lake):
     assert c.get_object(Bucket="taxi", Key=key, VersionId="null")["Body"].read() == body
 
 
+def test_a_range_s3_does_not_understand_is_answered_as_s3_answers_it(neve_bin, lake):
+    """A list of ranges, a typo or a missing `bytes=`: S3 serves the whole object (200), and a
+    range that ends before it starts is `InvalidRange` (416). MinIO, the S3 at hand, is the
+    reference: the proxy answers each as it does, GET and HEAD, conditions still applied."""
+    c = s3(lake)
+    key = alive_keys(neve_bin, f"{lake['base']}/acme/taxi")[0]
+    body = c.get_object(Bucket="taxi", Key=key)["Body"].read()
+    plain = _sigv4(f"{lake['url']}/taxi/{urllib.parse.quote(key)}")
+    bucket = os.environ["NEVE_TEST_BUCKET"]
+    prefix = lake["base"].removeprefix(f"s3://{bucket}/")
+    real = f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}/{urllib.parse.quote(f'{prefix}/acme/taxi/_data/{key}')}"
+    minio = (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"])
+    url = f"{lake['url']}/taxi/{urllib.parse.quote(key)}"
+    for rng in ("bytes=0-1,3-4", "bytes=abc", "bytes=5", "bites=0-9", "bytes=-", "bytes=+1-5",
+                "bytes=0-", "bytes=10-5", "bytes=100-199,300-"):
+        for method in ("GET", "HEAD"):
+            got = _sigv4(url, headers={"Range": rng}, method=method)
+            want = _sigv4(real, key=minio, headers={"Range": rng}, method=method)
+            assert got.status_code == want.status_code, (rng, method, got.status_code, want.status_code, got.text)
+            if got.status_code in (200, 206):
+                for h in ("content-length", "content-range"):
+                    assert got.headers.get(h) == want.headers.get(h), (rng, method, h)
+            if got.status_code == 200:
+                assert got.content == (body if method == "GET" else b""), (rng, method)
+                # The same answer as a read without a range, header for header.
+                for h in ("etag", "last-modified", "content-type", "accept-ranges", "content-length"):
+                    assert got.headers.get(h) == plain.headers.get(h), (rng, method, h)
+            elif got.status_code == 206:  # `bytes=0-`, a range both read
+                assert got.content == want.content, (rng, method)
+            else:
+                assert got.status_code == 416, (rng, method, got.text)
+                assert method == "HEAD" or b"InvalidRange" in got.content, (rng, method, got.text)
+    # Conditions still hold, and the policy still runs on the exact key.
+    etag = plain.headers["etag"]
+    assert _sigv4(url, headers={"Range": "bytes=0-1,3-4", "If-None-Match": etag}).status_code == 304
+    assert _sigv4(url, headers={"Range": "bytes=0-1,3-4", "If-Match": '"nope"'}).status_code == 412
+    r = _sigv4(f"{lake['url']}/taxi/d%3D1999-01/nope.parquet", headers={"Range": "bytes=abc"})
+    assert r.status_code == 404 and b"NoSuchKey" in r.content, r.text
+    r = _sigv4(f"{lake['url']}/events/kind%3Dk0/x.parquet", key=ACME_TAXI_ONLY, headers={"Range": "bytes=abc"})
+    assert r.status_code == 403 and b"AccessDenied" in r.content, r.text
+    r = _sigv4(url, key=(ACME[0], "wrong"), headers={"Range": "bytes=abc"})
+    assert r.status_code == 403 and b"SignatureDoesNotMatch" in r.content, r.text
+    r = _sigv4(f"{lake['url']}/taxi/d%3D2021-08/%2e%2e/%2e%2e/globex/taxi/_data/{urllib.parse.quote(key)}",
+               headers={"Range": "bytes=abc"})
+    assert r.status_code in (400, 403, 404) and body not in r.content, r.text
+
+
 @pytest.mark.parametrize("q", QUERIES, ids=[q["name"] for q in QUERIES])
 def test_duckdb_and_chdb_through_the_proxy_answer_as_neve_does(q, neve, lake, tmp_path):
     import chdb

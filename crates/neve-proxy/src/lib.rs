@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod listing;
 pub mod metrics;
+mod range_route;
 mod s3;
 pub mod serve;
 
@@ -78,6 +79,47 @@ async fn partial_head(
         *response.status_mut() = axum::http::StatusCode::PARTIAL_CONTENT;
     }
     response
+}
+
+/// The requests s3s hands to neve's code instead of its own operations, after checking their
+/// signature: listings (served from rendered entries) and reads with a `Range` s3s cannot
+/// parse (answered as S3 answers them).
+struct Routes {
+    list: listing::route::ListRoute,
+    range: range_route::RangeRoute,
+}
+
+#[async_trait::async_trait]
+impl s3s::route::S3Route for Routes {
+    fn is_match(
+        &self,
+        method: &axum::http::Method,
+        uri: &axum::http::Uri,
+        headers: &axum::http::HeaderMap,
+        extensions: &mut axum::http::Extensions,
+    ) -> bool {
+        self.list.is_match(method, uri, headers, extensions)
+            || self.range.is_match(method, uri, headers, extensions)
+    }
+
+    async fn check_access(&self, req: &mut s3s::S3Request<s3s::Body>) -> s3s::S3Result<()> {
+        if req.extensions.get::<range_route::UnparsedRange>().is_some() {
+            self.range.check_access(req).await
+        } else {
+            self.list.check_access(req).await
+        }
+    }
+
+    async fn call(
+        &self,
+        req: s3s::S3Request<s3s::Body>,
+    ) -> s3s::S3Result<s3s::S3Response<s3s::Body>> {
+        if req.extensions.get::<range_route::UnparsedRange>().is_some() {
+            self.range.call(req).await
+        } else {
+            self.list.call(req).await
+        }
+    }
 }
 
 /// A proxy bound to its address, not yet serving.
@@ -170,13 +212,20 @@ impl Proxy {
             keys: keys.clone(),
             metrics: metrics.clone(),
         });
-        builder.set_route(listing::route::ListRoute {
-            s3: service,
-            access: auth::Access {
-                keys,
-                metrics: metrics.clone(),
+        let access = auth::Access {
+            keys,
+            metrics: metrics.clone(),
+        };
+        builder.set_route(Routes {
+            list: listing::route::ListRoute {
+                s3: service.clone(),
+                access: access.clone(),
+                rendered,
             },
-            rendered,
+            range: range_route::RangeRoute {
+                s3: service,
+                access,
+            },
         });
         builder.set_validation(TableBucketNames);
         let s3 = axum::error_handling::HandleError::new(

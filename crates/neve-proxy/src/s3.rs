@@ -106,6 +106,17 @@ impl NeveS3 {
         Ok((key, b, table))
     }
 
+    /// The size of the file `key` names in `bucket` (for an answer that needs only that).
+    pub(crate) async fn object_size(
+        &self,
+        creds: Option<&s3s::auth::Credentials>,
+        bucket: &str,
+        key: &str,
+    ) -> Result<u64> {
+        let (_, b, table) = self.resolve(creds, bucket)?;
+        Ok(self.find(bucket, &b, &table, key).await?.size)
+    }
+
     /// The bucket is one of the key's and its snapshot can be read (HeadBucket,
     /// GetBucketLocation): `NoSuchBucket` or `AccessDenied` otherwise, as a listing answers.
     async fn bucket_exists(
@@ -412,7 +423,7 @@ fn content_range(r: &std::ops::Range<u64>, size: u64) -> String {
 }
 
 /// `InvalidRange` (416) with the `Content-Range: bytes */SIZE` RFC 9110 asks for.
-fn invalid_range(size: u64) -> s3s::S3Error {
+pub(crate) fn invalid_range(size: u64) -> s3s::S3Error {
     with_header(
         s3_error!(InvalidRange),
         axum::http::header::CONTENT_RANGE,

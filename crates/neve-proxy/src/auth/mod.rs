@@ -121,6 +121,7 @@ impl S3Auth for KeyStore {
 }
 
 /// The policy checks, run on every request after its signature was checked.
+#[derive(Clone)]
 pub struct Access {
     pub keys: Arc<Keys>,
     pub metrics: Arc<Metrics>,
