@@ -357,7 +357,18 @@ impl IcebergWriter {
             if !deletes.is_empty() {
                 delete_totals = (deletes.len(), deletes.iter().map(|d| d.rows).sum());
                 let layout = &run.layout.as_ref().expect("layout").1;
-                let (info, bytes) = manifest::assemble_delete_manifest(layout, &deletes)?;
+                let t = std::time::Instant::now();
+                let (info, bytes) = manifest::assemble_delete_manifest(
+                    layout,
+                    &deletes,
+                    &mut self.delete_entries.lock().expect("delete entries"),
+                )?;
+                tracing::debug!(
+                    version = snap.version,
+                    entries = deletes.len(),
+                    ms = t.elapsed().as_secs_f64() * 1e3,
+                    "delete manifest encoded"
+                );
                 if !run.known.contains_key(&info.key) {
                     writes.push((info.key.clone(), Bytes::from(bytes)));
                 }
@@ -556,11 +567,14 @@ impl IcebergWriter {
                 .boxed()
             })
             .collect();
+        let (groups_decided, t) = (decisions.len(), std::time::Instant::now());
         let mut decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
             futures::stream::iter(decisions)
                 .buffer_unordered(GROUPS_AT_ONCE)
                 .try_collect()
                 .await?;
+        let decide_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = std::time::Instant::now();
         // The new prefixes' delete files, encoded on every core.
         let mut encoded: HashMap<&String, (Vec<u8>, u64)> = {
             use rayon::prelude::*;
@@ -587,6 +601,14 @@ impl IcebergWriter {
                 .map(|(key, rows)| Ok((key, deletes::delete_file_bytes(rows)?)))
                 .collect::<Result<_>>()?
         };
+        tracing::debug!(
+            version = snap.version,
+            groups_decided,
+            decide_ms,
+            files_encoded = encoded.len(),
+            encode_ms = t.elapsed().as_secs_f64() * 1e3,
+            "position deletes decided"
+        );
         let mut out = Vec::new();
         let mut kept = HashMap::new();
         let mut kept_states = deletes::States::new();

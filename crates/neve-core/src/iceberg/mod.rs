@@ -237,6 +237,8 @@ pub struct IcebergWriter {
     states: Arc<std::sync::Mutex<deletes::States>>,
     /// The delete manifest of the snapshot written last: `deletes` holds its files.
     deletes_listed: Arc<std::sync::Mutex<Option<String>>>,
+    /// The encoded manifest entries of those delete files.
+    delete_entries: Arc<std::sync::Mutex<manifest::DeleteEntries>>,
     /// Decisive columns of files this process wrote, given before their commit, so the sync
     /// after it does not read them back (see [`IcebergWriter::give_columns`]).
     given: Arc<deletes::GivenColumns>,
@@ -296,6 +298,7 @@ impl IcebergWriter {
             deletes: Arc::default(),
             states: Arc::default(),
             deletes_listed: Arc::default(),
+            delete_entries: Arc::default(),
             given: Arc::default(),
         }
     }

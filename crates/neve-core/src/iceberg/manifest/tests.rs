@@ -180,3 +180,60 @@ proptest::proptest! {
         proptest::prop_assert_eq!(info.length as usize, got.len());
     }
 }
+
+proptest::proptest! {
+    /// A delete manifest assembled with the entries kept from the manifests before is byte
+    /// for byte the one assembled from nothing, over a writer's successive snapshots (files
+    /// added, kept, changed and dropped; entries going from `ADDED` to `EXISTING`); each
+    /// entry's status is `ADDED` exactly for the snapshot's own sequence.
+    #[test]
+    fn delete_manifests_from_kept_entries_are_those_made_from_nothing(
+        snapshots in proptest::collection::vec(
+            proptest::collection::vec((0u64..30, 0u64..2), 0..40),
+            1..8,
+        ),
+    ) {
+        use super::super::deletes::DeleteFile;
+        let location = TableLocation::memory("t");
+        let schema = crate::schema::parse_schema("id int64, ts timestamp").unwrap();
+        let partition_by = crate::partition::parse_spec("month(ts) as m").unwrap();
+        let spec = super::super::types::partition_spec(&schema, &partition_by).unwrap();
+        let (schema_id, schema_json) =
+            super::super::schema_with_id(super::super::types::schema_fields(&schema).unwrap());
+        let layout = Layout::new(&location, &schema, schema_json.to_string(), schema_id, spec, &Default::default()).unwrap();
+        let mut kept = DeleteEntries::default();
+        for (s, files) in snapshots.iter().enumerate() {
+            let mut deletes: Vec<DeleteFile> = files
+                .iter()
+                // A key is a file: the same (k, generation) is the same entry in every
+                // snapshot (reused), another generation a changed one (encoded again).
+                .map(|(k, generation)| DeleteFile {
+                    key: format!("metadata/neve-{k:02}-deletes.parquet"),
+                    partition_values: BTreeMap::from([("m".to_string(), (k % 5 != 0).then(|| format!("2021-{:02}", k % 12 + 1)))]),
+                    rows: k * 7 + generation + 1,
+                    size: k * 56 + generation + 400,
+                    sequence: (k % 4 + generation * 4 + 1) as i64,
+                })
+                .collect();
+            deletes.sort_by(|a, b| a.key.cmp(&b.key));
+            deletes.dedup_by(|a, b| a.key == b.key);
+            let (info, got) = assemble_delete_manifest(&layout, &deletes, &mut kept).unwrap();
+            let (want_info, want) =
+                assemble_delete_manifest(&layout, &deletes, &mut DeleteEntries::default()).unwrap();
+            proptest::prop_assert!(got == want, "snapshot {}", s);
+            proptest::prop_assert_eq!(info.key, want_info.key);
+            proptest::prop_assert_eq!(kept.by_key.len(), deletes.len());
+            let top = deletes.iter().map(|d| d.sequence).max().unwrap_or(0);
+            let records = avro_records("m", &got).unwrap();
+            proptest::prop_assert_eq!(records.len(), deletes.len());
+            for (r, d) in records.iter().zip(&deletes) {
+                let added = i64::from(d.sequence == top);
+                proptest::prop_assert_eq!(&r["status"], &Value::Int(added as i32));
+            }
+            let listed: Vec<(String, u64, u64)> = read_delete_manifest("m", &got).unwrap();
+            let want_listed: Vec<(String, u64, u64)> =
+                deletes.iter().map(|d| (d.key.clone(), d.rows, d.size)).collect();
+            proptest::prop_assert_eq!(listed, want_listed);
+        }
+    }
+}
