@@ -252,14 +252,19 @@ pub(crate) struct GroupState {
     keys: Arc<RowConverter>,
     versions: Option<Arc<RowConverter>>,
     /// Each key's best row (the winner, or the tombstone that hides the key).
-    best: HashMap<Box<[u8]>, Best, ahash::RandomState>,
+    best: HashMap<RowBytes, Best, ahash::RandomState>,
 }
+
+/// A key or a version in row format: up to 16 bytes (an integer or a timestamp, with its null
+/// byte) held inline. Boxed, they cost two allocations per row weighed (the key of every new
+/// key, the version of every row), most of a sync's time on a table of many keys.
+type RowBytes = smallvec::SmallVec<[u8; 16]>;
 
 /// A key's best row so far.
 #[derive(Debug, Clone)]
 struct Best {
     /// Its version in row format (empty without a version column).
-    version: Box<[u8]>,
+    version: RowBytes,
     /// Whether it hides its key (a tombstone): it is among the losers already.
     hidden: bool,
     /// Where it is: (file, position).
@@ -328,9 +333,9 @@ impl GroupState {
         let mut lose = |(f, p): (u32, u64)| lost.entry(f).or_default().push(p);
         for pos in 0..m {
             let row = Best {
-                version: versions
-                    .as_ref()
-                    .map_or_else(Default::default, |v| v.row(pos).as_ref().into()),
+                version: versions.as_ref().map_or_else(Default::default, |v| {
+                    RowBytes::from_slice(v.row(pos).as_ref())
+                }),
                 hidden: deleted.is_some_and(|d| d.is_valid(pos) && d.value(pos)),
                 at: (file, pos as u64),
             };
@@ -339,7 +344,8 @@ impl GroupState {
                     if row.hidden {
                         lose(row.at);
                     }
-                    self.best.insert(keys.row(pos).as_ref().into(), row);
+                    self.best
+                        .insert(RowBytes::from_slice(keys.row(pos).as_ref()), row);
                 }
                 // The first row wins (dedupe); else the highest version, and on a tie, or
                 // without one, the later row: this one.
