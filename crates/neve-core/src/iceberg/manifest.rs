@@ -558,7 +558,19 @@ pub(crate) fn assemble_manifest(
     chunk: &[&EncodedEntry],
     (key, digest): (String, [u8; 32]),
 ) -> (ManifestInfo, Vec<u8>) {
-    let mut info = ManifestInfo::start(key, DATA, chunk.iter().map(|e| e.version));
+    assemble(layout, DATA, chunk, key, &digest)
+}
+
+/// A manifest of `content` (data or delete files) from encoded entries, in order: each entry
+/// `ADDED` if it is of the manifest's newest version, else `EXISTING`.
+fn assemble(
+    layout: &Layout,
+    content: i32,
+    chunk: &[&EncodedEntry],
+    key: String,
+    digest: &[u8; 32],
+) -> (ManifestInfo, Vec<u8>) {
+    let mut info = ManifestInfo::start(key, content, chunk.iter().map(|e| e.version));
     let mut summaries = Summaries::new(layout.spec.len());
     let (added, existing) = (
         super::avro::zigzag_bytes(ADDED.into()),
@@ -579,7 +591,7 @@ pub(crate) fn assemble_manifest(
     let marker: [u8; 16] = digest[16..].try_into().expect("16 bytes");
     let bytes = super::avro::container_of_datums(
         &layout.manifest_text,
-        &manifest_metadata(layout, DATA),
+        &manifest_metadata(layout, content),
         marker,
         records,
     );
@@ -612,15 +624,8 @@ fn manifest_metadata(layout: &Layout, content: i32) -> [(&'static str, String); 
 pub(crate) struct DeleteEntries {
     /// The layout they were encoded for.
     salt: [u8; 32],
-    by_key: HashMap<String, EncodedDelete>,
-}
-
-#[derive(Debug)]
-struct EncodedDelete {
-    /// What the entry says of the file besides its key.
-    of: (u64, u64, i64),
-    datum: Vec<u8>,
-    partition: Vec<Option<Datum>>,
+    /// By delete file key: its size and entry (the entry holds its rows and sequence).
+    by_key: HashMap<String, (u64, EncodedEntry)>,
 }
 
 /// The manifest of a snapshot's position delete files: its bytes and how the manifest list
@@ -631,60 +636,49 @@ pub(crate) fn assemble_delete_manifest(
     deletes: &[super::deletes::DeleteFile],
     kept: &mut DeleteEntries,
 ) -> Result<(ManifestInfo, Vec<u8>)> {
+    use std::fmt::Write;
     let mut h = Sha256::new();
     h.update(b"neve iceberg delete manifest 1\n");
     h.update(layout.salt);
+    let mut line = String::new();
     for d in deletes {
-        h.update(format!("\n{}\t{}\t{}\t{}", d.key, d.rows, d.size, d.sequence).as_bytes());
+        line.clear();
+        let _ = write!(line, "\n{}\t{}\t{}\t{}", d.key, d.rows, d.size, d.sequence);
+        h.update(line.as_bytes());
     }
     let digest: [u8; 32] = h.finalize().into();
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    let mut info = ManifestInfo::start(
-        format!("metadata/neve-{hex}-d.avro"),
-        DELETES,
-        deletes.iter().map(|d| d.sequence),
-    );
     let mut before = std::mem::take(&mut kept.by_key);
     if kept.salt != layout.salt {
         before.clear();
         kept.salt = layout.salt;
     }
     let writer = entry_writer(layout)?;
+    let mut entries = Vec::with_capacity(deletes.len());
     for d in deletes {
-        let of = (d.rows, d.size, d.sequence);
-        let entry = match before.remove(&d.key) {
-            Some(e) if e.of == of => e,
-            _ => encode_delete_entry(layout, &writer, d)?,
+        // Taken with its key, so a kept entry costs no copy of the key.
+        let (key, (size, entry)) = match before.remove_entry(&d.key) {
+            Some((k, (size, e)))
+                if size == d.size && e.rows == d.rows && e.version == d.sequence =>
+            {
+                (k, (size, e))
+            }
+            _ => (
+                d.key.clone(),
+                (d.size, encode_delete_entry(layout, &writer, d)?),
+            ),
         };
-        kept.by_key.insert(d.key.clone(), entry);
+        entries.push(entry.clone());
+        kept.by_key.insert(key, (size, entry));
     }
-    let (added, existing) = (
-        super::avro::zigzag_bytes(ADDED.into()),
-        super::avro::zigzag_bytes(EXISTING.into()),
-    );
-    let mut summaries = Summaries::new(layout.spec.len());
-    let mut records = Vec::with_capacity(deletes.len());
-    for d in deletes {
-        let e = &kept.by_key[&d.key];
-        summaries.add(&e.partition);
-        let status = if info.count(d.sequence, d.rows) {
-            &added
-        } else {
-            &existing
-        };
-        // The status is the record's first field, one byte either way.
-        records.push([status.as_slice(), &e.datum[added.len()..]]);
-    }
-    info.partitions = summaries.finish();
-    let marker: [u8; 16] = digest[16..].try_into().expect("16 bytes");
-    let bytes = super::avro::container_of_datums(
-        &layout.manifest_text,
-        &manifest_metadata(layout, DELETES),
-        marker,
-        records,
-    );
-    info.length = bytes.len() as u64;
-    Ok((info, bytes))
+    let refs: Vec<&EncodedEntry> = entries.iter().collect();
+    Ok(assemble(
+        layout,
+        DELETES,
+        &refs,
+        format!("metadata/neve-{hex}-d.avro"),
+        &digest,
+    ))
 }
 
 /// A delete file's manifest entry, as `ADDED`.
@@ -692,7 +686,7 @@ fn encode_delete_entry(
     layout: &Layout,
     writer: &GenericDatumWriter<'_>,
     d: &super::deletes::DeleteFile,
-) -> Result<EncodedDelete> {
+) -> Result<EncodedEntry> {
     let partition = partition_of_values(layout, &d.partition_values);
     let entry = Entry {
         status: ADDED,
@@ -727,10 +721,11 @@ fn encode_delete_entry(
     };
     let mut datum = Vec::with_capacity(256);
     writer.write_ser(&mut datum, &entry).map_err(avro_error)?;
-    Ok(EncodedDelete {
-        of: (d.rows, d.size, d.sequence),
-        datum,
-        partition,
+    Ok(EncodedEntry {
+        version: d.sequence,
+        rows: d.rows,
+        datum: datum.into(),
+        partition: partition.into(),
     })
 }
 
