@@ -16,6 +16,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+mod values;
+
+use values::other_types;
+pub use values::{decimal_bytes, hex, unhex};
+pub(crate) use values::{decimal_label, parse_unscaled, time_of_day_label};
+
 /// Folder name used for null partition values (the Hive convention).
 pub const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
@@ -251,43 +257,29 @@ pub fn format_spec(fields: &[PartitionField]) -> String {
         .join(", ")
 }
 
-/// Check a transform applies to a column type (at create or first insert).
+/// Check a transform applies to a column type (at create or first insert). The types and
+/// what each transform does to them are Iceberg's (its spec, "Partition Transforms").
 pub fn check_source_type(field: &PartitionField, dt: &DataType) -> Result<()> {
+    use DataType::*;
+    // Unsigned integers Iceberg holds as int or long (uint64 has no Iceberg type).
+    let int = matches!(dt, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32);
+    let string = matches!(dt, Utf8 | LargeUtf8 | Utf8View);
+    let binary = matches!(dt, Binary | LargeBinary | BinaryView);
     let ok = match field.transform {
-        Transform::Identity => {
-            !matches!(
-                dt,
-                DataType::Float32 | DataType::Float64 | DataType::Float16
-            ) && !dt.is_nested()
-        }
+        Transform::Identity => !matches!(dt, Float32 | Float64 | Float16) && !dt.is_nested(),
         Transform::Year | Transform::Month | Transform::Day => {
-            matches!(
-                dt,
-                DataType::Timestamp(..) | DataType::Date32 | DataType::Date64
-            )
+            matches!(dt, Timestamp(..) | Date32 | Date64)
         }
-        Transform::Hour => matches!(dt, DataType::Timestamp(..)),
-        Transform::Bucket(_) => matches!(
-            dt,
-            DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::Utf8
-                | DataType::LargeUtf8
-                | DataType::Utf8View
-                | DataType::Date32
-        ),
-        Transform::Truncate(_) => matches!(
-            dt,
-            DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::Utf8
-                | DataType::LargeUtf8
-                | DataType::Utf8View
-        ),
+        Transform::Hour => matches!(dt, Timestamp(..)),
+        Transform::Bucket(_) => {
+            int || string
+                || binary
+                || matches!(
+                    dt,
+                    Date32 | Time64(_) | Timestamp(..) | Decimal128(..) | FixedSizeBinary(_)
+                )
+        }
+        Transform::Truncate(_) => int || string || binary || matches!(dt, Decimal128(..)),
     };
     if ok {
         Ok(())
@@ -300,6 +292,36 @@ pub fn check_source_type(field: &PartitionField, dt: &DataType) -> Result<()> {
             ),
         })
     }
+}
+
+/// Refuse a type change of a partition source that would put a value in another partition
+/// than the rows before it: a decimal's scale. Bucket and truncate take the unscaled value,
+/// and the label spells the scale, so `12.30` at scale 2 and `12.300` at scale 3 would part.
+pub fn check_source_change(
+    fields: &[PartitionField],
+    before: &crate::schema::TableSchema,
+    after: &crate::schema::TableSchema,
+) -> Result<()> {
+    use crate::schema::ColumnType::Decimal;
+    for f in fields {
+        let (Some(b), Some(a)) = (before.column(&f.source), after.column(&f.source)) else {
+            continue;
+        };
+        if let (Decimal(_, s1), Decimal(_, s2)) = (&b.column_type, &a.column_type) {
+            if s1 != s2 {
+                return Err(Error::SchemaConflict {
+                    column: f.source.clone(),
+                    table_type: b.column_type.to_string(),
+                    input_type: a.column_type.to_string(),
+                    hint: Some(format!(
+                        "the table is partitioned by {}: a decimal partition source keeps its scale, or its values would move to other partitions; widen its precision only",
+                        format_spec(std::slice::from_ref(f))
+                    )),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Rows of a batch grouped into partitions: `codes[row]` indexes `labels`.
@@ -414,9 +436,16 @@ impl<K: std::hash::Hash + Eq> Interner<K> {
 }
 
 fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Option<String>>)> {
-    check_source_type(f, col.data_type())?;
     let n = col.len();
     let mut codes = Vec::with_capacity(n);
+    if col.data_type() == &DataType::Null {
+        // A column with no type yet holds only nulls: every row is in the null partition.
+        return Ok((vec![0; n], vec![None]));
+    }
+    check_source_type(f, col.data_type())?;
+    if let Some(labels) = other_types(f, col, &mut codes)? {
+        return Ok((codes, labels));
+    }
     macro_rules! ints {
         ($ty:ty, $conv:expr, $label:expr) => {{
             let arr = col.as_primitive::<$ty>();
@@ -523,7 +552,7 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let as64 = arrow::compute::cast(col, &DataType::Int64)?;
             let arr = as64.as_primitive::<Int64Type>();
             let is_date = matches!(dt, DataType::Date32);
-            let mut it: Interner<i64> = Interner::new();
+            let mut it: Interner<i128> = Interner::new();
             for i in 0..n {
                 codes.push(if arr.is_null(i) {
                     it.null()
@@ -532,14 +561,17 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
                     match tr {
                         Transform::Bucket(nb) => {
                             // Iceberg hashes int and date as 8-byte longs.
-                            it.code(bucket_bytes(&v.to_le_bytes(), nb) as i64, |k| k.to_string())
+                            it.code(bucket_bytes(&v.to_le_bytes(), nb) as i128, |k| {
+                                k.to_string()
+                            })
                         }
                         Transform::Truncate(w) => {
-                            let w = w as i64;
-                            it.code(v - v.rem_euclid(w), |k| k.to_string())
+                            // In i128: the multiple of W below i64::MIN is still a number.
+                            let v = v as i128;
+                            it.code(v - v.rem_euclid(w as i128), |k| k.to_string())
                         }
-                        _ if is_date => it.code(v, |k| date_label(*k)),
-                        _ => it.code(v, |k| k.to_string()),
+                        _ if is_date => it.code(v as i128, |k| date_label(*k as i64)),
+                        _ => it.code(v as i128, |k| k.to_string()),
                     }
                 });
             }

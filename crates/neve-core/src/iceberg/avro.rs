@@ -9,6 +9,7 @@ use serde_json::{json, Value as Json};
 
 use super::types::{Prim, SpecField};
 use crate::error::{Error, Result};
+use crate::schema::ColumnType;
 
 /// `["null", T]` with a null default: how Iceberg writes an optional field.
 fn optional(name: &str, t: Json, id: i32) -> Json {
@@ -52,13 +53,32 @@ pub(crate) fn avro_field_name(name: &str) -> String {
     out
 }
 
-fn partition_type(p: Prim) -> Json {
-    match p {
+/// A partition field's Avro type, as Iceberg's `AvroSchemaUtil` converts its result type.
+fn partition_type(f: &SpecField) -> Json {
+    let zoned = matches!(f.source_type, ColumnType::Timestamp(Some(_)));
+    match f.result {
         Prim::Boolean => json!("boolean"),
         Prim::Long => json!("long"),
         Prim::String => json!("string"),
         Prim::Date => json!({"type": "int", "logicalType": "date"}),
-        _ => json!("int"),
+        Prim::Time => json!({"type": "long", "logicalType": "time-micros"}),
+        Prim::Timestamp => json!({
+            "type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": zoned
+        }),
+        // Avro names are unique in a schema: the field id makes them so.
+        Prim::Decimal(p, s) => json!({
+            "type": "fixed", "name": format!("decimal_{p}_{s}_{}", f.field_id),
+            "size": f.fixed_size(), "logicalType": "decimal", "precision": p, "scale": s
+        }),
+        Prim::Binary => match f.fixed_size() {
+            Some(n) => {
+                json!({"type": "fixed", "name": format!("fixed_{n}_{}", f.field_id), "size": n})
+            }
+            None => json!("bytes"),
+        },
+        Prim::Float => json!("float"),
+        Prim::Double => json!("double"),
+        Prim::Int | Prim::Other => json!("int"),
     }
 }
 
@@ -66,13 +86,7 @@ fn partition_type(p: Prim) -> Json {
 pub(crate) fn manifest_schema(spec: &[SpecField]) -> Json {
     let partition: Vec<Json> = spec
         .iter()
-        .map(|f| {
-            optional(
-                &avro_field_name(&f.name),
-                partition_type(f.result),
-                f.field_id,
-            )
-        })
+        .map(|f| optional(&avro_field_name(&f.name), partition_type(f), f.field_id))
         .collect();
     let data_file = json!({
         "type": "record",

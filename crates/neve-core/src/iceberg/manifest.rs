@@ -504,14 +504,7 @@ fn entry<'a>(
             content: 0,
             file_path: layout.location.file_url(&f.path),
             file_format: "PARQUET",
-            partition: PartitionRecord(
-                layout
-                    .avro_names
-                    .iter()
-                    .zip(partition)
-                    .map(|(n, d)| (n.as_str(), d.clone().map(PartitionValue)))
-                    .collect(),
-            ),
+            partition: PartitionRecord::new(layout, partition),
             record_count: f.rows as i64,
             file_size_in_bytes: f.size as i64,
             column_sizes: None,
@@ -697,14 +690,7 @@ fn encode_delete_entry(
             content: DELETES,
             file_path: layout.location.file_url(&d.key),
             file_format: "PARQUET",
-            partition: PartitionRecord(
-                layout
-                    .avro_names
-                    .iter()
-                    .zip(&partition)
-                    .map(|(n, v)| (n.as_str(), v.clone().map(PartitionValue)))
-                    .collect(),
-            ),
+            partition: PartitionRecord::new(layout, &partition),
             record_count: d.rows as i64,
             file_size_in_bytes: d.size as i64,
             column_sizes: None,
@@ -839,6 +825,23 @@ struct IntKeyBytes {
 /// The partition record: its fields are the spec's, so it is written as a map by name.
 struct PartitionRecord<'a>(Vec<(&'a str, Option<PartitionValue>)>);
 
+impl<'a> PartitionRecord<'a> {
+    fn new(layout: &'a Layout, partition: &[Option<Datum>]) -> Self {
+        Self(
+            layout
+                .avro_names
+                .iter()
+                .zip(&layout.spec)
+                .zip(partition)
+                .map(|((n, sf), d)| {
+                    let v = d.clone().map(|d| PartitionValue(d, sf.fixed_size()));
+                    (n.as_str(), v)
+                })
+                .collect(),
+        )
+    }
+}
+
 impl Serialize for PartitionRecord<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -850,19 +853,23 @@ impl Serialize for PartitionRecord<'_> {
     }
 }
 
-/// A partition value in the Avro type [`super::avro::manifest_schema`] gives its field.
-struct PartitionValue(Datum);
+/// A partition value in the Avro type [`super::avro::manifest_schema`] gives its field, and
+/// the length of that type when it is a `fixed`.
+struct PartitionValue(Datum, Option<usize>);
 
 impl Serialize for PartitionValue {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match &self.0 {
-            Datum::Boolean(b) => s.serialize_bool(*b),
-            Datum::Int(v) => s.serialize_i32(*v),
-            Datum::Long(v) => s.serialize_i64(*v),
-            Datum::Float(v) => s.serialize_f32(*v),
-            Datum::Double(v) => s.serialize_f64(*v),
-            Datum::String(v) => s.serialize_str(v),
-            d @ Datum::Decimal(_) => s.serialize_bytes(&d.clone().to_bytes()),
+        match (&self.0, self.1) {
+            (Datum::Boolean(b), _) => s.serialize_bool(*b),
+            (Datum::Int(v), _) => s.serialize_i32(*v),
+            (Datum::Long(v), _) => s.serialize_i64(*v),
+            (Datum::Float(v), _) => s.serialize_f32(*v),
+            (Datum::Double(v), _) => s.serialize_f64(*v),
+            (Datum::String(v), _) => s.serialize_str(v),
+            // A decimal in a fixed: the unscaled value sign-extended to its length.
+            (Datum::Decimal(v), Some(n)) => s.serialize_bytes(&v.to_be_bytes()[16 - n.min(16)..]),
+            (Datum::Decimal(v), None) => s.serialize_bytes(&crate::partition::decimal_bytes(*v)),
+            (Datum::Binary(b), _) => s.serialize_bytes(b),
         }
     }
 }

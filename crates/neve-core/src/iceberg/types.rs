@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::log::ColumnStats;
-use crate::partition::{PartitionField, Transform};
+use crate::partition::{parse_unscaled, PartitionField, Transform};
 use crate::schema::{Column, ColumnType, TableSchema};
 
 /// Iceberg's first partition field id (its `PARTITION_DATA_ID_START`).
@@ -164,6 +164,37 @@ pub(crate) struct SpecField {
     pub field_id: i32,
     /// The type of the transform's result.
     pub result: Prim,
+    /// The source column's type (a timestamp's zone, a fixed's length).
+    pub source_type: ColumnType,
+}
+
+impl SpecField {
+    /// The length of the result's Avro `fixed`, for decimals and fixed bytes.
+    pub fn fixed_size(&self) -> Option<usize> {
+        match (self.result, &self.source_type) {
+            (Prim::Decimal(p, _), _) => Some(decimal_required_bytes(p)),
+            (Prim::Binary, ColumnType::Fixed(n)) if self.transform == Transform::Identity => {
+                Some(*n as usize)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The fewest bytes that hold every unscaled value of a decimal of precision `p` (Iceberg's
+/// `decimalRequiredBytes`).
+pub(crate) fn decimal_required_bytes(p: u8) -> usize {
+    (1..=16)
+        .find(|&b| {
+            // 2^(8b-1) > 10^p - 1
+            let max = if b == 16 {
+                i128::MAX
+            } else {
+                (1i128 << (8 * b - 1)) - 1
+            };
+            10i128.checked_pow(p as u32).is_none_or(|t| t - 1 <= max)
+        })
+        .unwrap_or(16)
 }
 
 /// The partition spec: each neve partition level, its source column's id and result type.
@@ -191,7 +222,7 @@ pub(crate) fn partition_spec(
             Transform::Day => Prim::Date,
             Transform::Identity | Transform::Truncate(_) => source,
         };
-        if matches!(result, Prim::Other | Prim::Binary | Prim::Decimal(..)) {
+        if matches!(result, Prim::Other | Prim::Float | Prim::Double) {
             return Err(unsupported(
                 &p.source,
                 format!(
@@ -199,6 +230,28 @@ pub(crate) fn partition_spec(
                     p.transform, col.column_type
                 ),
             ));
+        }
+        if let (Transform::Truncate(w), Prim::Decimal(prec, _)) = (p.transform, result) {
+            // A value rounded down may have one more digit than the type holds (-99 by 70 is
+            // -140): the partition value must still fit the type's bytes.
+            let size = decimal_required_bytes(prec);
+            let max = if size == 16 {
+                i128::MAX
+            } else {
+                (1i128 << (8 * size - 1)) - 1
+            };
+            let lowest = 10i128
+                .checked_pow(prec as u32)
+                .and_then(|t| t.checked_add(w as i128 - 2));
+            if lowest.is_none_or(|l| l > max) {
+                return Err(unsupported(
+                    &p.source,
+                    format!(
+                        "truncate[{w}] of {} can round a value past what the type holds; use a smaller width",
+                        col.column_type
+                    ),
+                ));
+            }
         }
         if p.name != p.source && schema.column(&p.name).is_some() {
             return Err(unsupported(
@@ -215,6 +268,7 @@ pub(crate) fn partition_spec(
             source_id: col.id,
             field_id: FIRST_PARTITION_FIELD_ID + i as i32,
             result,
+            source_type: col.column_type.clone(),
         });
     }
     Ok(out)
@@ -244,6 +298,7 @@ pub(crate) enum Datum {
     String(String),
     /// Unscaled value of a decimal.
     Decimal(i128),
+    Binary(Vec<u8>),
 }
 
 impl Datum {
@@ -256,20 +311,8 @@ impl Datum {
             Datum::Float(v) => v.to_le_bytes().to_vec(),
             Datum::Double(v) => v.to_le_bytes().to_vec(),
             Datum::String(s) => s.as_bytes().to_vec(),
-            Datum::Decimal(v) => {
-                // Two's complement, big-endian, in the fewest bytes.
-                let b = v.to_be_bytes();
-                let mut start = 0;
-                while start < 15 {
-                    let (cur, next) = (b[start], b[start + 1]);
-                    if (cur == 0x00 && next & 0x80 == 0) || (cur == 0xff && next & 0x80 != 0) {
-                        start += 1;
-                    } else {
-                        break;
-                    }
-                }
-                b[start..].to_vec()
-            }
+            Datum::Decimal(v) => crate::partition::decimal_bytes(*v),
+            Datum::Binary(b) => b.clone(),
         }
     }
 }
@@ -297,11 +340,16 @@ pub(crate) fn partition_datum(f: &SpecField, label: &str) -> Option<Datum> {
         Transform::Bucket(_) => Datum::Int(label.parse().ok()?),
         Transform::Identity | Transform::Truncate(_) => match f.result {
             Prim::Boolean => Datum::Boolean(label.parse().ok()?),
-            Prim::Int => Datum::Int(label.parse().ok()?),
-            Prim::Long => Datum::Long(label.parse().ok()?),
+            // A truncation below the type's least value wraps, as Iceberg's does (neve's label
+            // keeps the true multiple).
+            Prim::Int => Datum::Int(label.parse::<i64>().ok()? as i32),
+            Prim::Long => Datum::Long(label.parse::<i128>().ok()? as i64),
             Prim::Date => Datum::Int(parse_date(label)?),
             Prim::String => Datum::String(label.to_string()),
-            _ => return None,
+            Prim::Decimal(_, scale) => Datum::Decimal(parse_unscaled(label, scale)?),
+            Prim::Binary => Datum::Binary(crate::partition::unhex(label)?),
+            p @ (Prim::Time | Prim::Timestamp) => stat_datum(p, &Value::from(label))?,
+            Prim::Float | Prim::Double | Prim::Other => return None,
         },
     })
 }
@@ -329,21 +377,6 @@ pub(crate) fn stat_datum(p: Prim, v: &Value) -> Option<Datum> {
         Prim::Decimal(_, scale) => Datum::Decimal(parse_unscaled(v.as_str()?, scale)?),
         Prim::Binary | Prim::Other => return None,
     })
-}
-
-/// `-12.345` at scale 3 -> -12345.
-fn parse_unscaled(s: &str, scale: i8) -> Option<i128> {
-    let (neg, digits) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s),
-    };
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    if frac.len() > scale as usize {
-        return None;
-    }
-    let padded = format!("{int}{frac:0<width$}", width = scale as usize);
-    let v: i128 = padded.parse().ok()?;
-    Some(if neg { -v } else { v })
 }
 
 /// Per-field statistics of one data file in Iceberg's terms (field id keyed).
@@ -481,6 +514,7 @@ mod tests {
             source_id: 1,
             field_id: 1000,
             result,
+            source_type: ColumnType::Null,
         };
         let ts = Prim::Timestamp;
         assert_eq!(
@@ -512,6 +546,52 @@ mod tests {
             Some(Datum::String("a b".into()))
         );
         assert_eq!(partition_datum(&f(Transform::Identity, ts), "x"), None);
+        assert_eq!(
+            partition_datum(&f(Transform::Identity, ts), "2021-08-15T13:45:00.000001Z"),
+            Some(Datum::Long(1_629_035_100_000_001))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Identity, Prim::Time), "13:45:00.000007"),
+            Some(Datum::Long(49_500_000_007))
+        );
+        let dec = Prim::Decimal(9, 2);
+        assert_eq!(
+            partition_datum(&f(Transform::Truncate(10), dec), "-10.70"),
+            Some(Datum::Decimal(-1070))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Identity, Prim::Binary), "01ab"),
+            Some(Datum::Binary(vec![1, 0xab]))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Identity, Prim::Binary), "1"),
+            None
+        );
+        // Iceberg's truncation wraps where neve's label keeps the true multiple.
+        assert_eq!(
+            partition_datum(&f(Transform::Truncate(3), Prim::Int), "-2147483650"),
+            Some(Datum::Int(2147483646))
+        );
+        assert_eq!(
+            partition_datum(
+                &f(Transform::Truncate(3), Prim::Long),
+                "-9223372036854775810"
+            ),
+            Some(Datum::Long(9223372036854775806))
+        );
+        // Java's decimalRequiredBytes.
+        for (p, b) in [
+            (1, 1),
+            (2, 1),
+            (3, 2),
+            (9, 4),
+            (10, 5),
+            (18, 8),
+            (19, 9),
+            (38, 16),
+        ] {
+            assert_eq!(decimal_required_bytes(p), b, "precision {p}");
+        }
         assert_eq!(
             stat_datum(Prim::Timestamp, &json!("1970-01-01T00:00:01.000002Z")),
             Some(Datum::Long(1_000_002))

@@ -170,14 +170,41 @@ impl FileStats {
 /// Lowest and highest value of `dt` a partition value allows, as the log spells statistics.
 fn partition_bounds(t: Transform, label: &str, dt: &DataType) -> Option<(Value, Value)> {
     match t {
+        // Labels of these types are spelled as the log spells their statistics.
         Transform::Identity => match dt {
             DataType::Utf8
             | DataType::Int8
             | DataType::Int16
             | DataType::Int32
             | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
             | DataType::Date32
-            | DataType::Boolean => Some((Value::from(label), Value::from(label))),
+            | DataType::Boolean
+            | DataType::Decimal128(..)
+            | DataType::Time64(TimeUnit::Microsecond)
+            | DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                Some((Value::from(label), Value::from(label)))
+            }
+            _ => None,
+        },
+        // A multiple of W holds the values up to the next one.
+        Transform::Truncate(w) if dt.is_integer() => {
+            let lo: i128 = label.parse().ok()?;
+            Some((
+                Value::from(label),
+                Value::from((lo + w as i128 - 1).to_string()),
+            ))
+        }
+        Transform::Truncate(w) => match dt {
+            DataType::Decimal128(_, scale) => {
+                let lo = crate::partition::parse_unscaled(label, *scale)?;
+                let hi = lo.checked_add(w as i128 - 1)?;
+                let hi = crate::partition::decimal_label(hi, *scale);
+                Some((Value::from(label), Value::from(hi)))
+            }
             _ => None,
         },
         Transform::Year | Transform::Month | Transform::Day | Transform::Hour => {
@@ -197,7 +224,7 @@ fn partition_bounds(t: Transform, label: &str, dt: &DataType) -> Option<(Value, 
                 _ => None,
             }
         }
-        Transform::Bucket(_) | Transform::Truncate(_) => None,
+        Transform::Bucket(_) => None,
     }
 }
 

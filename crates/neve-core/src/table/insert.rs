@@ -258,6 +258,7 @@ impl Table {
             &meta.sort_by,
             meta.merge.as_ref(),
         )?;
+        crate::partition::check_source_change(&meta.partition_by, &meta.schema, &merged)?;
         let write_meta = Metadata {
             schema: merged.clone(),
             ..meta.clone()
@@ -450,6 +451,7 @@ impl Table {
             &meta.sort_by,
             meta.merge.as_ref(),
         )?;
+        crate::partition::check_source_change(&meta.partition_by, &meta.schema, &evolved)?;
         let target = evolved.to_arrow();
         let mut batches = Vec::new();
         let mut rows = 0u64;

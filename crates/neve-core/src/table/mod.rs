@@ -455,6 +455,7 @@ impl Table {
                     }
                 }
                 validate_layout(&schema, &meta.partition_by, &meta.sort_by, meta.merge.as_ref())?;
+                crate::partition::check_source_change(&meta.partition_by, &meta.schema, &schema)?;
                 meta.settings.iceberg_metrics =
                     crate::iceberg::metrics_after_alter(&meta.settings, &meta.schema, &schema);
                 let mut actions = Vec::new();

@@ -262,15 +262,7 @@ fn min_max(a: &ArrayRef) -> (Option<Value>, Option<Value>) {
         }
         DataType::Time64(TimeUnit::Microsecond) => {
             let arr = a.as_primitive::<Time64MicrosecondType>();
-            let f = |us: i64| {
-                Value::from(format!(
-                    "{:02}:{:02}:{:02}.{:06}",
-                    us / 3_600_000_000,
-                    us / 60_000_000 % 60,
-                    us / 1_000_000 % 60,
-                    us % 1_000_000
-                ))
-            };
+            let f = |us: i64| Value::from(partition::time_of_day_label(us));
             (agg::min(arr).map(f), agg::max(arr).map(f))
         }
         DataType::Decimal128(_, s) => {
