@@ -70,12 +70,7 @@ fn partition_type(f: &SpecField) -> Json {
             "type": "fixed", "name": format!("decimal_{p}_{s}_{}", f.field_id),
             "size": f.fixed_size(), "logicalType": "decimal", "precision": p, "scale": s
         }),
-        Prim::Binary => match f.fixed_size() {
-            Some(n) => {
-                json!({"type": "fixed", "name": format!("fixed_{n}_{}", f.field_id), "size": n})
-            }
-            None => json!("bytes"),
-        },
+        Prim::Binary => json!("bytes"),
         Prim::Float => json!("float"),
         Prim::Double => json!("double"),
         Prim::Int | Prim::Other => json!("int"),

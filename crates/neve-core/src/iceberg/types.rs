@@ -169,13 +169,10 @@ pub(crate) struct SpecField {
 }
 
 impl SpecField {
-    /// The length of the result's Avro `fixed`, for decimals and fixed bytes.
+    /// The length of the result's Avro `fixed`: decimals are written in one.
     pub fn fixed_size(&self) -> Option<usize> {
-        match (self.result, &self.source_type) {
-            (Prim::Decimal(p, _), _) => Some(decimal_required_bytes(p)),
-            (Prim::Binary, ColumnType::Fixed(n)) if self.transform == Transform::Identity => {
-                Some(*n as usize)
-            }
+        match self.result {
+            Prim::Decimal(p, _) => Some(decimal_required_bytes(p)),
             _ => None,
         }
     }
@@ -228,6 +225,17 @@ pub(crate) fn partition_spec(
                 format!(
                     "{} partitions of type {} are not written to Iceberg",
                     p.transform, col.column_type
+                ),
+            ));
+        }
+        if p.transform == Transform::Identity && matches!(col.column_type, ColumnType::Fixed(_)) {
+            // Its value would be an Avro `fixed`, which Iceberg's Java reader (1.12, Spark's)
+            // reads as length-prefixed bytes, and fails.
+            return Err(unsupported(
+                &p.source,
+                format!(
+                    "identity partitions of a {} column are not read by Iceberg's Java reader; partition by bucket(N, {})",
+                    col.column_type, p.source
                 ),
             ));
         }

@@ -9,6 +9,10 @@
 //!
 //! - A struct field selected without an alias is named after the field (`plan`), as DuckDB
 //!   names it, rather than DataFusion's `t.user[plan]`.
+//! - `t = TIME '13:45:00'`: DataFusion types a TIME literal in nanoseconds and cannot compare
+//!   it with a time column, which neve keeps in microseconds. A literal (`TIME 'x'`,
+//!   `CAST('x' AS TIME)`, `'x'::TIME`) with at most 6 fractional digits is the same time in
+//!   microseconds, and is cast to that.
 //!
 //! The rewrite works on the parsed statement, so the SQL text the user wrote is what errors
 //! point into.
@@ -16,9 +20,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, AccessExpr, Expr, FunctionArguments, Ident, Join, JoinConstraint,
-    JoinOperator, Query, Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins,
-    VisitMut, VisitorMut,
+    visit_expressions_mut, AccessExpr, CastKind, DataType, Expr, FunctionArguments, Ident, Join,
+    JoinConstraint, JoinOperator, Query, Select, SelectItem, SetExpr, Statement, TableFactor,
+    TableWithJoins, TimezoneInfo, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -54,7 +58,44 @@ impl VisitorMut for Rewriter {
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         user_column(expr);
+        time_literal(expr);
         ControlFlow::Continue(())
+    }
+}
+
+/// `TIME '13:45:00'` → `arrow_cast('13:45:00', 'Time64(Microsecond)')`.
+fn time_literal(expr: &mut Expr) {
+    let is_time = |t: &DataType| matches!(t, DataType::Time(None, TimezoneInfo::None));
+    let text = match expr {
+        Expr::TypedString(ts) if is_time(&ts.data_type) => ts.value.clone().into_string(),
+        Expr::Cast {
+            kind: CastKind::Cast | CastKind::DoubleColon,
+            expr: inner,
+            data_type,
+            format: None,
+            ..
+        } if is_time(data_type) => match inner.as_ref() {
+            Expr::Value(v) => v.clone().into_string(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(text) = text else {
+        return;
+    };
+    let fraction = text.split_once('.').map_or(0, |(_, f)| f.trim_end().len());
+    if fraction > 6 {
+        return;
+    }
+    let sql = format!(
+        "arrow_cast('{}', 'Time64(Microsecond)')",
+        text.replace('\'', "''")
+    );
+    if let Ok(e) = Parser::new(&GenericDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_expr())
+    {
+        *expr = e;
     }
 }
 
@@ -467,6 +508,22 @@ mod tests {
             rewritten("SELECT t.id, t.a.b, s.x.id FROM t"),
             "SELECT t.id, t.a.b AS b, s.x.id FROM t"
         );
+    }
+
+    #[test]
+    fn time_literals_are_microseconds() {
+        assert_eq!(
+            rewritten("SELECT * FROM t WHERE t = TIME '13:45:00.000007' OR t < CAST('01:00' AS TIME) OR t IN ('02:00'::TIME)"),
+            "SELECT * FROM t WHERE t = arrow_cast('13:45:00.000007', 'Time64(Microsecond)') OR t < arrow_cast('01:00', 'Time64(Microsecond)') OR t IN (arrow_cast('02:00', 'Time64(Microsecond)'))"
+        );
+        // Nanoseconds stay nanoseconds; casts of other expressions are left alone.
+        for sql in [
+            "SELECT TIME '13:45:00.000000001'",
+            "SELECT CAST(s AS TIME) FROM t",
+            "SELECT TIMESTAMP '2021-01-01 00:00:00'",
+        ] {
+            assert_eq!(rewritten(sql), sql);
+        }
     }
 
     #[test]
