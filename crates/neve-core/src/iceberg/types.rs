@@ -164,7 +164,7 @@ pub(crate) struct SpecField {
     pub field_id: i32,
     /// The type of the transform's result.
     pub result: Prim,
-    /// The source column's type (a timestamp's zone, a fixed's length).
+    /// The source column's type (a timestamp's zone).
     pub source_type: ColumnType,
 }
 
@@ -183,15 +183,20 @@ impl SpecField {
 pub(crate) fn decimal_required_bytes(p: u8) -> usize {
     (1..=16)
         .find(|&b| {
-            // 2^(8b-1) > 10^p - 1
-            let max = if b == 16 {
-                i128::MAX
-            } else {
-                (1i128 << (8 * b - 1)) - 1
-            };
-            10i128.checked_pow(p as u32).is_none_or(|t| t - 1 <= max)
+            10i128
+                .checked_pow(p as u32)
+                .is_none_or(|t| t - 1 <= largest_in(b))
         })
         .unwrap_or(16)
+}
+
+/// The largest two's complement value of `bytes` bytes.
+fn largest_in(bytes: usize) -> i128 {
+    if bytes >= 16 {
+        i128::MAX
+    } else {
+        (1i128 << (8 * bytes - 1)) - 1
+    }
 }
 
 /// The partition spec: each neve partition level, its source column's id and result type.
@@ -242,12 +247,7 @@ pub(crate) fn partition_spec(
         if let (Transform::Truncate(w), Prim::Decimal(prec, _)) = (p.transform, result) {
             // A value rounded down may have one more digit than the type holds (-99 by 70 is
             // -140): the partition value must still fit the type's bytes.
-            let size = decimal_required_bytes(prec);
-            let max = if size == 16 {
-                i128::MAX
-            } else {
-                (1i128 << (8 * size - 1)) - 1
-            };
+            let max = largest_in(decimal_required_bytes(prec));
             let lowest = 10i128
                 .checked_pow(prec as u32)
                 .and_then(|t| t.checked_add(w as i128 - 2));
@@ -630,5 +630,21 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0]["required"], json!(true));
         assert_eq!(f[0]["type"], json!("long"));
+    }
+
+    #[test]
+    fn partition_specs_iceberg_cannot_hold_are_refused() {
+        let s = TableSchema::new(vec![
+            Column::new("d", ColumnType::Decimal(2, 0), true),
+            Column::new("id", ColumnType::Fixed(16), true),
+        ]);
+        let spec = |text: &str| partition_spec(&s, &crate::partition::parse_spec(text).unwrap());
+        // -99 rounded down by 70 is -140, past decimal(2,0)'s one byte; by 10, -100 fits.
+        let e = spec("truncate(70, d)").unwrap_err().to_string();
+        assert!(e.contains("truncate[70] of decimal(2,0)"), "{e}");
+        let f = spec("truncate(10, d), bucket(4, id)").unwrap();
+        assert_eq!((f[0].fixed_size(), f[1].result), (Some(1), Prim::Int));
+        let e = spec("identity(id) as i").unwrap_err().to_string();
+        assert!(e.contains("bucket(N, id)"), "{e}");
     }
 }

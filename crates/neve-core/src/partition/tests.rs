@@ -290,32 +290,18 @@ fn truncate_of_decimals_and_bytes_is_icebergs() {
                 .unwrap(),
         )
     };
-    // The spec's examples: truncate[10] of 10.65 is 10.60; of ints, 1 -> 0 and -1 -> -10.
-    assert_eq!(
-        label_of(Transform::Truncate(10), dec(1065)).as_deref(),
-        Some("10.60")
-    );
-    assert_eq!(
-        label_of(Transform::Truncate(10), dec(-1065)).as_deref(),
-        Some("-10.70")
-    );
-    assert_eq!(
-        label_of(Transform::Truncate(50), dec(-5)).as_deref(),
-        Some("-0.50")
-    );
-    assert_eq!(
-        label_of(Transform::Identity, dec(-5)).as_deref(),
-        Some("-0.05")
-    );
     let int = |v: i32| -> ArrayRef { Arc::new(Int32Array::from(vec![v])) };
-    assert_eq!(
-        label_of(Transform::Truncate(10), int(1)).as_deref(),
-        Some("0")
-    );
-    assert_eq!(
-        label_of(Transform::Truncate(10), int(-1)).as_deref(),
-        Some("-10")
-    );
+    // The spec's examples: truncate[10] of 10.65 is 10.60; of ints, 1 -> 0 and -1 -> -10.
+    for (t, col, want) in [
+        (Transform::Truncate(10), dec(1065), "10.60"),
+        (Transform::Truncate(10), dec(-1065), "-10.70"),
+        (Transform::Truncate(50), dec(-5), "-0.50"),
+        (Transform::Identity, dec(-5), "-0.05"),
+        (Transform::Truncate(10), int(1), "0"),
+        (Transform::Truncate(10), int(-1), "-10"),
+    ] {
+        assert_eq!(label_of(t, col).as_deref(), Some(want), "{t}");
+    }
     // The multiple below i64::MIN is a number, not a wrapped one.
     let min: ArrayRef = Arc::new(Int64Array::from(vec![i64::MIN]));
     assert_eq!(

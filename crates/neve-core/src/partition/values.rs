@@ -70,15 +70,7 @@ pub(super) fn other_types(
             let cast = arrow::compute::cast(col, &DataType::Time64(TimeUnit::Microsecond))?;
             let arr = cast.as_primitive::<Time64MicrosecondType>();
             let value = |i: usize| arr.is_valid(i).then(|| arr.value(i));
-            match t {
-                Transform::Bucket(nb) => intern_by(
-                    n,
-                    codes,
-                    |i| value(i).map(|us| bucket_bytes(&us.to_le_bytes(), nb)),
-                    |k| k.to_string(),
-                ),
-                _ => intern_by(n, codes, value, |us| time_of_day_label(*us)),
-            }
+            micros_labels(t, n, codes, value, time_of_day_label)
         }
         DataType::Timestamp(unit, tz)
             if matches!(t, Transform::Identity | Transform::Bucket(_)) =>
@@ -93,18 +85,9 @@ pub(super) fn other_types(
             };
             let arr = cast.as_primitive::<TimestampMicrosecondType>();
             let value = |i: usize| arr.is_valid(i).then(|| arr.value(i));
-            match t {
-                // Iceberg hashes a timestamp as its microseconds, a long.
-                Transform::Bucket(nb) => intern_by(
-                    n,
-                    codes,
-                    |i| value(i).map(|us| bucket_bytes(&us.to_le_bytes(), nb)),
-                    |k| k.to_string(),
-                ),
-                _ => intern_by(n, codes, value, |us| {
-                    crate::write::timestamp_string(*us, zoned)
-                }),
-            }
+            micros_labels(t, n, codes, value, |us| {
+                crate::write::timestamp_string(us, zoned)
+            })
         }
         DataType::UInt64 => {
             // Not through i64: values above i64::MAX are values too.
@@ -119,6 +102,26 @@ pub(super) fn other_types(
         _ => return Ok(None),
     };
     Ok(Some(labels))
+}
+
+/// Bucket or identity of times and timestamps, held as microseconds: Iceberg hashes them as
+/// those microseconds, a long.
+fn micros_labels(
+    t: Transform,
+    n: usize,
+    codes: &mut Vec<u32>,
+    value: impl Fn(usize) -> Option<i64>,
+    label: impl Fn(i64) -> String,
+) -> Vec<Option<String>> {
+    match t {
+        Transform::Bucket(nb) => intern_by(
+            n,
+            codes,
+            |i| value(i).map(|us| bucket_bytes(&us.to_le_bytes(), nb)),
+            |k| k.to_string(),
+        ),
+        _ => intern_by(n, codes, value, |us| label(*us)),
+    }
 }
 
 /// Identity, bucket and truncate of bytes; labels of bytes are lowercase hex.
