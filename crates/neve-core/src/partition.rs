@@ -552,7 +552,7 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
             let as64 = arrow::compute::cast(col, &DataType::Int64)?;
             let arr = as64.as_primitive::<Int64Type>();
             let is_date = matches!(dt, DataType::Date32);
-            let mut it: Interner<i128> = Interner::new();
+            let mut it: Interner<i64> = Interner::new();
             for i in 0..n {
                 codes.push(if arr.is_null(i) {
                     it.null()
@@ -561,17 +561,16 @@ fn level_assign(f: &PartitionField, col: &ArrayRef) -> Result<(Vec<u32>, Vec<Opt
                     match tr {
                         Transform::Bucket(nb) => {
                             // Iceberg hashes int and date as 8-byte longs.
-                            it.code(bucket_bytes(&v.to_le_bytes(), nb) as i128, |k| {
-                                k.to_string()
-                            })
+                            it.code(bucket_bytes(&v.to_le_bytes(), nb) as i64, |k| k.to_string())
                         }
                         Transform::Truncate(w) => {
-                            // In i128: the multiple of W below i64::MIN is still a number.
-                            let v = v as i128;
-                            it.code(v - v.rem_euclid(w as i128), |k| k.to_string())
+                            // Keyed by the quotient, which always fits: the multiple of W
+                            // below i64::MIN does not, and is labelled in i128.
+                            let w = w as i64;
+                            it.code(v.div_euclid(w), |q| (*q as i128 * w as i128).to_string())
                         }
-                        _ if is_date => it.code(v as i128, |k| date_label(*k as i64)),
-                        _ => it.code(v as i128, |k| k.to_string()),
+                        _ if is_date => it.code(v, |k| date_label(*k)),
+                        _ => it.code(v, |k| k.to_string()),
                     }
                 });
             }

@@ -106,7 +106,7 @@ pub(crate) fn prefix_keys(
             let (lo, hi) = seq_of(f);
             h.update(format!("\n{}\t{lo}\t{hi}\t{}", f.path, f.size).as_bytes());
             let d = h.clone().finalize();
-            let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+            let hex = crate::partition::hex(&d[..16]);
             format!("metadata/neve-{hex}-deletes.parquet")
         })
         .collect()

@@ -391,7 +391,7 @@ pub(crate) fn chunk_key(layout: &Layout, chunk: &[&AddFile]) -> (String, [u8; 32
         h.update(version_of(f).to_le_bytes());
     }
     let d: [u8; 32] = h.finalize().into();
-    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::partition::hex(&d[..16]);
     (format!("metadata/neve-{hex}-m0.avro"), d)
 }
 
@@ -640,7 +640,7 @@ pub(crate) fn assemble_delete_manifest(
         h.update(line.as_bytes());
     }
     let digest: [u8; 32] = h.finalize().into();
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::partition::hex(&digest[..16]);
     let mut before = std::mem::take(&mut kept.by_key);
     if kept.salt != layout.salt {
         before.clear();
