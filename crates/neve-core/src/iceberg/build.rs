@@ -541,6 +541,9 @@ impl IcebergWriter {
         // files (when every prefix it covers is known), reading only the files past it.
         let location = &self.location;
         let given = self.given.as_ref();
+        // Time spent weighing rows, summed over the cores (against `decide_ms`, the wall).
+        let weighing = deletes::Weighing::default();
+        let busy = &weighing;
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
             .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(k)))
             .map(|i| {
@@ -560,7 +563,7 @@ impl IcebergWriter {
             .map(|(i, kept)| {
                 let group = &groups[i];
                 async move {
-                    deletes::resolve(location, snap, spec, group, kept, Some(given))
+                    deletes::resolve(location, snap, spec, group, kept, Some(given), busy)
                         .await
                         .map(|r| (i, r))
                 }
@@ -605,6 +608,7 @@ impl IcebergWriter {
             version = snap.version,
             groups_decided,
             decide_ms,
+            weigh_ms = weighing.busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
             files_encoded = encoded.len(),
             encode_ms = t.elapsed().as_secs_f64() * 1e3,
             "position deletes decided"

@@ -252,7 +252,21 @@ pub(crate) struct GroupState {
     keys: Arc<RowConverter>,
     versions: Option<Arc<RowConverter>>,
     /// Each key's best row (the winner, or the tombstone that hides the key).
-    best: HashMap<RowBytes, Best, ahash::RandomState>,
+    best: BestRows,
+}
+
+/// Best rows, one per key: the keys' row-format bytes in one buffer, found through a table of
+/// indices that keeps each key's hash. A map of boxed keys allocated each new key, hashed
+/// every key again each time it grew, and scattered the rows over the heap: most of deciding
+/// (BENCHMARKS.md, "Forty-first session").
+#[derive(Debug, Clone, Default)]
+struct BestRows {
+    hasher: ahash::RandomState,
+    /// Indices into `rows`, by the hash of their key.
+    table: hashbrown::HashTable<usize>,
+    rows: Vec<Best>,
+    /// The keys, one after another: row `i`'s is `keys[rows[i].key.0..rows[i].key.1]`.
+    keys: Vec<u8>,
 }
 
 /// A key or a version in row format: up to 16 bytes (an integer or a timestamp, with its null
@@ -263,6 +277,9 @@ type RowBytes = smallvec::SmallVec<[u8; 16]>;
 /// A key's best row so far.
 #[derive(Debug, Clone)]
 struct Best {
+    /// Its key's hash, and where its key's bytes are in [`BestRows::keys`].
+    hash: u64,
+    key: (usize, usize),
     /// Its version in row format (empty without a version column).
     version: RowBytes,
     /// Whether it hides its key (a tombstone): it is among the losers already.
@@ -294,7 +311,7 @@ impl GroupState {
             files: Vec::new(),
             keys: Arc::new(keys),
             versions,
-            best: HashMap::default(),
+            best: BestRows::default(),
         })
     }
 
@@ -305,7 +322,7 @@ impl GroupState {
 
     /// Best rows held: one per key.
     pub(crate) fn rows(&self) -> usize {
-        self.best.len()
+        self.best.rows.len()
     }
 
     /// Adds the file at `path` (its decisive columns `cols`, in the order `decisive_columns`
@@ -331,21 +348,43 @@ impl GroupState {
         let dedupe = matches!(spec, MergeSpec::Dedupe { .. });
         let mut lost = NewLosers::new();
         let mut lose = |(f, p): (u32, u64)| lost.entry(f).or_default().push(p);
+        let BestRows {
+            hasher,
+            table,
+            rows,
+            keys: key_bytes,
+        } = &mut self.best;
+        // Room for every row to be a new key: the table grows once, if at all.
+        table.reserve(m, |&i| rows[i].hash);
+        rows.reserve(m);
         for pos in 0..m {
-            let row = Best {
+            let key = keys.row(pos);
+            let key = key.as_ref();
+            let hash = hasher.hash_one(key);
+            let mut row = Best {
+                hash,
+                key: (0, 0),
                 version: versions.as_ref().map_or_else(Default::default, |v| {
                     RowBytes::from_slice(v.row(pos).as_ref())
                 }),
                 hidden: deleted.is_some_and(|d| d.is_valid(pos) && d.value(pos)),
                 at: (file, pos as u64),
             };
-            match self.best.get_mut(keys.row(pos).as_ref()) {
+            let found = table.find(hash, |&i| {
+                let (a, b) = rows[i].key;
+                &key_bytes[a..b] == key
+            });
+            match found.map(|&i| &mut rows[i]) {
                 None => {
                     if row.hidden {
                         lose(row.at);
                     }
-                    self.best
-                        .insert(RowBytes::from_slice(keys.row(pos).as_ref()), row);
+                    let at = key_bytes.len();
+                    key_bytes.extend_from_slice(key);
+                    row.key = (at, key_bytes.len());
+                    let index = rows.len();
+                    rows.push(row);
+                    table.insert_unique(hash, index, |&i| rows[i].hash);
                 }
                 // The first row wins (dedupe); else the highest version, and on a tie, or
                 // without one, the later row: this one.
@@ -358,6 +397,7 @@ impl GroupState {
                     if row.hidden {
                         lose(row.at);
                     }
+                    row.key = best.key;
                     *best = row;
                 }
             }
@@ -387,6 +427,7 @@ pub(crate) async fn resolve(
     group: &[&AddFile],
     known: Option<Arc<GroupState>>,
     given: Option<&GivenColumns>,
+    weighing: &Weighing,
 ) -> Result<(Vec<NewLosers>, GroupState)> {
     let columns = decisive_columns(spec, snap)?;
     let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
@@ -412,19 +453,31 @@ pub(crate) async fn resolve(
         let read = futures::future::try_join_all(reads).await?;
         let paths: Vec<String> = some.iter().map(|f| f.path.clone()).collect();
         let spec = spec.clone();
-        let (s, lost) = tokio::task::spawn_blocking(move || {
+        let (s, lost, took) = tokio::task::spawn_blocking(move || {
+            let t = std::time::Instant::now();
             let mut lost = Vec::with_capacity(paths.len());
             for (path, cols) in paths.into_iter().zip(read) {
                 lost.push(state.step(&spec, path, cols)?);
             }
-            Ok::<_, Error>((state, lost))
+            Ok::<_, Error>((state, lost, t.elapsed()))
         })
         .await
         .map_err(|e| Error::TaskFailed(e.to_string()))??;
+        weighing
+            .busy
+            .fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         state = s;
         out.extend(lost);
     }
     Ok((out, state))
+}
+
+/// What the groups decided at once share: the time spent weighing rows off the runtime,
+/// summed over the threads (against the wall time of deciding, it tells how many ran at
+/// once; more than the cores, and they waited for one).
+#[derive(Debug, Default)]
+pub(crate) struct Weighing {
+    pub busy: std::sync::atomic::AtomicU64,
 }
 
 /// Positions deleted, by data file (its URL as readers resolve it).
@@ -600,9 +653,17 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
 
     let spec = snap.metadata.merge.as_ref().expect("merge semantics");
     for group in groups(snap, spec) {
-        let (steps, _) = resolve(location, snap, spec, &group, None, None)
-            .await
-            .unwrap();
+        let (steps, _) = resolve(
+            location,
+            snap,
+            spec,
+            &group,
+            None,
+            None,
+            &Default::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(steps.len(), group.len());
         for (step, key) in steps.into_iter().zip(prefix_keys(location, spec, &group)) {
             let mut want: Vec<(String, i64)> = step

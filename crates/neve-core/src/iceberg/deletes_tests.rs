@@ -81,7 +81,9 @@ async fn decide(
     for g in groups(snap, spec) {
         let kept = known.get(&g[0].path).cloned();
         let skip = kept.as_ref().map_or(0, |s| s.files().len());
-        let (steps, s) = resolve(location, snap, spec, &g, kept, None).await.unwrap();
+        let (steps, s) = resolve(location, snap, spec, &g, kept, None, &Default::default())
+            .await
+            .unwrap();
         assert_eq!(steps.len(), g.len() - skip, "one step per file read");
         for step in steps {
             for (f, p) in step {
