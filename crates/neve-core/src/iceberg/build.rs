@@ -541,9 +541,9 @@ impl IcebergWriter {
         // files (when every prefix it covers is known), reading only the files past it.
         let location = &self.location;
         let given = self.given.as_ref();
-        // Time spent weighing rows, summed over the cores (against `decide_ms`, the wall).
-        let weighing = deletes::Weighing::default();
-        let busy = &weighing;
+        // Time spent weighing rows, summed over the threads: against `decide_ms` (the wall),
+        // how many groups ran at once; more than the cores, and they waited for one.
+        let busy = &std::sync::atomic::AtomicU64::new(0);
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
             .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(k)))
             .map(|i| {
@@ -608,7 +608,7 @@ impl IcebergWriter {
             version = snap.version,
             groups_decided,
             decide_ms,
-            weigh_ms = weighing.busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
+            weigh_ms = busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
             files_encoded = encoded.len(),
             encode_ms = t.elapsed().as_secs_f64() * 1e3,
             "position deletes decided"

@@ -256,9 +256,9 @@ pub(crate) struct GroupState {
 }
 
 /// Best rows, one per key: the keys' row-format bytes in one buffer, found through a table of
-/// indices that keeps each key's hash. A map of boxed keys allocated each new key, hashed
-/// every key again each time it grew, and scattered the rows over the heap: most of deciding
-/// (BENCHMARKS.md, "Forty-first session").
+/// indices that keeps each key's hash. A map of boxed keys allocated each new key and hashed
+/// every key again each time it grew: a quarter of weighing's CPU (BENCHMARKS.md,
+/// "Forty-first session").
 #[derive(Debug, Clone, Default)]
 struct BestRows {
     hasher: ahash::RandomState,
@@ -427,7 +427,8 @@ pub(crate) async fn resolve(
     group: &[&AddFile],
     known: Option<Arc<GroupState>>,
     given: Option<&GivenColumns>,
-    weighing: &Weighing,
+    // Nanoseconds spent weighing rows off the runtime, added to (see `weigh_ms` in the log).
+    busy: &std::sync::atomic::AtomicU64,
 ) -> Result<(Vec<NewLosers>, GroupState)> {
     let columns = decisive_columns(spec, snap)?;
     let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
@@ -463,21 +464,11 @@ pub(crate) async fn resolve(
         })
         .await
         .map_err(|e| Error::TaskFailed(e.to_string()))??;
-        weighing
-            .busy
-            .fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        busy.fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         state = s;
         out.extend(lost);
     }
     Ok((out, state))
-}
-
-/// What the groups decided at once share: the time spent weighing rows off the runtime,
-/// summed over the threads (against the wall time of deciding, it tells how many ran at
-/// once; more than the cores, and they waited for one).
-#[derive(Debug, Default)]
-pub(crate) struct Weighing {
-    pub busy: std::sync::atomic::AtomicU64,
 }
 
 /// Positions deleted, by data file (its URL as readers resolve it).
