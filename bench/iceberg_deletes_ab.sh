@@ -7,12 +7,17 @@
 # Prints, per run, the medians of the added time and of the sync's debug timings.
 set -euo pipefail
 BASE=$1 NEW=$2 ROUNDS=${3:-3} INSERTS=${4:-8}
-DIR=${BENCH_DIR:-/dev/shm/neve-deletes-ab}
-OUT=$(mktemp -d -t neve-deletes-ab-XXXXXX)
+# A fresh folder of its own under the tmpfs (BENCH_TMPFS), removed at the end: nothing of the
+# caller's is deleted.
+PARENT=${BENCH_TMPFS:-/dev/shm}
+[ -d "$PARENT" ] || PARENT=${TMPDIR:-/tmp}
+DIR=$(mktemp -d -p "$PARENT" neve-deletes-ab-XXXXXX)
+OUT=$(mktemp -d -t neve-deletes-ab-out-XXXXXX)
+trap 'rm -rf "$DIR" "$OUT"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
   for b in base new; do
     bin=$BASE; [ "$b" = new ] && bin=$NEW
-    rm -rf "$DIR"; mkdir -p "$DIR"
+    rm -rf "${DIR:?}"/*
     NEVE_LOG=neve_core::iceberg=debug "$bin" bench iceberg --target "$DIR" --rows 100000 \
       --inserts "$INSERTS" --commits 0 \
       --merge "replace(key = [taxi_id], version = trip_start_timestamp)" \
@@ -30,4 +35,3 @@ print(f"{b} run {r}: plain {d['plain_insert_median_ms']:.1f} ms, with Iceberg "
 PY
   done
 done
-rm -rf "$DIR" "$OUT"
