@@ -10,6 +10,7 @@ use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
 use super::deletes::{self, deletes_property, DeleteFile};
+use super::groups::Grouping;
 use super::manifest::{self, assemble_manifest, build_manifest_list, chunks_named};
 use super::manifest::{manifest_list_key, Chunk, Layout, ManifestInfo};
 use super::{
@@ -358,24 +359,31 @@ impl IcebergWriter {
                 delete_totals = (deletes.len(), deletes.iter().map(|d| d.rows).sum());
                 let layout = &run.layout.as_ref().expect("layout").1;
                 let t = std::time::Instant::now();
-                let (info, bytes) = manifest::assemble_delete_manifest(
+                let chunks = manifest::assemble_delete_manifests(
                     layout,
                     &deletes,
                     &mut self.delete_entries.lock().expect("delete entries"),
+                    |key| run.known.get(key).map(|(i, _)| i.clone()),
                 )?;
                 tracing::debug!(
                     version = snap.version,
                     entries = deletes.len(),
+                    manifests = chunks.len(),
+                    written = chunks.iter().filter(|(_, b)| b.is_some()).count(),
                     ms = t.elapsed().as_secs_f64() * 1e3,
-                    "delete manifest encoded"
+                    "delete manifests encoded"
                 );
-                if !run.known.contains_key(&info.key) {
-                    writes.push((info.key.clone(), Bytes::from(bytes)));
+                // Their delete files are the ones the writer now keeps: a sync after the next
+                // commit need not read them back.
+                let mut listed = Vec::with_capacity(chunks.len());
+                for (info, bytes) in chunks {
+                    if let Some(bytes) = bytes {
+                        writes.push((info.key.clone(), Bytes::from(bytes)));
+                    }
+                    listed.push(info.key.clone());
+                    infos.push(info);
                 }
-                // Its delete files are the ones the writer now keeps: a sync after the next
-                // commit need not read it back.
-                *self.deletes_listed.lock().expect("deletes listed") = Some(info.key.clone());
-                infos.push(info);
+                *self.deletes_listed.lock().expect("deletes listed") = listed;
             }
         }
         for i in &infos {
@@ -469,20 +477,24 @@ impl IcebergWriter {
     ) -> Result<Vec<DeleteFile>> {
         use futures::{FutureExt, StreamExt, TryStreamExt};
 
-        let groups = deletes::groups(snap, spec);
-        // Each prefix's key, for each group.
-        let keys: Vec<Vec<String>> = groups
-            .iter()
-            .map(|g| deletes::prefix_keys(&self.location, spec, g))
-            .collect();
+        let t0 = std::time::Instant::now();
+        let before = self.grouping.lock().expect("grouping").take();
+        let grouping = Grouping::of(before, &self.location, snap, spec);
+        let (groups, keys): (Vec<Vec<&AddFile>>, Vec<Vec<&str>>) = grouping
+            .groups()
+            .into_iter()
+            .map(|g| (g.files, g.keys))
+            .unzip();
+        let groups_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t0 = std::time::Instant::now();
         let mut memo = std::mem::take(&mut *self.deletes.lock().expect("deletes"));
         // The delete manifest whose files `memo` holds (taken with it: an error before both
         // are kept again loses both).
-        if let Some(listed) = self.deletes_listed.lock().expect("deletes listed").take() {
-            run.deletes_read.insert(listed);
-        }
+        run.deletes_read.extend(std::mem::take(
+            &mut *self.deletes_listed.lock().expect("deletes listed"),
+        ));
         let mut states = std::mem::take(&mut *self.states.lock().expect("states"));
-        if keys.iter().flatten().any(|k| !memo.contains_key(k)) {
+        if keys.iter().flatten().any(|k| !memo.contains_key(*k)) {
             // Learn the delete files the manifests read so far list (the previous version's).
             let unread: Vec<String> = run
                 .known
@@ -491,24 +503,25 @@ impl IcebergWriter {
                 .map(|(i, _)| i.key.clone())
                 .filter(|k| !run.deletes_read.contains(k))
                 .collect();
-            for key in unread {
-                run.deletes_read.insert(key.clone());
-                match self.get(&key).await? {
+            // Read a few at a time: a table's delete files are listed by many manifests.
+            run.deletes_read.extend(unread.iter().cloned());
+            let mut reads = futures::stream::iter(unread.into_iter().map(|key| async move {
+                let bytes = self.get(&key).await?;
+                Ok::<_, Error>((key, bytes))
+            }))
+            .buffer_unordered(crate::log::READ_CONCURRENCY);
+            while let Some((key, bytes)) = reads.try_next().await? {
+                match bytes {
                     Some(bytes) => {
                         for (k, rows, size) in manifest::read_delete_manifest(&key, &bytes)? {
-                            memo.entry(k.clone()).or_insert(DeleteFile {
-                                key: k,
-                                partition_values: Default::default(),
-                                rows,
-                                size,
-                                sequence: 0,
-                            });
+                            memo.entry(k).or_insert((rows, size));
                         }
                     }
                     // Its delete files are not known: nothing is taken as decided.
                     None => run.decided = None,
                 }
             }
+            drop(reads);
             // A commit that only added files leaves every group none of them joined as the
             // version before had it, and the sync of that version decided each of its
             // prefixes: those that made rows lose are in its delete manifest, read above; the
@@ -525,13 +538,9 @@ impl IcebergWriter {
                 for (group, keys) in groups.iter().zip(&keys) {
                     if group.iter().all(|f| f.added_version != Some(snap.version)) {
                         for k in keys {
-                            memo.entry(k.clone()).or_insert_with(|| DeleteFile {
-                                key: k.clone(),
-                                partition_values: Default::default(),
-                                rows: 0,
-                                size: 0,
-                                sequence: 0,
-                            });
+                            if !memo.contains_key(*k) {
+                                memo.insert(k.to_string(), (0, 0));
+                            }
                         }
                     }
                 }
@@ -545,14 +554,14 @@ impl IcebergWriter {
         // how many groups ran at once; more than the cores, and they waited for one.
         let busy = &std::sync::atomic::AtomicU64::new(0);
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
-            .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(k)))
+            .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(*k)))
             .map(|i| {
                 // Taken, not shared: the decision goes on from it without a copy.
                 let kept = states.remove(&groups[i][0].path).filter(|s| {
                     s.files().len() <= groups[i].len()
                         && keys[i][..s.files().len()]
                             .iter()
-                            .all(|k| memo.contains_key(k))
+                            .all(|k| memo.contains_key(*k))
                 });
                 (i, kept)
             })
@@ -570,6 +579,7 @@ impl IcebergWriter {
                 .boxed()
             })
             .collect();
+        let memo_ms = t0.elapsed().as_secs_f64() * 1e3;
         let (groups_decided, t) = (decisions.len(), std::time::Instant::now());
         let mut decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
             futures::stream::iter(decisions)
@@ -579,15 +589,15 @@ impl IcebergWriter {
         let decide_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = std::time::Instant::now();
         // The new prefixes' delete files, encoded on every core.
-        let mut encoded: HashMap<&String, (Vec<u8>, u64)> = {
+        let mut encoded: HashMap<&str, (Vec<u8>, u64)> = {
             use rayon::prelude::*;
-            let jobs: Vec<(&String, deletes::DeletedRows)> = decided
+            let jobs: Vec<(&str, deletes::DeletedRows)> = decided
                 .iter()
                 .flat_map(|(&i, (fresh, _))| {
                     let (group, first_fresh) = (&groups[i], groups[i].len() - fresh.len());
                     let (memo, keys) = (&memo, &keys);
                     fresh.iter().enumerate().filter_map(move |(x, losers)| {
-                        let key = &keys[i][first_fresh + x];
+                        let key = keys[i][first_fresh + x];
                         (!memo.contains_key(key)).then(|| {
                             let rows = losers
                                 .iter()
@@ -613,12 +623,13 @@ impl IcebergWriter {
             encode_ms = t.elapsed().as_secs_f64() * 1e3,
             "position deletes decided"
         );
+        let t0 = std::time::Instant::now();
         let mut out = Vec::new();
-        let mut kept = HashMap::new();
+        let mut kept = HashMap::with_capacity(memo.len() + encoded.len());
         let mut kept_states = deletes::States::new();
         let mut kept_rows = 0;
         for (i, group) in groups.iter().enumerate() {
-            let partition_values = group[0].partition_values.clone();
+            let partition_values = Arc::new(group[0].partition_values.clone());
             let state = match decided.remove(&i) {
                 Some((_, state)) => Some(Arc::new(state)),
                 // Unchanged: its state carries over.
@@ -627,30 +638,29 @@ impl IcebergWriter {
             let mut sequence = 0;
             for (j, f) in group.iter().enumerate() {
                 sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
-                let key = keys[i][j].clone();
-                let (rows, size) = if let Some(d) = memo.get(&key) {
+                let key = keys[i][j];
+                let (key, (rows, size)) = if let Some(d) = memo.remove_entry(key) {
                     // Decided before (a group decided again from its first file in a fresh
                     // process decides the same rows: the file is there).
-                    (d.rows, d.size)
+                    d
                 } else {
-                    let (bytes, n) = encoded.remove(&key).expect("encoded above");
+                    let (bytes, n) = encoded.remove(key).expect("encoded above");
                     let size = bytes.len() as u64;
                     if n > 0 {
-                        writes.push((key.clone(), Bytes::from(bytes)));
+                        writes.push((key.to_string(), Bytes::from(bytes)));
                     }
-                    (n, size)
-                };
-                let d = DeleteFile {
-                    key: key.clone(),
-                    partition_values: partition_values.clone(),
-                    rows,
-                    size,
-                    sequence,
+                    (key.to_string(), (n, size))
                 };
                 if rows > 0 {
-                    out.push(d.clone());
+                    out.push(DeleteFile {
+                        key: key.clone(),
+                        partition_values: partition_values.clone(),
+                        rows,
+                        size,
+                        sequence,
+                    });
                 }
-                kept.insert(key, d);
+                kept.insert(key, (rows, size));
             }
             if let Some(s) = state.filter(|s| s.files().len() == group.len()) {
                 kept_rows += s.rows();
@@ -663,6 +673,15 @@ impl IcebergWriter {
         self.forget_columns(snap.files.keys().map(|p| p.as_str()));
         *self.deletes.lock().expect("deletes") = kept;
         *self.states.lock().expect("states") = kept_states;
+        drop((groups, keys));
+        *self.grouping.lock().expect("grouping") = Some(grouping);
+        tracing::debug!(
+            version = snap.version,
+            groups_ms,
+            memo_ms,
+            out_ms = t0.elapsed().as_secs_f64() * 1e3,
+            "position deletes: the steps over every file"
+        );
         Ok(out)
     }
 }

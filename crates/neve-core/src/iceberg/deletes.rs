@@ -25,11 +25,10 @@ use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::log::{AddFile, Snapshot};
-use crate::merge::{seq_of, MergeSpec};
+use crate::merge::MergeSpec;
 use crate::storage::TableLocation;
 use crate::write::KeptColumns;
 
@@ -42,8 +41,9 @@ const POS_ID: &str = "2147483545";
 pub(crate) struct DeleteFile {
     /// Relative to the table root (`metadata/neve-<hash>-deletes.parquet`).
     pub key: String,
-    /// The group's partition values (every file of a group shares them).
-    pub partition_values: BTreeMap<String, Option<String>>,
+    /// The group's partition values (every file of a group shares them; shared by its
+    /// delete files).
+    pub partition_values: Arc<BTreeMap<String, Option<String>>>,
     /// Rows deleted, and the file's size.
     pub rows: u64,
     pub size: u64,
@@ -55,7 +55,9 @@ pub(crate) struct DeleteFile {
 
 /// The groups of `snap`'s files whose rows are not all rows of the table, each in the order
 /// the reader merges them (commit order, then path): the runs of overlapping files, and merged
-/// files alone that keep tombstones.
+/// files alone that keep tombstones. From every file, as the reader finds them: what a sync's
+/// [`super::groups::Grouping`] must agree with.
+#[cfg(test)]
 pub(crate) fn groups<'a>(snap: &'a Snapshot, spec: &MergeSpec) -> Vec<Vec<&'a AddFile>> {
     let schema = snap.metadata.schema.to_arrow();
     let files: Vec<Arc<AddFile>> = snap.files.values().cloned().collect();
@@ -77,8 +79,7 @@ pub(crate) fn groups<'a>(snap: &'a Snapshot, spec: &MergeSpec) -> Vec<Vec<&'a Ad
         .collect()
 }
 
-/// The scheme of the delete files' keys (see [`prefix_keys`]).
-const KEY_SCHEME: &str = "neve iceberg position deletes 2";
+use super::groups::KEY_SCHEME;
 
 /// How a sync under `spec` decides position deletes: the key scheme and the spec (what the
 /// metadata records, so a later sync knows which delete files the version it describes has).
@@ -87,13 +88,16 @@ pub(crate) fn deletes_property(spec: &MergeSpec) -> String {
 }
 
 /// The delete files' keys of a group's prefixes (each holds the rows its prefix adds to the
-/// losers): each a function of the table, the spec and the prefix's files. One hash runs over
-/// the group, finished at each file, so a group of n files costs n file hashes, not n².
+/// losers): each a function of the table, the spec and the prefix's files. Written out here as
+/// the scheme says, to check the keys a sync's [`super::groups::KeyChain`] gives.
+#[cfg(test)]
 pub(crate) fn prefix_keys(
     location: &TableLocation,
     spec: &MergeSpec,
     group: &[&AddFile],
 ) -> Vec<String> {
+    use crate::merge::seq_of;
+    use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(KEY_SCHEME.as_bytes());
     h.update(b"\n");

@@ -261,3 +261,87 @@ async fn the_sync_after_an_insert_takes_the_columns_the_insert_kept() {
     );
     super::deletes::assert_deletes_decided_afresh(&location, &snap).await;
 }
+
+/// The groups a writer keeps from sync to sync, and grows by the files an insert added, are the
+/// groups the reader finds from every file, with the keys the scheme gives: through inserts
+/// that extend runs, a merge that leaves files alone (some with tombstones), inserts that
+/// overlap a file alone (it joins a run again) or not, and a new partition.
+#[tokio::test]
+async fn groups_kept_from_sync_to_sync_are_the_groups_of_every_file() {
+    use super::deletes::prefix_keys;
+    use super::groups::Grouping;
+    use crate::merge::MergeOptions;
+
+    let location = TableLocation::memory("g");
+    let t = TableBuilder::new(location.clone())
+        .with_seed(11)
+        .with_iceberg_after_commit(false)
+        .build();
+    create(&t).await;
+    let mut kept: Option<Grouping> = None;
+    let mut check = |snap: Snapshot| {
+        let spec = snap.metadata.merge.clone().unwrap();
+        let grown = Grouping::of(kept.take(), &location, &snap, &spec);
+        let afresh = Grouping::of(None, &location, &snap, &spec);
+        let listed = |g: &Grouping| -> Vec<(Vec<String>, Vec<String>)> {
+            g.groups()
+                .into_iter()
+                .map(|g| {
+                    let files = g.files.iter().map(|f| f.path.clone()).collect();
+                    (files, g.keys.iter().map(|k| k.to_string()).collect())
+                })
+                .collect()
+        };
+        let got = listed(&grown);
+        assert_eq!(got, listed(&afresh), "version {}", snap.version);
+        // As the reader groups every file (in another order), with the scheme's keys.
+        let mut want: Vec<(Vec<String>, Vec<String>)> = groups(&snap, &spec)
+            .into_iter()
+            .map(|g| {
+                let keys = prefix_keys(&location, &spec, &g);
+                (g.iter().map(|f| f.path.clone()).collect(), keys)
+            })
+            .collect();
+        let mut sorted = got.clone();
+        sorted.sort();
+        want.sort();
+        assert_eq!(sorted, want, "version {}", snap.version);
+        kept = Some(grown);
+        got
+    };
+    // Two partitions, keys 0..40 in each, three inserts: each grows both runs.
+    for v in 1..=3 {
+        let rows: Vec<Row> = (1..=2)
+            .flat_map(|g| (0..40).map(move |k| (g, k, v, (k == 3 * v).then_some(true))))
+            .collect();
+        insert(&t, &rows).await;
+        let got = check(t.snapshot().await.unwrap());
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0.len(), v as usize, "one file more a run");
+    }
+    // Merged: each partition one file alone, with tombstones.
+    let opts = MergeOptions {
+        min_files: 2,
+        ..Default::default()
+    };
+    t.merge(&opts, Arc::new(crate::write::NoProgress))
+        .await
+        .unwrap();
+    check(t.snapshot().await.unwrap());
+    // Keys past the merged files' range in g=1 (they stay alone), inside it in g=2 (the
+    // merged file joins a run again), and a new partition.
+    let rows: Vec<Row> = (100..120)
+        .map(|k| (1, k, 5, None))
+        .chain((10..20).map(|k| (2, k, 5, None)))
+        .chain((0..10).map(|k| (3, k, 5, None)))
+        .collect();
+    insert(&t, &rows).await;
+    check(t.snapshot().await.unwrap());
+    // Runs of new files grow again, in all three partitions.
+    let rows: Vec<Row> = (1..=3)
+        .flat_map(|g| (100..130).map(move |k| (g, k, 6, (k == 101).then_some(true))))
+        .collect();
+    insert(&t, &rows).await;
+    let got = check(t.snapshot().await.unwrap());
+    assert!(got.iter().any(|(f, _)| f.len() >= 2), "{got:?}");
+}

@@ -12,6 +12,7 @@
 mod avro;
 mod build;
 pub(crate) mod deletes;
+mod groups;
 mod manifest;
 mod metrics;
 mod types;
@@ -229,14 +230,17 @@ pub struct IcebergWriter {
     chunk_memo: Arc<std::sync::Mutex<Option<ChunkMemo>>>,
     /// The layout of the schema last written, with its key (see [`Run`]).
     layout: Arc<std::sync::Mutex<Option<KeyedLayout>>>,
-    /// The position delete files of the snapshot written last, by key (tables with merge
-    /// semantics): a group unchanged since is not read again.
-    deletes: Arc<std::sync::Mutex<HashMap<String, deletes::DeleteFile>>>,
+    /// The position delete files of the snapshot written last (tables with merge semantics):
+    /// rows and size by key. A group unchanged since is not read again.
+    deletes: Arc<std::sync::Mutex<HashMap<String, (u64, u64)>>>,
     /// What was decided of those groups (see [`deletes::GroupState`]): a group that grew is
     /// decided by reading only the files that joined it.
     states: Arc<std::sync::Mutex<deletes::States>>,
-    /// The delete manifest of the snapshot written last: `deletes` holds its files.
-    deletes_listed: Arc<std::sync::Mutex<Option<String>>>,
+    /// The groups of the snapshot written last, with their delete files' keys: an insert's
+    /// sync groups only the files it added.
+    grouping: Arc<std::sync::Mutex<Option<groups::Grouping>>>,
+    /// The delete manifests of the snapshot written last: `deletes` holds their files.
+    deletes_listed: Arc<std::sync::Mutex<Vec<String>>>,
     /// The encoded manifest entries of those delete files.
     delete_entries: Arc<std::sync::Mutex<manifest::DeleteEntries>>,
     /// Decisive columns of files this process wrote, given before their commit, so the sync
@@ -297,6 +301,7 @@ impl IcebergWriter {
             layout: Arc::default(),
             deletes: Arc::default(),
             states: Arc::default(),
+            grouping: Arc::default(),
             deletes_listed: Arc::default(),
             delete_entries: Arc::default(),
             given: Arc::default(),
@@ -632,16 +637,21 @@ impl IcebergWriter {
             .filter(|m| m.content == manifest::DELETES)
             .map(|m| m.key.clone())
             .collect();
-        let mut delete_files = Vec::new();
-        for key in delete_manifests {
-            if let Some(bytes) = self.get(&key).await? {
-                delete_files.extend(
-                    manifest::read_delete_manifest(&key, &bytes)?
+        // Read a few at a time: snapshots share most of theirs, but there are many.
+        let delete_files: Vec<Vec<String>> = futures::stream::iter(delete_manifests)
+            .map(|key| async move {
+                Ok::<_, Error>(match self.get(&key).await? {
+                    Some(bytes) => manifest::read_delete_manifest(&key, &bytes)?
                         .into_iter()
-                        .map(|(k, _, _)| k),
-                );
-            }
-        }
+                        .map(|(k, _, _)| k)
+                        .collect(),
+                    None => Vec::new(),
+                })
+            })
+            .buffer_unordered(crate::log::READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let delete_files = delete_files.into_iter().flatten();
         let keep: HashSet<String> = named
             .into_iter()
             .map(|m| m.key)
