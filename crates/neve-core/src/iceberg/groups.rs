@@ -128,13 +128,11 @@ impl Grouping {
                 .push(f.clone());
         }
         for (key, new) in joined {
-            let part = parts.remove(key).unwrap_or_default();
-            let part = part
-                .grow(&schema, location, spec, &new)
-                .unwrap_or_else(|old| {
-                    let files = old.into_files().chain(new).collect();
-                    Part::of(&schema, location, spec, files)
-                });
+            let mut part = parts.remove(key).unwrap_or_default();
+            if !part.grow(&schema, location, spec, &new) {
+                let files = part.into_files().chain(new).collect();
+                part = Part::of(&schema, location, spec, files);
+            }
             parts.insert(key.clone(), part);
         }
         Grouping {
@@ -224,21 +222,21 @@ impl Part {
         }
     }
 
-    /// The partition with `new` files (inserted, not merged) added, if they only extend its
-    /// run: each sorts after the run's files and no file alone before overlaps one of them.
-    /// Else the partition as it was.
+    /// Adds `new` files (inserted, not merged) if they only extend its run: each sorts after
+    /// the run's files and no file alone before overlaps one of them. Whether they did (else
+    /// it is left as it was).
     fn grow(
-        mut self,
+        &mut self,
         schema: &arrow::datatypes::SchemaRef,
         location: &TableLocation,
         spec: &MergeSpec,
         new: &[Arc<AddFile>],
-    ) -> Result<Part, Part> {
+    ) -> bool {
         let mut new = new.to_vec();
         new.sort_by(|a, b| (seq_of(a), &a.path).cmp(&(seq_of(b), &b.path)));
         let last = self.run.last().map(|(f, _)| seq_of(f));
         if new.iter().any(|f| f.merged) || last.is_some_and(|l| l >= seq_of(&new[0])) {
-            return Err(self);
+            return false;
         }
         if !self.alone.is_empty() {
             // Still alone: split again with the new files only (a file alone before was
@@ -253,11 +251,11 @@ impl Part {
                 files.iter().map(|f| f.as_ref()).enumerate().collect(),
             );
             if split.plain.len() + split.live.len() != self.alone.len() {
-                return Err(self);
+                return false;
             }
         }
         self.extend(location, spec, new);
-        Ok(self)
+        true
     }
 
     /// All its files.

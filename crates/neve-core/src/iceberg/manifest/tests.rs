@@ -269,7 +269,7 @@ fn delete_file(k: u64, generation: u64, sequence: i64) -> super::super::deletes:
         key: format!("metadata/neve-{k:04}-{generation}-deletes.parquet"),
         partition_values: std::sync::Arc::new(BTreeMap::from([(
             "m".to_string(),
-            (k % 5 != 0).then(|| format!("2021-{:02}", k % 12 + 1)),
+            (!k.is_multiple_of(5)).then(|| format!("2021-{:02}", k % 12 + 1)),
         )])),
         rows: k * 7 + generation + 1,
         size: k * 56 + generation + 400,
