@@ -680,7 +680,7 @@ impl IcebergWriter {
             groups_ms,
             memo_ms,
             out_ms = t0.elapsed().as_secs_f64() * 1e3,
-            "position deletes: the steps over every file"
+            "position deletes: grouped (the files added) and kept (every delete file)"
         );
         Ok(out)
     }
