@@ -175,14 +175,8 @@ impl Part {
         spec: &MergeSpec,
         mut files: Vec<Arc<AddFile>>,
     ) -> Part {
-        // The reader's order before its stable sort by sequence: by path.
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        let stats = crate::query::stats::FileStats::new(files.clone(), schema.clone());
-        let split = crate::query::merged::split(
-            spec,
-            &stats,
-            files.iter().map(|f| f.as_ref()).enumerate().collect(),
-        );
+        let split = split(schema, spec, &files);
         let by_path = |f: &AddFile| {
             files
                 .binary_search_by(|g| g.path.as_str().cmp(&f.path))
@@ -244,12 +238,7 @@ impl Part {
             let mut files: Vec<Arc<AddFile>> = self.alone.iter().map(|(f, _)| f.clone()).collect();
             files.extend(new.iter().cloned());
             files.sort_by(|a, b| a.path.cmp(&b.path));
-            let stats = crate::query::stats::FileStats::new(files.clone(), schema.clone());
-            let split = crate::query::merged::split(
-                spec,
-                &stats,
-                files.iter().map(|f| f.as_ref()).enumerate().collect(),
-            );
+            let split = split(schema, spec, &files);
             if split.plain.len() + split.live.len() != self.alone.len() {
                 return false;
             }
@@ -265,4 +254,19 @@ impl Part {
             .map(|(f, _)| f)
             .chain(self.run.into_iter().map(|(f, _)| f))
     }
+}
+
+/// Splits one partition's `files`, sorted by path (the reader's order before its stable sort
+/// by sequence), as the reader does.
+fn split<'a>(
+    schema: &arrow::datatypes::SchemaRef,
+    spec: &MergeSpec,
+    files: &'a [Arc<AddFile>],
+) -> crate::query::merged::MergedFiles<'a> {
+    let stats = crate::query::stats::FileStats::new(files.to_vec(), schema.clone());
+    crate::query::merged::split(
+        spec,
+        &stats,
+        files.iter().map(|f| f.as_ref()).enumerate().collect(),
+    )
 }

@@ -206,15 +206,40 @@ pub(crate) fn chunks(files: &BTreeMap<String, Arc<AddFile>>) -> Vec<Vec<&AddFile
     out
 }
 
-/// Files in chunk order cut where a path hashes to a boundary: the closed chunks, and the
-/// files after the last cut.
-fn cut(files: Vec<&AddFile>) -> (Vec<Vec<&AddFile>>, Vec<&AddFile>) {
+/// What manifests are cut by, for data files and position delete files alike: a name hashed
+/// for the cuts, and the version the open tail is split by.
+trait Chunked {
+    fn name(&self) -> &str;
+    fn version(&self) -> i64;
+}
+
+impl Chunked for &AddFile {
+    fn name(&self) -> &str {
+        &self.path
+    }
+    fn version(&self) -> i64 {
+        version_of(self)
+    }
+}
+
+impl Chunked for &super::deletes::DeleteFile {
+    fn name(&self) -> &str {
+        &self.key
+    }
+    fn version(&self) -> i64 {
+        self.sequence
+    }
+}
+
+/// Items in chunk order cut where a name hashes to a boundary: the closed chunks, and the
+/// items after the last cut.
+fn cut<T: Chunked>(items: Vec<T>) -> (Vec<Vec<T>>, Vec<T>) {
     let mut out = Vec::new();
-    let mut cur: Vec<&AddFile> = Vec::new();
-    for f in files {
+    let mut cur: Vec<T> = Vec::new();
+    for f in items {
+        let h = murmur3::murmur3_32(&mut std::io::Cursor::new(f.name().as_bytes()), 0x1ceb)
+            .unwrap_or(0);
         cur.push(f);
-        let h =
-            murmur3::murmur3_32(&mut std::io::Cursor::new(f.path.as_bytes()), 0x1ceb).unwrap_or(0);
         if h % CHUNK_FILES == 0 {
             out.push(std::mem::take(&mut cur));
         }
@@ -224,11 +249,11 @@ fn cut(files: Vec<&AddFile>) -> (Vec<Vec<&AddFile>>, Vec<&AddFile>) {
 
 /// The open tail, after the last cut: one chunk per version, so an insert writes a manifest of
 /// its own files alone until a cut folds the tail into one chunk.
-fn split_tail(tail: Vec<&AddFile>) -> Vec<Vec<&AddFile>> {
-    let mut out: Vec<Vec<&AddFile>> = Vec::new();
+fn split_tail<T: Chunked>(tail: Vec<T>) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = Vec::new();
     for f in tail {
         match out.last_mut() {
-            Some(last) if version_of(last[0]) == version_of(f) => last.push(f),
+            Some(last) if last[0].version() == f.version() => last.push(f),
             _ => out.push(vec![f]),
         }
     }
@@ -637,23 +662,8 @@ pub(crate) fn assemble_delete_manifests(
 ) -> Result<Vec<(ManifestInfo, Option<Vec<u8>>)>> {
     let mut sorted: Vec<&super::deletes::DeleteFile> = deletes.iter().collect();
     sorted.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
-    let mut chunks: Vec<Vec<&super::deletes::DeleteFile>> = Vec::new();
-    let mut cur = Vec::new();
-    for d in sorted {
-        cur.push(d);
-        let h =
-            murmur3::murmur3_32(&mut std::io::Cursor::new(d.key.as_bytes()), 0x1ceb).unwrap_or(0);
-        if h % CHUNK_FILES == 0 {
-            chunks.push(std::mem::take(&mut cur));
-        }
-    }
-    let closed = chunks.len();
-    for d in cur {
-        match chunks[closed..].last_mut() {
-            Some(last) if last[0].sequence == d.sequence => last.push(d),
-            _ => chunks.push(vec![d]),
-        }
-    }
+    let (mut chunks, tail) = cut(sorted);
+    chunks.extend(split_tail(tail));
     let mut before = std::mem::take(&mut kept.by_key);
     if kept.salt != layout.salt {
         before.clear();
