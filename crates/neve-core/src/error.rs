@@ -261,6 +261,11 @@ pub enum Error {
     )]
     IcebergSyncContended { attempts: u32 },
 
+    /// A sync of position deletes would hold more distinct keys, or one group more best rows,
+    /// than it numbers (about four billion).
+    #[error("Iceberg position deletes: more than {limit} distinct keys to weigh at once")]
+    IcebergTooManyKeys { limit: u64 },
+
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
@@ -378,6 +383,7 @@ impl Error {
             | Arrow { .. }
             | QueryFailed { .. }
             | IcebergMetadata { .. }
+            | IcebergTooManyKeys { .. }
             | TaskFailed(_) => ErrorKind::Internal,
         }
     }

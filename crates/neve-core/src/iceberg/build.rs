@@ -494,6 +494,7 @@ impl IcebergWriter {
             &mut *self.deletes_listed.lock().expect("deletes listed"),
         ));
         let mut states = std::mem::take(&mut *self.states.lock().expect("states"));
+        let ids = self.key_ids.lock().expect("key ids").clone();
         if keys.iter().flatten().any(|k| !memo.contains_key(*k)) {
             // Learn the delete files the manifests read so far list (the previous version's).
             let unread: Vec<String> = run
@@ -552,7 +553,8 @@ impl IcebergWriter {
         let given = self.given.as_ref();
         // Time spent weighing rows, summed over the threads: against `decide_ms` (the wall),
         // how many groups ran at once; more than the cores, and they waited for one.
-        let busy = &std::sync::atomic::AtomicU64::new(0);
+        let busy = std::sync::atomic::AtomicU64::new(0);
+        let shared = &deletes::Shared::new(spec, snap, &ids, Some(given), &busy)?;
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
             .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(*k)))
             .map(|i| {
@@ -566,72 +568,86 @@ impl IcebergWriter {
                 (i, kept)
             })
             .collect();
+        // Each group's new delete files are encoded as soon as it is decided, off the
+        // runtime's threads, while other groups are decided: encoding them all after every
+        // decision left a core idle for a third of it (BENCHMARKS.md, "Forty-fourth session").
+        let encoding = std::sync::atomic::AtomicU64::new(0);
+        let (memo_ref, keys_ref, encoding_ref) = (&memo, &keys, &encoding);
         // Boxed, so the future of a sync stays `Send` for any lifetime (a server spawns it).
         let decisions: Vec<futures::future::BoxFuture<'_, Result<_>>> = todo
             .into_iter()
             .map(|(i, kept)| {
                 let group = &groups[i];
                 async move {
-                    deletes::resolve(location, snap, spec, group, kept, Some(given), busy)
-                        .await
-                        .map(|r| (i, r))
+                    let (fresh, state) =
+                        deletes::resolve(location, spec, group, kept, shared).await?;
+                    let first_fresh = group.len() - fresh.len();
+                    let jobs: Vec<(usize, deletes::DeletedRows)> = fresh
+                        .into_iter()
+                        .enumerate()
+                        .map(|(x, losers)| (first_fresh + x, losers))
+                        .filter(|(j, _)| !memo_ref.contains_key(keys_ref[i][*j]))
+                        .map(|(j, losers)| {
+                            let rows = losers
+                                .into_iter()
+                                .map(|(at, p)| (location.file_url(&group[at as usize].path), p))
+                                .collect();
+                            (j, rows)
+                        })
+                        .collect();
+                    let (files, took) = tokio::task::spawn_blocking(move || {
+                        let t = std::time::Instant::now();
+                        let files = jobs
+                            .into_iter()
+                            .map(|(j, rows)| Ok((j, deletes::delete_file_bytes(rows)?)))
+                            .collect::<Result<Vec<_>>>();
+                        (files, t.elapsed())
+                    })
+                    .await
+                    .map_err(|e| Error::TaskFailed(e.to_string()))?;
+                    encoding_ref
+                        .fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+                    Ok((i, (state, files?)))
                 }
                 .boxed()
             })
             .collect();
         let memo_ms = t0.elapsed().as_secs_f64() * 1e3;
         let (groups_decided, t) = (decisions.len(), std::time::Instant::now());
-        let mut decided: HashMap<usize, (Vec<deletes::NewLosers>, deletes::GroupState)> =
+        let mut decided: HashMap<usize, (deletes::GroupState, Vec<(usize, (Vec<u8>, u64))>)> =
             futures::stream::iter(decisions)
                 .buffer_unordered(GROUPS_AT_ONCE)
                 .try_collect()
                 .await?;
-        let decide_ms = t.elapsed().as_secs_f64() * 1e3;
-        let t = std::time::Instant::now();
-        // The new prefixes' delete files, encoded on every core.
-        let mut encoded: HashMap<&str, (Vec<u8>, u64)> = {
-            use rayon::prelude::*;
-            let jobs: Vec<(&str, deletes::DeletedRows)> = decided
-                .iter()
-                .flat_map(|(&i, (fresh, _))| {
-                    let (group, first_fresh) = (&groups[i], groups[i].len() - fresh.len());
-                    let (memo, keys) = (&memo, &keys);
-                    fresh.iter().enumerate().filter_map(move |(x, losers)| {
-                        let key = keys[i][first_fresh + x];
-                        (!memo.contains_key(key)).then(|| {
-                            let rows = losers
-                                .iter()
-                                .map(|(&at, p)| {
-                                    (location.file_url(&group[at as usize].path), p.clone())
-                                })
-                                .collect();
-                            (key, rows)
-                        })
-                    })
-                })
-                .collect();
-            jobs.into_par_iter()
-                .map(|(key, rows)| Ok((key, deletes::delete_file_bytes(rows)?)))
-                .collect::<Result<_>>()?
-        };
+        // The new prefixes' delete files, by key.
+        let mut encoded: HashMap<&str, (Vec<u8>, u64)> = decided
+            .iter_mut()
+            .flat_map(|(&i, (_, files))| {
+                let keys = &keys;
+                std::mem::take(files)
+                    .into_iter()
+                    .map(move |(j, file)| (keys[i][j], file))
+            })
+            .collect();
         tracing::debug!(
             version = snap.version,
             groups_decided,
-            decide_ms,
+            decide_ms = t.elapsed().as_secs_f64() * 1e3,
             weigh_ms = busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
             files_encoded = encoded.len(),
-            encode_ms = t.elapsed().as_secs_f64() * 1e3,
-            "position deletes decided"
+            encode_ms = encoding.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
+            "position deletes decided and encoded (encode_ms: summed over the threads)"
         );
         let t0 = std::time::Instant::now();
         let mut out = Vec::new();
         let mut kept = HashMap::with_capacity(memo.len() + encoded.len());
         let mut kept_states = deletes::States::new();
-        let mut kept_rows = 0;
+        // Best rows of every complete state, and of those kept.
+        let (mut kept_rows, mut named_rows) = (0, 0);
         for (i, group) in groups.iter().enumerate() {
             let partition_values = Arc::new(group[0].partition_values.clone());
             let state = match decided.remove(&i) {
-                Some((_, state)) => Some(Arc::new(state)),
+                Some((state, _)) => Some(Arc::new(state)),
                 // Unchanged: its state carries over.
                 None => states.get(&group[0].path).cloned(),
             };
@@ -665,9 +681,17 @@ impl IcebergWriter {
             if let Some(s) = state.filter(|s| s.files().len() == group.len()) {
                 kept_rows += s.rows();
                 if kept_rows <= KEPT_BEST_ROWS {
+                    named_rows = kept_rows;
                     kept_states.insert(group[0].path.clone(), s);
                 }
             }
+        }
+        // Keys no kept state names (groups merged away, or past the cap) are dropped with the
+        // states once they outnumber those the states can name: memory stays bounded by the
+        // best rows kept, and the groups are decided from their files again.
+        if ids.len() > named_rows + KEY_IDS_SLACK {
+            *self.key_ids.lock().expect("key ids") = Arc::default();
+            kept_states.clear();
         }
         // What was given of files it described and did not need is of no more use.
         self.forget_columns(snap.files.keys().map(|p| p.as_str()));
@@ -692,3 +716,7 @@ const GROUPS_AT_ONCE: usize = 8;
 /// The most best rows (one per key of a group) a writer keeps of the groups it decided last;
 /// past it, a group's files are read again when it next changes.
 const KEPT_BEST_ROWS: usize = 8 << 20;
+
+/// How many more keys than the kept states' best rows the key ids may hold before they are
+/// dropped with the states.
+const KEY_IDS_SLACK: usize = 1 << 20;

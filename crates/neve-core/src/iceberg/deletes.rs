@@ -23,14 +23,16 @@ use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, Result};
 use crate::log::{AddFile, Snapshot};
 use crate::merge::MergeSpec;
 use crate::storage::TableLocation;
 use crate::write::KeptColumns;
+
+pub(crate) use super::keys::KeyIds;
 
 /// Iceberg's reserved field ids of a position delete file's columns.
 const FILE_PATH_ID: &str = "2147483546";
@@ -241,7 +243,7 @@ async fn file_columns(
 /// files. A row that loses keeps losing as files join (the winner is the highest (version,
 /// merge position), or the first row for `dedupe`, and files join after the ones there, in
 /// merge order), so the best rows are all a sync must weigh a new file's rows against. They
-/// are kept by key in row format, so a file joining costs a lookup per row of its own,
+/// are found by key id (see [`KeyIds`]), so a file joining costs a lookup per row of its own,
 /// whatever the group holds (sorting them all again each time was most of an insert's sync).
 #[derive(Debug, Clone)]
 pub(crate) struct GroupState {
@@ -255,22 +257,24 @@ pub(crate) struct GroupState {
     /// Turn keys and versions into rows that compare as the values do (a null version lowest).
     keys: Arc<RowConverter>,
     versions: Option<Arc<RowConverter>>,
+    /// The ids its best rows name their keys by.
+    ids: Arc<KeyIds>,
     /// Each key's best row (the winner, or the tombstone that hides the key).
     best: BestRows,
 }
 
-/// Best rows, one per key: the keys' row-format bytes in one buffer, found through a table of
-/// indices that keeps each key's hash. A map of boxed keys allocated each new key and hashed
-/// every key again each time it grew: a quarter of weighing's CPU (BENCHMARKS.md,
-/// "Forty-first session").
+/// Best rows, one per key, found by their key's id.
 #[derive(Debug, Clone, Default)]
 struct BestRows {
-    hasher: ahash::RandomState,
-    /// Indices into `rows`, by the hash of their key.
-    table: hashbrown::HashTable<usize>,
+    /// Indices into `rows`, by the hash of their key's id.
+    table: hashbrown::HashTable<u32>,
     rows: Vec<Best>,
-    /// The keys, one after another: row `i`'s is `keys[rows[i].key.0..rows[i].key.1]`.
-    keys: Vec<u8>,
+}
+
+/// The hash of a key id in a group's table: a multiply spreads dense ids over the table's
+/// tags and keeps their low bits distinct for its buckets.
+fn id_hash(id: u32) -> u64 {
+    u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// A key or a version in row format: up to 16 bytes (an integer or a timestamp, with its null
@@ -281,19 +285,23 @@ type RowBytes = smallvec::SmallVec<[u8; 16]>;
 /// A key's best row so far.
 #[derive(Debug, Clone)]
 struct Best {
-    /// Its key's hash, and where its key's bytes are in [`BestRows::keys`].
-    hash: u64,
-    key: (usize, usize),
-    /// Its version in row format (empty without a version column).
-    version: RowBytes,
+    /// Its key's id in [`KeyIds`].
+    id: u32,
     /// Whether it hides its key (a tombstone): it is among the losers already.
     hidden: bool,
+    /// Its version in row format (empty without a version column).
+    version: RowBytes,
     /// Where it is: (file, position).
     at: (u32, u64),
 }
 
 impl GroupState {
-    fn empty(spec: &MergeSpec, spec_text: String, types: Vec<DataType>) -> Result<Self> {
+    fn empty(
+        spec: &MergeSpec,
+        spec_text: String,
+        types: Vec<DataType>,
+        ids: Arc<KeyIds>,
+    ) -> Result<Self> {
         let k = spec.key().len();
         let keys = RowConverter::new(
             types[..k]
@@ -315,6 +323,7 @@ impl GroupState {
             files: Vec::new(),
             keys: Arc::new(keys),
             versions,
+            ids,
             best: BestRows::default(),
         })
     }
@@ -322,6 +331,11 @@ impl GroupState {
     /// The files decided: a prefix of the group.
     pub(crate) fn files(&self) -> &[String] {
         &self.files
+    }
+
+    /// Whether its best rows name their keys by `ids`.
+    pub(crate) fn names_keys_by(&self, ids: &Arc<KeyIds>) -> bool {
+        Arc::ptr_eq(&self.ids, ids)
     }
 
     /// Best rows held: one per key.
@@ -335,8 +349,7 @@ impl GroupState {
     fn step(&mut self, spec: &MergeSpec, path: String, cols: Vec<ArrayRef>) -> Result<NewLosers> {
         let file = self.files.len() as u32;
         let k = spec.key().len();
-        let m = cols.first().map_or(0, |c| c.len());
-        let keys = self.keys.convert_columns(&cols[..k])?;
+        let ids = self.ids.ids(&self.keys.convert_columns(&cols[..k])?)?;
         let versions = match &self.versions {
             Some(c) => Some(c.convert_columns(&cols[k..k + 1])?),
             None => None,
@@ -352,43 +365,29 @@ impl GroupState {
         let dedupe = matches!(spec, MergeSpec::Dedupe { .. });
         let mut lost = NewLosers::new();
         let mut lose = |(f, p): (u32, u64)| lost.entry(f).or_default().push(p);
-        let BestRows {
-            hasher,
-            table,
-            rows,
-            keys: key_bytes,
-        } = &mut self.best;
-        // Room for every row to be a new key: the table grows once, if at all.
-        table.reserve(m, |&i| rows[i].hash);
-        rows.reserve(m);
-        for pos in 0..m {
-            let key = keys.row(pos);
-            let key = key.as_ref();
-            let hash = hasher.hash_one(key);
-            let mut row = Best {
-                hash,
-                key: (0, 0),
+        let BestRows { table, rows } = &mut self.best;
+        for (pos, id) in ids.into_iter().enumerate() {
+            let hash = id_hash(id);
+            let row = Best {
+                id,
+                hidden: deleted.is_some_and(|d| d.is_valid(pos) && d.value(pos)),
                 version: versions.as_ref().map_or_else(Default::default, |v| {
                     RowBytes::from_slice(v.row(pos).as_ref())
                 }),
-                hidden: deleted.is_some_and(|d| d.is_valid(pos) && d.value(pos)),
                 at: (file, pos as u64),
             };
-            let found = table.find(hash, |&i| {
-                let (a, b) = rows[i].key;
-                &key_bytes[a..b] == key
-            });
-            match found.map(|&i| &mut rows[i]) {
+            let found = table.find(hash, |&i| rows[i as usize].id == id);
+            match found.map(|&i| &mut rows[i as usize]) {
                 None => {
                     if row.hidden {
                         lose(row.at);
                     }
-                    let at = key_bytes.len();
-                    key_bytes.extend_from_slice(key);
-                    row.key = (at, key_bytes.len());
-                    let index = rows.len();
+                    let index =
+                        u32::try_from(rows.len()).map_err(|_| Error::IcebergTooManyKeys {
+                            limit: u32::MAX.into(),
+                        })?;
                     rows.push(row);
-                    table.insert_unique(hash, index, |&i| rows[i].hash);
+                    table.insert_unique(hash, index, |&i| id_hash(rows[i as usize].id));
                 }
                 // The first row wins (dedupe); else the highest version, and on a tie, or
                 // without one, the later row: this one.
@@ -401,7 +400,6 @@ impl GroupState {
                     if row.hidden {
                         lose(row.at);
                     }
-                    row.key = best.key;
                     *best = row;
                 }
             }
@@ -421,31 +419,64 @@ pub(crate) type States = HashMap<String, Arc<GroupState>>;
 /// positions that lost, sorted.
 pub(crate) type NewLosers = BTreeMap<u32, Vec<u64>>;
 
+/// What the groups a sync decides share.
+pub(crate) struct Shared<'a> {
+    /// The decisive columns, as the table types them (the schema turned into arrow once a
+    /// sync, not once a group: a fifth of a sync's own thread with 132 groups).
+    columns: Vec<(String, DataType)>,
+    /// The ids kept states name their keys by; a state of other ids is decided again.
+    ids: &'a Arc<KeyIds>,
+    /// The columns an insert gave of the files it wrote.
+    given: Option<&'a GivenColumns>,
+    /// Nanoseconds spent weighing rows off the runtime, added to (see `weigh_ms` in the log).
+    busy: &'a std::sync::atomic::AtomicU64,
+}
+
+impl<'a> Shared<'a> {
+    pub(crate) fn new(
+        spec: &MergeSpec,
+        snap: &Snapshot,
+        ids: &'a Arc<KeyIds>,
+        given: Option<&'a GivenColumns>,
+        busy: &'a std::sync::atomic::AtomicU64,
+    ) -> Result<Self> {
+        Ok(Self {
+            columns: decisive_columns(spec, snap)?,
+            ids,
+            given,
+            busy,
+        })
+    }
+}
+
 /// For each prefix of `group` (merge order) past the one `known` decided, the rows it adds
 /// to the losers: rows that lose to another row of their key or whose key is deleted. Their
 /// union is the group's losers. Also the state of the whole group.
 pub(crate) async fn resolve(
     location: &TableLocation,
-    snap: &Snapshot,
     spec: &MergeSpec,
     group: &[&AddFile],
     known: Option<Arc<GroupState>>,
-    given: Option<&GivenColumns>,
-    // Nanoseconds spent weighing rows off the runtime, added to (see `weigh_ms` in the log).
-    busy: &std::sync::atomic::AtomicU64,
+    shared: &Shared<'_>,
 ) -> Result<(Vec<NewLosers>, GroupState)> {
-    let columns = decisive_columns(spec, snap)?;
+    let Shared {
+        ref columns,
+        ids,
+        given,
+        busy,
+    } = *shared;
     let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
     let spec_text = spec.to_string();
     let known = known.filter(|s| {
         s.spec == spec_text
+            && s.names_keys_by(ids)
             && s.types == types
             && s.files.len() <= group.len()
             && s.files.iter().zip(group).all(|(p, f)| *p == f.path)
     });
     let mut state = match known {
         Some(s) => Arc::try_unwrap(s).unwrap_or_else(|s| s.as_ref().clone()),
-        None => GroupState::empty(spec, spec_text, types)?,
+        None => GroupState::empty(spec, spec_text, types, ids.clone())?,
     };
     let mut out = Vec::new();
     // The files not decided, a few read at a time, then decided in turn off the runtime's
@@ -454,7 +485,7 @@ pub(crate) async fn resolve(
     for some in todo.chunks(crate::log::READ_CONCURRENCY) {
         let reads = some
             .iter()
-            .map(|f| file_columns(location, f, &columns, given));
+            .map(|f| file_columns(location, f, columns, given));
         let read = futures::future::try_join_all(reads).await?;
         let paths: Vec<String> = some.iter().map(|f| f.path.clone()).collect();
         let spec = spec.clone();
@@ -500,9 +531,17 @@ pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)>
         id(Field::new("pos", DataType::Int64, false), POS_ID),
     ]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(paths), Arc::new(pos)])?;
+    // Positions, sorted, as deltas (a few bits each) and file paths as a dictionary (one
+    // entry per data file), with statistics of the whole column only: zstd and a dictionary of
+    // positions took twice the time to encode a delete file and made them larger
+    // (BENCHMARKS.md, "Forty-fourth session").
     let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_created_by("neve".to_string())
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_column_compression("file_path".into(), Compression::ZSTD(ZstdLevel::default()))
+        .set_column_compression("pos".into(), Compression::UNCOMPRESSED)
+        .set_column_dictionary_enabled("pos".into(), false)
+        .set_column_encoding("pos".into(), Encoding::DELTA_BINARY_PACKED)
         .build();
     let mut bytes = Vec::new();
     let mut w = ArrowWriter::try_new(&mut bytes, schema, Some(props))?;
@@ -648,17 +687,11 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
 
     let spec = snap.metadata.merge.as_ref().expect("merge semantics");
     for group in groups(snap, spec) {
-        let (steps, _) = resolve(
-            location,
-            snap,
-            spec,
-            &group,
-            None,
-            None,
-            &Default::default(),
-        )
-        .await
-        .unwrap();
+        let (ids, busy) = (Arc::default(), Default::default());
+        let shared = Shared::new(spec, snap, &ids, None, &busy).unwrap();
+        let (steps, _) = resolve(location, spec, &group, None, &shared)
+            .await
+            .unwrap();
         assert_eq!(steps.len(), group.len());
         for (step, key) in steps.into_iter().zip(prefix_keys(location, spec, &group)) {
             let mut want: Vec<(String, i64)> = step

@@ -8,7 +8,7 @@ use arrow::array::{BooleanArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use object_store::ObjectStoreExt;
 
-use super::deletes::{groups, resolve, States};
+use super::deletes::{groups, resolve, KeyIds, Shared, States};
 use crate::log::{Snapshot, TableSettings};
 use crate::partition::parse_spec;
 use crate::storage::TableLocation;
@@ -75,15 +75,20 @@ async fn decide(
     location: &TableLocation,
     snap: &Snapshot,
     known: &States,
+    ids: &Arc<KeyIds>,
 ) -> (BTreeMap<String, Vec<u64>>, States) {
     let spec = snap.metadata.merge.as_ref().unwrap();
+    let busy = Default::default();
+    let shared = Shared::new(spec, snap, ids, None, &busy).unwrap();
     let (mut losers, mut states) = (BTreeMap::<String, Vec<u64>>::new(), States::new());
     for g in groups(snap, spec) {
         let kept = known.get(&g[0].path).cloned();
-        let skip = kept.as_ref().map_or(0, |s| s.files().len());
-        let (steps, s) = resolve(location, snap, spec, &g, kept, None, &Default::default())
-            .await
-            .unwrap();
+        // A state of other ids is decided again, from every file.
+        let skip = kept
+            .as_ref()
+            .filter(|s| s.names_keys_by(ids))
+            .map_or(0, |s| s.files().len());
+        let (steps, s) = resolve(location, spec, &g, kept, &shared).await.unwrap();
         assert_eq!(steps.len(), g.len() - skip, "one step per file read");
         for step in steps {
             for (f, p) in step {
@@ -104,6 +109,7 @@ async fn decide(
 #[tokio::test]
 async fn a_group_that_grew_is_decided_from_its_kept_state_and_the_new_files_only() {
     let location = TableLocation::memory("d");
+    let ids: Arc<KeyIds> = Arc::default();
     let t = TableBuilder::new(location.clone())
         .with_seed(5)
         .with_iceberg_after_commit(false)
@@ -119,7 +125,7 @@ async fn a_group_that_grew_is_decided_from_its_kept_state_and_the_new_files_only
         .collect();
     insert(&t, &second).await;
     let before = t.snapshot().await.unwrap();
-    let (earlier, kept) = decide(&location, &before, &States::new()).await;
+    let (earlier, kept) = decide(&location, &before, &States::new(), &ids).await;
 
     // Lower versions that lose, higher ones that win (over tombstones too), equal ones that
     // win as the later row, keys new to the group; g=2 gets a file, g=3 is new.
@@ -130,17 +136,20 @@ async fn a_group_that_grew_is_decided_from_its_kept_state_and_the_new_files_only
         .collect();
     insert(&t, &third).await;
     let after = t.snapshot().await.unwrap();
-    let (afresh, _) = decide(&location, &after, &States::new()).await;
+    let (afresh, _) = decide(&location, &after, &States::new(), &ids).await;
     assert!(
         afresh.values().map(Vec::len).sum::<usize>() > 50,
         "rows lose: {afresh:?}"
     );
+    // States whose keys are named by other ids are decided again, from every file.
+    let (other_ids, _) = decide(&location, &after, &kept, &Arc::default()).await;
+    assert_eq!(other_ids, afresh);
 
     // The files decided before are gone: a sync that read one would fail.
     for path in before.files.keys() {
         location.store.delete(&location.child(path)).await.unwrap();
     }
-    let (mut from_kept, states) = decide(&location, &after, &kept).await;
+    let (mut from_kept, states) = decide(&location, &after, &kept, &ids).await;
     // What the files decided before made lose, and what the new files add.
     for (path, p) in earlier {
         from_kept.entry(path).or_default().extend(p);
@@ -153,7 +162,7 @@ async fn a_group_that_grew_is_decided_from_its_kept_state_and_the_new_files_only
     afresh.retain(|_, p| !p.is_empty());
     assert_eq!(from_kept, afresh);
     // And what it keeps decides the same again.
-    let (again, _) = decide(&location, &after, &states).await;
+    let (again, _) = decide(&location, &after, &states, &ids).await;
     assert!(again.is_empty(), "nothing left to decide: {again:?}");
 }
 

@@ -644,6 +644,21 @@ pub(crate) struct DeleteEntries {
     salt: [u8; 32],
     /// By delete file key: its size and entry (the entry holds its rows and sequence).
     by_key: HashMap<String, (u64, EncodedEntry)>,
+    /// The chunks named last, by their first delete file's key: a chunk of the same delete
+    /// files (compared, key, rows, size and sequence) is named without formatting and hashing
+    /// them again, which at 4,000 delete files cost 4–6 ms a sync (BENCHMARKS.md).
+    names: HashMap<String, (Vec<DeleteId>, ChunkName)>,
+}
+
+/// What a delete manifest's name is a function of, for each of its delete files.
+type DeleteId = (String, u64, u64, i64);
+
+fn delete_id(d: &super::deletes::DeleteFile) -> DeleteId {
+    (d.key.clone(), d.rows, d.size, d.sequence)
+}
+
+fn same_delete(id: &DeleteId, d: &super::deletes::DeleteFile) -> bool {
+    id.0 == d.key && id.1 == d.rows && id.2 == d.size && id.3 == d.sequence
 }
 
 /// The delete manifests of a snapshot's position delete files, cut into chunks as data files
@@ -665,14 +680,27 @@ pub(crate) fn assemble_delete_manifests(
     let (mut chunks, tail) = cut(sorted);
     chunks.extend(split_tail(tail));
     let mut before = std::mem::take(&mut kept.by_key);
+    let mut names_before = std::mem::take(&mut kept.names);
     if kept.salt != layout.salt {
         before.clear();
+        names_before.clear();
         kept.salt = layout.salt;
     }
     let writer = entry_writer(layout)?;
     let mut out = Vec::with_capacity(chunks.len());
     for chunk in chunks {
-        let (key, digest) = delete_chunk_key(layout, &chunk);
+        let named = names_before.remove(&chunk[0].key).filter(|(ids, _)| {
+            ids.len() == chunk.len() && ids.iter().zip(&chunk).all(|(id, d)| same_delete(id, d))
+        });
+        let (ids, (key, digest)) = match named {
+            Some(named) => named,
+            None => (
+                chunk.iter().map(|d| delete_id(d)).collect(),
+                delete_chunk_key(layout, &chunk),
+            ),
+        };
+        kept.names
+            .insert(chunk[0].key.clone(), (ids, (key.clone(), digest)));
         if let Some(info) = known(&key) {
             // Its entries are kept as they were, for a chunk that folds them later.
             for d in chunk {

@@ -13,6 +13,7 @@ mod avro;
 mod build;
 pub(crate) mod deletes;
 mod groups;
+mod keys;
 mod manifest;
 mod metrics;
 mod types;
@@ -236,6 +237,8 @@ pub struct IcebergWriter {
     /// What was decided of those groups (see [`deletes::GroupState`]): a group that grew is
     /// decided by reading only the files that joined it.
     states: Arc<std::sync::Mutex<deletes::States>>,
+    /// The key ids those states name their keys by.
+    key_ids: Arc<std::sync::Mutex<Arc<deletes::KeyIds>>>,
     /// The groups of the snapshot written last, with their delete files' keys: an insert's
     /// sync groups only the files it added.
     grouping: Arc<std::sync::Mutex<Option<groups::Grouping>>>,
@@ -301,6 +304,7 @@ impl IcebergWriter {
             layout: Arc::default(),
             deletes: Arc::default(),
             states: Arc::default(),
+            key_ids: Arc::default(),
             grouping: Arc::default(),
             deletes_listed: Arc::default(),
             delete_entries: Arc::default(),
