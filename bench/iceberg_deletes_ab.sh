@@ -4,7 +4,9 @@
 # Each run: `neve bench iceberg --merge …` (INSERTS inserts of 100,000 taxi rows into a table
 # with and one without Iceberg metadata), on a tmpfs folder: on a disk's file system the
 # PUTs slow run after run as the runs before delete their files (BENCHMARKS.md, issue 19).
-# Prints, per run, the medians of the added time and of the sync's debug timings.
+# Prints, per run, the medians of the added time and of the sync's debug timings (since the
+# forty-fourth session `decide_ms` is the wall of deciding and encoding together, `encode_ms`
+# encoding summed over the threads; `deletes_ms` compares across builds).
 set -euo pipefail
 BASE=$1 NEW=$2 ROUNDS=${3:-3} INSERTS=${4:-8}
 # A fresh folder of its own under the tmpfs (BENCH_TMPFS), removed at the end: nothing of the

@@ -614,11 +614,10 @@ impl IcebergWriter {
             .collect();
         let memo_ms = t0.elapsed().as_secs_f64() * 1e3;
         let (groups_decided, t) = (decisions.len(), std::time::Instant::now());
-        let mut decided: HashMap<usize, (deletes::GroupState, Vec<(usize, (Vec<u8>, u64))>)> =
-            futures::stream::iter(decisions)
-                .buffer_unordered(GROUPS_AT_ONCE)
-                .try_collect()
-                .await?;
+        let mut decided: HashMap<usize, Decided> = futures::stream::iter(decisions)
+            .buffer_unordered(GROUPS_AT_ONCE)
+            .try_collect()
+            .await?;
         // The new prefixes' delete files, by key.
         let mut encoded: HashMap<&str, (Vec<u8>, u64)> = decided
             .iter_mut()
@@ -709,6 +708,9 @@ impl IcebergWriter {
         Ok(out)
     }
 }
+
+/// A group decided: its state, and its new delete files (by index in the group: bytes, rows).
+type Decided = (deletes::GroupState, Vec<(usize, (Vec<u8>, u64))>);
 
 /// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files).
 const GROUPS_AT_ONCE: usize = 8;
