@@ -646,7 +646,7 @@ pub(crate) struct DeleteEntries {
     by_key: HashMap<String, (u64, EncodedEntry)>,
     /// The chunks named last, by their first delete file's key: a chunk of the same delete
     /// files (compared, key, rows, size and sequence) is named without formatting and hashing
-    /// them again, which at 4,000 delete files cost 4–6 ms a sync (BENCHMARKS.md).
+    /// them again: about a millisecond a sync at 4,000 delete files (BENCHMARKS.md).
     names: HashMap<String, (Vec<DeleteId>, ChunkName)>,
 }
 
