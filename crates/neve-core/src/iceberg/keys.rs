@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 /// their key by its number. A table's partitions hold mostly the same keys (the same taxis
 /// every month), so this is small enough to stay in the CPU's cache while a group's rows are
 /// weighed, where each group keeping its own keys' bytes spread the lookups over the memory
-/// of every group (each row weighed waited for memory; BENCHMARKS.md, "Forty-fourth
-/// session"). Shared by the groups decided at once: most keys are known, found under the read
+/// of every group (90 MB for 132 month partitions, more than the cache; BENCHMARKS.md,
+/// "Forty-fourth session"). Shared by the groups decided at once: most keys are known, found under the read
 /// lock, and a file's new keys are added under the write lock together.
 #[derive(Debug, Default)]
 pub(crate) struct KeyIds {
@@ -36,6 +36,20 @@ impl KeyTable {
 
     fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         self.table.find(hash, |&id| self.key(id) == key).copied()
+    }
+
+    /// Numbers `key`, not known (its hash `hash`).
+    fn insert(&mut self, hash: u64, key: &[u8]) -> Result<u32> {
+        let id = u32::try_from(self.ends.len()).map_err(|_| Error::IcebergTooManyKeys {
+            limit: u32::MAX.into(),
+        })?;
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.table
+            .insert_unique(hash, id, |&id| hashes[id as usize]);
+        Ok(id)
     }
 }
 
@@ -66,32 +80,13 @@ impl KeyIds {
             return Ok(ids);
         }
         let mut known = self.keys.write().expect("key ids");
-        let KeyTable {
-            table,
-            ends,
-            hashes: key_hashes,
-            bytes,
-        } = &mut *known;
         for i in new {
             let (key, hash) = (keys.row(i), hashes[i]);
             let key = key.as_ref();
-            let key_of = |id: u32| {
-                let id = id as usize;
-                &bytes[if id == 0 { 0 } else { ends[id - 1] }..ends[id]]
-            };
-            ids[i] = match table.find(hash, |&id| key_of(id) == key) {
+            ids[i] = match known.find(hash, key) {
                 // Another group's file numbered it meanwhile, or it repeats in this file.
-                Some(&id) => id,
-                None => {
-                    let id = u32::try_from(ends.len()).map_err(|_| Error::IcebergTooManyKeys {
-                        limit: u32::MAX.into(),
-                    })?;
-                    bytes.extend_from_slice(key);
-                    ends.push(bytes.len());
-                    key_hashes.push(hash);
-                    table.insert_unique(hash, id, |&id| key_hashes[id as usize]);
-                    id
-                }
+                Some(id) => id,
+                None => known.insert(hash, key)?,
             };
         }
         Ok(ids)
