@@ -15,12 +15,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray,
+    new_null_array, Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, RecordBatch,
+    StringArray,
 };
 use arrow::compute::{cast, concat};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema};
 use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -33,6 +35,8 @@ use crate::storage::TableLocation;
 use crate::write::KeptColumns;
 
 pub(crate) use super::keys::KeyIds;
+pub(crate) use super::weigh::NewLosers;
+use super::weigh::Weighed;
 
 /// Iceberg's reserved field ids of a position delete file's columns.
 const FILE_PATH_ID: &str = "2147483546";
@@ -254,45 +258,12 @@ pub(crate) struct GroupState {
     types: Vec<DataType>,
     /// The files decided (paths), in merge order: a prefix of the group.
     files: Vec<String>,
-    /// Turn keys and versions into rows that compare as the values do (a null version lowest).
+    /// Turns keys of several columns, or of a type other than strings and bytes, into rows.
     keys: Arc<RowConverter>,
-    versions: Option<Arc<RowConverter>>,
     /// The ids its best rows name their keys by.
     ids: Arc<KeyIds>,
     /// Each key's best row (the winner, or the tombstone that hides the key).
-    best: BestRows,
-}
-
-/// Best rows, one per key, found by their key's id.
-#[derive(Debug, Clone, Default)]
-struct BestRows {
-    /// Indices into `rows`, by the hash of their key's id.
-    table: hashbrown::HashTable<u32>,
-    rows: Vec<Best>,
-}
-
-/// The hash of a key id in a group's table: a multiply spreads dense ids over the table's
-/// tags and keeps their low bits distinct for its buckets.
-fn id_hash(id: u32) -> u64 {
-    u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
-/// A key or a version in row format: up to 16 bytes (an integer or a timestamp, with its null
-/// byte) held inline. Boxed, they cost up to two allocations per row weighed (the key of every
-/// new key, the version of every row): deciding took about 15% longer (BENCHMARKS.md).
-type RowBytes = smallvec::SmallVec<[u8; 16]>;
-
-/// A key's best row so far.
-#[derive(Debug, Clone)]
-struct Best {
-    /// Its key's id in [`KeyIds`].
-    id: u32,
-    /// Whether it hides its key (a tombstone): it is among the losers already.
-    hidden: bool,
-    /// Its version in row format (empty without a version column).
-    version: RowBytes,
-    /// Where it is: (file, position).
-    at: (u32, u64),
+    best: Weighed,
 }
 
 impl GroupState {
@@ -309,22 +280,19 @@ impl GroupState {
                 .map(|t| SortField::new(t.clone()))
                 .collect(),
         )?;
-        let versions = match spec {
+        let version = match spec {
             MergeSpec::Replace {
                 version: Some(_), ..
-            } => Some(Arc::new(RowConverter::new(vec![SortField::new(
-                types[k].clone(),
-            )])?)),
+            } => Some(&types[k]),
             _ => None,
         };
         Ok(Self {
+            best: Weighed::new(version)?,
             spec: spec_text,
             types,
             files: Vec::new(),
             keys: Arc::new(keys),
-            versions,
             ids,
-            best: BestRows::default(),
         })
     }
 
@@ -340,73 +308,28 @@ impl GroupState {
 
     /// Best rows held: one per key.
     pub(crate) fn rows(&self) -> usize {
-        self.best.rows.len()
+        self.best.rows()
     }
 
     /// Adds the file at `path` (its decisive columns `cols`, in the order `decisive_columns`
-    /// gives): the rows that now lose, and the new best rows. Its rows come in merge order
-    /// (position), each weighed against its key's best row so far.
+    /// gives): the rows that now lose, and the new best rows.
     fn step(&mut self, spec: &MergeSpec, path: String, cols: Vec<ArrayRef>) -> Result<NewLosers> {
         let file = self.files.len() as u32;
         let k = spec.key().len();
-        let ids = self.ids.ids(&self.keys.convert_columns(&cols[..k])?)?;
-        let versions = match &self.versions {
-            Some(c) => Some(c.convert_columns(&cols[k..k + 1])?),
-            None => None,
-        };
-        let deleted = match spec {
+        let ids = self.ids.ids(&cols[..k], &self.keys)?;
+        let (version, deleted) = match spec {
             MergeSpec::Replace {
                 version, deleted, ..
-            } => deleted
-                .as_ref()
-                .map(|_| cols[k + usize::from(version.is_some())].as_boolean()),
-            _ => None,
+            } => (
+                version.as_ref().map(|_| &cols[k]),
+                deleted
+                    .as_ref()
+                    .map(|_| cols[k + usize::from(version.is_some())].as_boolean()),
+            ),
+            _ => (None, None),
         };
         let dedupe = matches!(spec, MergeSpec::Dedupe { .. });
-        let mut lost = NewLosers::new();
-        let mut lose = |(f, p): (u32, u64)| lost.entry(f).or_default().push(p);
-        let BestRows { table, rows } = &mut self.best;
-        for (pos, id) in ids.into_iter().enumerate() {
-            let hash = id_hash(id);
-            let row = Best {
-                id,
-                hidden: deleted.is_some_and(|d| d.is_valid(pos) && d.value(pos)),
-                version: versions.as_ref().map_or_else(Default::default, |v| {
-                    RowBytes::from_slice(v.row(pos).as_ref())
-                }),
-                at: (file, pos as u64),
-            };
-            let found = table.find(hash, |&i| rows[i as usize].id == id);
-            match found.map(|&i| &mut rows[i as usize]) {
-                None => {
-                    if row.hidden {
-                        lose(row.at);
-                    }
-                    let index =
-                        u32::try_from(rows.len()).map_err(|_| Error::IcebergTooManyKeys {
-                            limit: u32::MAX.into(),
-                        })?;
-                    rows.push(row);
-                    table.insert_unique(hash, index, |&i| id_hash(rows[i as usize].id));
-                }
-                // The first row wins (dedupe); else the highest version, and on a tie, or
-                // without one, the later row: this one.
-                Some(best) if dedupe || row.version < best.version => lose(row.at),
-                Some(best) => {
-                    // A tombstone best lost when it became best.
-                    if !best.hidden {
-                        lose(best.at);
-                    }
-                    if row.hidden {
-                        lose(row.at);
-                    }
-                    *best = row;
-                }
-            }
-        }
-        for positions in lost.values_mut() {
-            positions.sort_unstable();
-        }
+        let lost = self.best.step(file, &ids, version, deleted, dedupe)?;
         self.files.push(path);
         Ok(lost)
     }
@@ -414,10 +337,6 @@ impl GroupState {
 
 /// Kept states by the path of their group's first file.
 pub(crate) type States = HashMap<String, Arc<GroupState>>;
-
-/// The rows a file adds to a group's losers: per file of the group so far (by index), the
-/// positions that lost, sorted.
-pub(crate) type NewLosers = BTreeMap<u32, Vec<u64>>;
 
 /// What the groups a sync decides share.
 pub(crate) struct Shared<'a> {
@@ -514,10 +433,15 @@ pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)>
     rows.retain(|(_, p)| !p.is_empty());
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
-    let paths: StringArray = rows
-        .iter()
-        .flat_map(|(path, p)| std::iter::repeat_n(Some(path.as_str()), p.len()))
-        .collect();
+    // Each data file's path once, and a key per row: a string per row copied every path once
+    // per position, 30% of encoding (BENCHMARKS.md, "Forty-fifth session").
+    let keys = Int32Array::from_iter_values(
+        (0i32..)
+            .zip(&rows)
+            .flat_map(|(i, (_, p))| std::iter::repeat_n(i, p.len())),
+    );
+    let names = StringArray::from_iter_values(rows.iter().map(|(path, _)| path.as_str()));
+    let paths = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(names))?;
     let pos =
         Int64Array::from_iter_values(rows.iter().flat_map(|(_, p)| p.iter().map(|&x| x as i64)));
     let id = |f: Field, id: &str| {
@@ -527,7 +451,14 @@ pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)>
         )]))
     };
     let schema = Arc::new(Schema::new(vec![
-        id(Field::new("file_path", DataType::Utf8, false), FILE_PATH_ID),
+        id(
+            Field::new(
+                "file_path",
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                false,
+            ),
+            FILE_PATH_ID,
+        ),
         id(Field::new("pos", DataType::Int64, false), POS_ID),
     ]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(paths), Arc::new(pos)])?;
@@ -543,8 +474,13 @@ pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)>
         .set_column_dictionary_enabled("pos".into(), false)
         .set_column_encoding("pos".into(), Encoding::DELTA_BINARY_PACKED)
         .build();
+    // No arrow schema in the footer: readers see `file_path` as the string column Iceberg
+    // specifies, not as the dictionary it was written from.
+    let options = ArrowWriterOptions::new()
+        .with_properties(props)
+        .with_skip_arrow_metadata(true);
     let mut bytes = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut bytes, schema, Some(props))?;
+    let mut w = ArrowWriter::try_new_with_options(&mut bytes, schema, options)?;
     w.write(&batch)?;
     w.close()?;
     Ok((bytes, n as u64))

@@ -1,16 +1,23 @@
 //! Key ids: the keys of a writer's groups of position deletes, each numbered once.
 
-use arrow::row::Rows;
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::DataType;
+use arrow::row::RowConverter;
 
 use crate::error::{Error, Result};
 
-/// The keys of a writer's groups, each once, in row format, numbered: a group's best rows name
-/// their key by its number. A table's partitions hold mostly the same keys (the same taxis
-/// every month), so this is small enough to stay in the CPU's cache while a group's rows are
-/// weighed, where each group keeping its own keys' bytes spread the lookups over the memory
-/// of every group (90 MB for 132 month partitions, more than the cache; BENCHMARKS.md,
-/// "Forty-fourth session"). Shared by the groups decided at once: most keys are known, found under the read
-/// lock, and a file's new keys are added under the write lock together.
+/// The keys of a writer's groups, each once, numbered: a group's best rows name their key by
+/// its number. A table's partitions hold mostly the same keys (the same taxis every month), so
+/// this is small enough to stay in the CPU's cache while a group's rows are weighed, where each
+/// group keeping its own keys' bytes spread the lookups over the memory of every group (90 MB
+/// for 132 month partitions, more than the cache; BENCHMARKS.md, "Forty-fourth session").
+/// Shared by the groups decided at once: most keys are known, found under the read lock, and a
+/// file's new keys are added under the write lock together.
+///
+/// A key is its bytes: a single string or binary column's own (a null has an id of its own),
+/// else the key columns in row format. The two forms may share the table, and their bytes may
+/// collide, but a group's keys are all of one form (its key columns' types), and within a form
+/// distinct keys have distinct bytes, so one id never names two keys of a group.
 #[derive(Debug, Default)]
 pub(crate) struct KeyIds {
     hasher: ahash::RandomState,
@@ -19,12 +26,14 @@ pub(crate) struct KeyIds {
 
 #[derive(Debug, Default)]
 struct KeyTable {
-    /// Ids by their key's hash.
+    /// Ids by their key's hash (every id but the null key's).
     table: hashbrown::HashTable<u32>,
     /// Key `i`'s bytes are `bytes[ends[i - 1]..ends[i]]` (from 0 for the first).
     ends: Vec<usize>,
     hashes: Vec<u64>,
     bytes: Vec<u8>,
+    /// The id of a null single-column key, once seen.
+    null: Option<u32>,
 }
 
 impl KeyTable {
@@ -34,18 +43,26 @@ impl KeyTable {
         &self.bytes[start..self.ends[i]]
     }
 
-    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        self.table.find(hash, |&id| self.key(id) == key).copied()
+    /// The id of `key` (its hash `hash`; `None`, a null single-column key), if known.
+    fn find(&self, hash: u64, key: Option<&[u8]>) -> Option<u32> {
+        match key {
+            None => self.null,
+            Some(key) => self.table.find(hash, |&id| self.key(id) == key).copied(),
+        }
     }
 
     /// Numbers `key`, not known (its hash `hash`).
-    fn insert(&mut self, hash: u64, key: &[u8]) -> Result<u32> {
+    fn insert(&mut self, hash: u64, key: Option<&[u8]>) -> Result<u32> {
         let id = u32::try_from(self.ends.len()).map_err(|_| Error::IcebergTooManyKeys {
             limit: u32::MAX.into(),
         })?;
-        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(key.unwrap_or_default());
         self.ends.push(self.bytes.len());
         self.hashes.push(hash);
+        if key.is_none() {
+            self.null = Some(id);
+            return Ok(id);
+        }
         let hashes = &self.hashes;
         self.table
             .insert_unique(hash, id, |&id| hashes[id as usize]);
@@ -59,18 +76,55 @@ impl KeyIds {
         self.keys.read().expect("key ids").ends.len()
     }
 
-    /// The id of each of `keys`' rows, numbering those not known yet.
-    pub(crate) fn ids(&self, keys: &Rows) -> Result<Vec<u32>> {
-        let hashes: Vec<u64> = keys
-            .iter()
-            .map(|k| self.hasher.hash_one(k.as_ref()))
+    /// The id of each row of the key columns `keys`, numbering those not known yet. A single
+    /// string or binary column is numbered by its values' bytes; other keys are turned into
+    /// rows by `rows` (turning a taxi id into a row was 15% of deciding; BENCHMARKS.md,
+    /// "Forty-fifth session").
+    pub(crate) fn ids(&self, keys: &[ArrayRef], rows: &RowConverter) -> Result<Vec<u32>> {
+        fn bytes<'a, T: arrow::array::ArrayAccessor>(
+            a: T,
+            value: impl Fn(T::Item) -> &'a [u8],
+        ) -> impl Fn(usize) -> Option<&'a [u8]>
+        where
+            T: 'a,
+        {
+            move |i| a.is_valid(i).then(|| value(a.value(i)))
+        }
+        let n = keys.first().map_or(0, |k| k.len());
+        match keys {
+            [k] => match k.data_type() {
+                DataType::Utf8 => {
+                    return self.ids_by(n, bytes(k.as_string::<i32>(), str::as_bytes))
+                }
+                DataType::LargeUtf8 => {
+                    return self.ids_by(n, bytes(k.as_string::<i64>(), str::as_bytes))
+                }
+                DataType::Utf8View => {
+                    return self.ids_by(n, bytes(k.as_string_view(), str::as_bytes))
+                }
+                DataType::Binary => return self.ids_by(n, bytes(k.as_binary::<i32>(), |v| v)),
+                DataType::LargeBinary => return self.ids_by(n, bytes(k.as_binary::<i64>(), |v| v)),
+                DataType::BinaryView => return self.ids_by(n, bytes(k.as_binary_view(), |v| v)),
+                _ => {}
+            },
+            _ => {}
+        }
+        let rows = rows.convert_columns(keys)?;
+        self.ids_by(rows.num_rows(), |i| Some(rows.row(i).data()))
+    }
+
+    /// The id of each of `n` keys, `key(i)` the bytes of the `i`th (`None` for a null
+    /// single-column key).
+    fn ids_by<'k>(&self, n: usize, key: impl Fn(usize) -> Option<&'k [u8]>) -> Result<Vec<u32>> {
+        let hashes: Vec<u64> = (0..n)
+            .map(|i| key(i).map_or(0, |k| self.hasher.hash_one(k)))
             .collect();
-        let mut ids = Vec::with_capacity(hashes.len());
+        let mut ids = Vec::with_capacity(n);
         let mut new = Vec::new();
         {
             let known = self.keys.read().expect("key ids");
-            for (i, (k, &h)) in keys.iter().zip(&hashes).enumerate() {
-                ids.push(known.find(h, k.as_ref()).unwrap_or_else(|| {
+            for (i, &h) in hashes.iter().enumerate() {
+                ids.push(known.find(h, key(i)).unwrap_or_else(|| {
                     new.push(i);
                     u32::MAX
                 }));
@@ -81,12 +135,11 @@ impl KeyIds {
         }
         let mut known = self.keys.write().expect("key ids");
         for i in new {
-            let (key, hash) = (keys.row(i), hashes[i]);
-            let key = key.as_ref();
-            ids[i] = match known.find(hash, key) {
+            let (k, hash) = (key(i), hashes[i]);
+            ids[i] = match known.find(hash, k) {
                 // Another group's file numbered it meanwhile, or it repeats in this file.
                 Some(id) => id,
-                None => known.insert(hash, key)?,
+                None => known.insert(hash, k)?,
             };
         }
         Ok(ids)
@@ -95,10 +148,13 @@ impl KeyIds {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, StringArray};
+    use arrow::array::{
+        ArrayRef, BinaryArray, BinaryViewArray, Int32Array, LargeBinaryArray, LargeStringArray,
+        StringArray, StringViewArray,
+    };
     use arrow::datatypes::DataType;
     use arrow::row::{RowConverter, SortField};
     use proptest::prelude::*;
@@ -108,30 +164,88 @@ mod tests {
     proptest! {
         /// Ids number keys as a map from key to its first-seen number does, when files'
         /// keys (repeats within a file and across files, nulls, empty strings) are numbered
-        /// one file after another.
+        /// one file after another: a single string column (numbered by its bytes) and a key
+        /// of two columns (in row format) in one table of ids, each form against its own map.
         #[test]
         fn ids_number_each_key_once(
             files in prop::collection::vec(
-                prop::collection::vec(prop::option::of("[ab]{0,3}"), 0..40),
+                prop::collection::vec((prop::option::of("[ab]{0,3}"), 0..3i32), 0..40),
                 1..6,
             )
         ) {
-            let converter = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
+            let one = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
+            let two = RowConverter::new(vec![
+                SortField::new(DataType::Utf8),
+                SortField::new(DataType::Int32),
+            ])
+            .unwrap();
             let ids = KeyIds::default();
-            let mut model: HashMap<Option<String>, u32> = HashMap::new();
+            let mut seen = HashSet::new();
+            let mut single: HashMap<Option<String>, u32> = HashMap::new();
+            let mut pairs: HashMap<(Option<String>, i32), u32> = HashMap::new();
             for keys in files {
-                let array: ArrayRef = Arc::new(StringArray::from(keys.clone()));
-                let got = ids.ids(&converter.convert_columns(&[array]).unwrap()).unwrap();
-                let want: Vec<u32> = keys
-                    .into_iter()
-                    .map(|k| {
-                        let next = model.len() as u32;
-                        *model.entry(k).or_insert(next)
-                    })
-                    .collect();
-                prop_assert_eq!(got, want);
-                prop_assert_eq!(ids.len(), model.len());
+                let strings: ArrayRef =
+                    Arc::new(StringArray::from_iter(keys.iter().map(|(s, _)| s.clone())));
+                let ints: ArrayRef =
+                    Arc::new(Int32Array::from_iter_values(keys.iter().map(|(_, i)| *i)));
+                let got = ids.ids(std::slice::from_ref(&strings), &one).unwrap();
+                for ((s, _), id) in keys.iter().zip(&got) {
+                    prop_assert_eq!(*single.entry(s.clone()).or_insert(*id), *id);
+                    seen.insert(*id);
+                }
+                let got = ids.ids(&[strings, ints], &two).unwrap();
+                for (k, id) in keys.into_iter().zip(&got) {
+                    prop_assert_eq!(*pairs.entry(k).or_insert(*id), *id);
+                    seen.insert(*id);
+                }
+                // One id per key within a form.
+                let distinct: HashSet<u32> = single.values().copied().collect();
+                prop_assert_eq!(distinct.len(), single.len());
+                let distinct: HashSet<u32> = pairs.values().copied().collect();
+                prop_assert_eq!(distinct.len(), pairs.len());
+                prop_assert_eq!(ids.len(), seen.len());
             }
+        }
+    }
+
+    /// Every string and binary type is numbered by its values' bytes, the same way: equal
+    /// values one id, a null apart from the empty value.
+    #[test]
+    fn byte_columns_number_alike() {
+        let values = [
+            Some("x"),
+            None,
+            Some(""),
+            Some("x"),
+            None,
+            Some("y"),
+            Some(""),
+        ];
+        let want = vec![0, 1, 2, 0, 1, 3, 2];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(values.to_vec())),
+            Arc::new(LargeStringArray::from(values.to_vec())),
+            Arc::new(StringViewArray::from(values.to_vec())),
+            Arc::new(BinaryArray::from_iter(
+                values.iter().map(|v| v.map(str::as_bytes)),
+            )),
+            Arc::new(LargeBinaryArray::from_iter(
+                values.iter().map(|v| v.map(str::as_bytes)),
+            )),
+            Arc::new(BinaryViewArray::from_iter(
+                values.iter().map(|v| v.map(str::as_bytes)),
+            )),
+        ];
+        for c in columns {
+            let converter = RowConverter::new(vec![SortField::new(c.data_type().clone())]).unwrap();
+            let ids = KeyIds::default();
+            assert_eq!(
+                ids.ids(&[c.clone()], &converter).unwrap(),
+                want,
+                "{}",
+                c.data_type()
+            );
+            assert_eq!(ids.len(), 4);
         }
     }
 
@@ -150,9 +264,7 @@ mod tests {
                             .map(|i| format!("k{}", (i * (t + 1)) % 3000))
                             .collect();
                         let array: ArrayRef = Arc::new(StringArray::from(keys.clone()));
-                        let got = ids
-                            .ids(&converter.convert_columns(&[array]).unwrap())
-                            .unwrap();
+                        let got = ids.ids(&[array], &converter).unwrap();
                         keys.into_iter().zip(got).collect()
                     })
                 })

@@ -17,11 +17,14 @@ mod keys;
 mod manifest;
 mod metrics;
 mod types;
+mod weigh;
 
 #[cfg(test)]
 mod deletes_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod weigh_tests;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
