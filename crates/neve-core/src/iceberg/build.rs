@@ -590,7 +590,7 @@ impl IcebergWriter {
                         .map(|(j, losers)| {
                             let rows = losers
                                 .into_iter()
-                                .map(|(at, p)| (location.file_url(&group[at as usize].path), p))
+                                .map(|(at, p)| (state.url(at).to_string(), p))
                                 .collect();
                             (j, rows)
                         })

@@ -258,6 +258,8 @@ pub(crate) struct GroupState {
     types: Vec<DataType>,
     /// The files decided (paths), in merge order: a prefix of the group.
     files: Vec<String>,
+    /// Their URLs as readers resolve them (what delete files name), made once a file.
+    urls: Vec<String>,
     /// Turns keys of several columns, or of a type other than strings and bytes, into rows.
     keys: Arc<RowConverter>,
     /// The ids its best rows name their keys by.
@@ -291,6 +293,7 @@ impl GroupState {
             spec: spec_text,
             types,
             files: Vec::new(),
+            urls: Vec::new(),
             keys: Arc::new(keys),
             ids,
         })
@@ -299,6 +302,11 @@ impl GroupState {
     /// The files decided: a prefix of the group.
     pub(crate) fn files(&self) -> &[String] {
         &self.files
+    }
+
+    /// The URL of file number `file` of the group, as readers resolve it.
+    pub(crate) fn url(&self, file: u32) -> &str {
+        &self.urls[file as usize]
     }
 
     /// Whether its best rows name their keys by `ids`.
@@ -313,7 +321,12 @@ impl GroupState {
 
     /// Adds the file at `path` (its decisive columns `cols`, in the order `decisive_columns`
     /// gives): the rows that now lose, and the new best rows.
-    fn step(&mut self, spec: &MergeSpec, path: String, cols: Vec<ArrayRef>) -> Result<NewLosers> {
+    fn step(
+        &mut self,
+        spec: &MergeSpec,
+        (path, url): (String, String),
+        cols: Vec<ArrayRef>,
+    ) -> Result<NewLosers> {
         let file = self.files.len() as u32;
         let k = spec.key().len();
         let ids = self.ids.ids(&cols[..k], &self.keys)?;
@@ -331,6 +344,7 @@ impl GroupState {
         let dedupe = matches!(spec, MergeSpec::Dedupe { .. });
         let lost = self.best.step(file, &ids, version, deleted, dedupe)?;
         self.files.push(path);
+        self.urls.push(url);
         Ok(lost)
     }
 }
@@ -343,6 +357,8 @@ pub(crate) struct Shared<'a> {
     /// The decisive columns, as the table types them (the schema turned into arrow once a
     /// sync, not once a group: a fifth of a sync's own thread with 132 groups).
     columns: Vec<(String, DataType)>,
+    /// The spec as kept states record it.
+    spec_text: String,
     /// The ids kept states name their keys by; a state of other ids is decided again.
     ids: &'a Arc<KeyIds>,
     /// The columns an insert gave of the files it wrote.
@@ -361,6 +377,7 @@ impl<'a> Shared<'a> {
     ) -> Result<Self> {
         Ok(Self {
             columns: decisive_columns(spec, snap)?,
+            spec_text: spec.to_string(),
             ids,
             given,
             busy,
@@ -380,14 +397,14 @@ pub(crate) async fn resolve(
 ) -> Result<(Vec<NewLosers>, GroupState)> {
     let Shared {
         ref columns,
+        ref spec_text,
         ids,
         given,
         busy,
     } = *shared;
     let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
-    let spec_text = spec.to_string();
     let known = known.filter(|s| {
-        s.spec == spec_text
+        s.spec == *spec_text
             && s.names_keys_by(ids)
             && s.types == types
             && s.files.len() <= group.len()
@@ -395,7 +412,7 @@ pub(crate) async fn resolve(
     });
     let mut state = match known {
         Some(s) => Arc::try_unwrap(s).unwrap_or_else(|s| s.as_ref().clone()),
-        None => GroupState::empty(spec, spec_text, types, ids.clone())?,
+        None => GroupState::empty(spec, spec_text.clone(), types, ids.clone())?,
     };
     let mut out = Vec::new();
     // The files not decided, a few read at a time, then decided in turn off the runtime's
@@ -406,7 +423,10 @@ pub(crate) async fn resolve(
             .iter()
             .map(|f| file_columns(location, f, columns, given));
         let read = futures::future::try_join_all(reads).await?;
-        let paths: Vec<String> = some.iter().map(|f| f.path.clone()).collect();
+        let paths: Vec<(String, String)> = some
+            .iter()
+            .map(|f| (f.path.clone(), location.file_url(&f.path)))
+            .collect();
         let spec = spec.clone();
         let (s, lost, took) = tokio::task::spawn_blocking(move || {
             let t = std::time::Instant::now();
@@ -435,15 +455,16 @@ pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)>
     let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
     // Each data file's path once, and a key per row: a string per row copied every path once
     // per position, 30% of encoding (BENCHMARKS.md, "Forty-fifth session").
-    let keys = Int32Array::from_iter_values(
-        (0i32..)
-            .zip(&rows)
-            .flat_map(|(i, (_, p))| std::iter::repeat_n(i, p.len())),
-    );
+    // Filled into vectors of their size: an array collected from a chain of iterators grows
+    // its buffer as it goes.
+    let (mut keys, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (i, (_, p)) in (0i32..).zip(&rows) {
+        keys.extend(std::iter::repeat_n(i, p.len()));
+        pos.extend(p.iter().map(|&x| x as i64));
+    }
     let names = StringArray::from_iter_values(rows.iter().map(|(path, _)| path.as_str()));
-    let paths = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(names))?;
-    let pos =
-        Int64Array::from_iter_values(rows.iter().flat_map(|(_, p)| p.iter().map(|&x| x as i64)));
+    let paths = DictionaryArray::<Int32Type>::try_new(Int32Array::from(keys), Arc::new(names))?;
+    let pos = Int64Array::from(pos);
     let id = |f: Field, id: &str| {
         f.with_metadata(std::collections::HashMap::from([(
             crate::schema::FIELD_ID_KEY.to_string(),

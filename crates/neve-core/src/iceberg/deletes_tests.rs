@@ -354,3 +354,61 @@ async fn groups_kept_from_sync_to_sync_are_the_groups_of_every_file() {
     let got = check(t.snapshot().await.unwrap());
     assert!(got.iter().any(|(f, _)| f.len() >= 2), "{got:?}");
 }
+
+/// A delete file is what Iceberg specifies, whatever it was written from: `file_path` a string
+/// column (no arrow schema in the footer turns it into the dictionary it was written from) and
+/// `pos` a long, with the reserved field ids, rows sorted by path then position, empty files'
+/// entries left out.
+#[test]
+fn delete_files_are_icebergs() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let rows = vec![
+        ("s3://b/t/_data/z.parquet".to_string(), vec![2, 7]),
+        ("s3://b/t/_data/a.parquet".to_string(), vec![0, 1, 5]),
+        ("s3://b/t/_data/m.parquet".to_string(), vec![]),
+    ];
+    let (bytes, n) = super::deletes::delete_file_bytes(rows).unwrap();
+    assert_eq!(n, 5);
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes)).unwrap();
+    let meta = reader.metadata().file_metadata();
+    assert!(meta
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .all(|kv| kv.key != "ARROW:schema"));
+    let ids: Vec<(String, i32)> = meta
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| (c.name().to_string(), c.self_type().get_basic_info().id()))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("file_path".to_string(), 2147483546),
+            ("pos".to_string(), 2147483545)
+        ]
+    );
+    assert_eq!(reader.schema().field(0).data_type(), &DataType::Utf8);
+    assert_eq!(reader.schema().field(1).data_type(), &DataType::Int64);
+    let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+    let got: Vec<(String, i64)> = batches
+        .iter()
+        .flat_map(|b| {
+            let paths = arrow::array::AsArray::as_string::<i32>(b.column(0)).clone();
+            let pos = b
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone();
+            (0..b.num_rows()).map(move |i| (paths.value(i).to_string(), pos.value(i)))
+        })
+        .collect();
+    let want: Vec<(String, i64)> = [("a", 0), ("a", 1), ("a", 5), ("z", 2), ("z", 7)]
+        .into_iter()
+        .map(|(f, p)| (format!("s3://b/t/_data/{f}.parquet"), p))
+        .collect();
+    assert_eq!(got, want);
+}

@@ -178,8 +178,9 @@ impl<V: Version> BestRows<V> {
         dedupe: bool,
     ) -> Result<NewLosers> {
         self.index_for(ids);
-        // By file: a vector each, not a map looked up per row.
-        let mut lost: Vec<Vec<u64>> = vec![Vec::new(); file as usize + 1];
+        // (file, position): at most two a row, so the vector never grows (growing vectors of
+        // each file was a quarter of weighing; BENCHMARKS.md, "Forty-fifth session").
+        let mut lost: Vec<(u32, u64)> = Vec::with_capacity(2 * ids.len());
         for (p, &id) in ids.iter().enumerate() {
             let hidden = deleted.is_some_and(|d| d.is_valid(p) && d.value(p));
             let row = Best {
@@ -191,36 +192,33 @@ impl<V: Version> BestRows<V> {
             match self.find(id) {
                 None => {
                     if hidden {
-                        lost[file as usize].push(p as u64);
+                        lost.push((file, p as u64));
                     }
                     self.push(row)?;
                 }
                 Some(i) => {
                     let best = &mut self.rows[i];
                     if dedupe || row.version < best.version {
-                        lost[file as usize].push(p as u64);
+                        lost.push((file, p as u64));
                         continue;
                     }
                     // A tombstone best lost when it became best.
                     if best.at & HIDDEN == 0 {
-                        lost[best.file as usize].push(best.at);
+                        lost.push((best.file, best.at));
                     }
                     if hidden {
-                        lost[file as usize].push(p as u64);
+                        lost.push((file, p as u64));
                     }
                     *best = row;
                 }
             }
         }
-        Ok(lost
-            .into_iter()
-            .enumerate()
-            .filter(|(_, p)| !p.is_empty())
-            .map(|(f, mut p)| {
-                p.sort_unstable();
-                (f as u32, p)
-            })
-            .collect())
+        lost.sort_unstable();
+        let mut out = NewLosers::new();
+        for run in lost.chunk_by(|a, b| a.0 == b.0) {
+            out.insert(run[0].0, run.iter().map(|&(_, p)| p).collect());
+        }
+        Ok(out)
     }
 
     fn find(&self, id: u32) -> Option<usize> {
