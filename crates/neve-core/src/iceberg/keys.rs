@@ -78,21 +78,18 @@ impl KeyIds {
 
     /// The id of each row of the key columns `keys`, numbering those not known yet. A single
     /// string or binary column is numbered by its values' bytes; other keys are turned into
-    /// rows by `rows` (turning a taxi id into a row was 15% of deciding; BENCHMARKS.md,
-    /// "Forty-fifth session").
+    /// rows by `rows` (turning keys and versions into rows was 15% of deciding; BENCHMARKS.md,
+    /// "Forty-fourth session").
     pub(crate) fn ids(&self, keys: &[ArrayRef], rows: &RowConverter) -> Result<Vec<u32>> {
-        fn bytes<'a, T: arrow::array::ArrayAccessor>(
+        fn bytes<'a, T: arrow::array::ArrayAccessor + 'a>(
             a: T,
             value: impl Fn(T::Item) -> &'a [u8],
-        ) -> impl Fn(usize) -> Option<&'a [u8]>
-        where
-            T: 'a,
-        {
+        ) -> impl Fn(usize) -> Option<&'a [u8]> {
             move |i| a.is_valid(i).then(|| value(a.value(i)))
         }
         let n = keys.first().map_or(0, |k| k.len());
-        match keys {
-            [k] => match k.data_type() {
+        if let [k] = keys {
+            match k.data_type() {
                 DataType::Utf8 => {
                     return self.ids_by(n, bytes(k.as_string::<i32>(), str::as_bytes))
                 }
@@ -106,8 +103,7 @@ impl KeyIds {
                 DataType::LargeBinary => return self.ids_by(n, bytes(k.as_binary::<i64>(), |v| v)),
                 DataType::BinaryView => return self.ids_by(n, bytes(k.as_binary_view(), |v| v)),
                 _ => {}
-            },
-            _ => {}
+            }
         }
         let rows = rows.convert_columns(keys)?;
         self.ids_by(rows.num_rows(), |i| Some(rows.row(i).data()))
@@ -240,7 +236,7 @@ mod tests {
             let converter = RowConverter::new(vec![SortField::new(c.data_type().clone())]).unwrap();
             let ids = KeyIds::default();
             assert_eq!(
-                ids.ids(&[c.clone()], &converter).unwrap(),
+                ids.ids(std::slice::from_ref(&c), &converter).unwrap(),
                 want,
                 "{}",
                 c.data_type()
