@@ -122,6 +122,9 @@ impl Weighed {
 pub(crate) struct BestRows<V> {
     index: Index,
     rows: Vec<Best<V>>,
+    /// One past the highest id among `rows`: what a dense index must span (kept as rows are
+    /// added, so choosing the index does not scan every row of the group each file).
+    span: usize,
 }
 
 impl<V> Default for BestRows<V> {
@@ -129,6 +132,7 @@ impl<V> Default for BestRows<V> {
         Self {
             index: Index::Sparse(Default::default()),
             rows: Vec::new(),
+            span: 0,
         }
     }
 }
@@ -166,6 +170,11 @@ const HIDDEN: u64 = 1 << 63;
 /// tags and keeps their low bits distinct for its buckets.
 fn id_hash(id: u32) -> u64 {
     u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Files row `i` (key `id`) of `rows` in a sparse index.
+fn insert_sparse<V>(table: &mut hashbrown::HashTable<u32>, rows: &[Best<V>], id: u32, i: u32) {
+    table.insert_unique(id_hash(id), i, |&j| id_hash(rows[j as usize].id));
 }
 
 impl<V: Version> BestRows<V> {
@@ -240,14 +249,13 @@ impl<V: Version> BestRows<V> {
             .ok()
             .filter(|&i| i != NONE)
             .ok_or(Error::IcebergTooManyKeys { limit: NONE.into() })?;
-        let Self { index, rows } = self;
+        let Self { index, rows, span } = self;
         match index {
             // Long enough for every id of the file (`index_for`).
             Index::Dense(at) => at[row.id as usize] = i,
-            Index::Sparse(table) => {
-                table.insert_unique(id_hash(row.id), i, |&j| id_hash(rows[j as usize].id));
-            }
+            Index::Sparse(table) => insert_sparse(table, rows, row.id, i),
         }
+        *span = (*span).max(row.id as usize + 1);
         rows.push(row);
         Ok(())
     }
@@ -260,10 +268,9 @@ impl<V: Version> BestRows<V> {
         let keys = self.rows.len().max(ids.len());
         match &mut self.index {
             Index::Dense(at) if at.len().max(need) > 8 * keys => {
-                let rows = &self.rows;
-                let mut table = hashbrown::HashTable::with_capacity(rows.len());
-                for (i, r) in rows.iter().enumerate() {
-                    table.insert_unique(id_hash(r.id), i as u32, |&j| id_hash(rows[j as usize].id));
+                let mut table = hashbrown::HashTable::with_capacity(self.rows.len());
+                for (i, r) in self.rows.iter().enumerate() {
+                    insert_sparse(&mut table, &self.rows, r.id, i as u32);
                 }
                 self.index = Index::Sparse(table);
             }
@@ -273,13 +280,7 @@ impl<V: Version> BestRows<V> {
                 }
             }
             Index::Sparse(_) => {
-                let span = self
-                    .rows
-                    .iter()
-                    .map(|r| r.id as usize + 1)
-                    .max()
-                    .unwrap_or(0)
-                    .max(need);
+                let span = self.span.max(need);
                 if span <= 4 * keys {
                     let mut at = vec![NONE; span];
                     for (i, r) in self.rows.iter().enumerate() {
