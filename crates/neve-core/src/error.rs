@@ -261,8 +261,8 @@ pub enum Error {
     )]
     IcebergSyncContended { attempts: u32 },
 
-    /// A sync of position deletes would hold more distinct keys, or one group more best rows,
-    /// than it numbers (about four billion).
+    /// A sync of position deletes would hold more distinct keys than it numbers (about four
+    /// billion).
     #[error("Iceberg position deletes: more than {limit} distinct keys to weigh at once")]
     IcebergTooManyKeys { limit: u64 },
 

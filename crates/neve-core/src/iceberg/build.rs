@@ -551,8 +551,9 @@ impl IcebergWriter {
         // files (when every prefix it covers is known), reading only the files past it.
         let location = &self.location;
         let given = self.given.as_ref();
-        // Time spent weighing rows, summed over the threads: against `decide_ms` (the wall),
-        // how many groups ran at once; more than the cores, and they waited for one.
+        // Time spent weighing rows and encoding delete files, summed over the threads: against
+        // `decide_ms` (the wall), how many groups ran at once; more than the cores, and they
+        // waited for one.
         let busy = std::sync::atomic::AtomicU64::new(0);
         let shared = &deletes::Shared::new(spec, snap, &ids, Some(given), &busy)?;
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
@@ -568,46 +569,37 @@ impl IcebergWriter {
                 (i, kept)
             })
             .collect();
-        // Each group's new delete files are encoded as soon as it is decided, off the
-        // runtime's threads, while other groups are decided: encoding them all after every
+        // Each group's new delete files are encoded as soon as each is decided, on the thread
+        // that decided it, while other groups are decided: encoding them all after every
         // decision left a core idle for a third of it (BENCHMARKS.md, "Forty-fourth session").
-        let encoding = std::sync::atomic::AtomicU64::new(0);
-        let (memo_ref, keys_ref, encoding_ref) = (&memo, &keys, &encoding);
         // Boxed, so the future of a sync stays `Send` for any lifetime (a server spawns it).
         let decisions: Vec<futures::future::BoxFuture<'_, Result<_>>> = todo
             .into_iter()
             .map(|(i, kept)| {
                 let group = &groups[i];
+                // The prefixes whose delete file is not known.
+                let wanted: Vec<bool> = keys[i].iter().map(|k| !memo.contains_key(*k)).collect();
+                let files = shared.files.clone();
                 async move {
-                    let (fresh, state) =
-                        deletes::resolve(location, spec, group, kept, shared).await?;
-                    let first_fresh = group.len() - fresh.len();
-                    let jobs: Vec<(usize, deletes::DeletedRows)> = fresh
-                        .into_iter()
-                        .enumerate()
-                        .map(|(x, losers)| (first_fresh + x, losers))
-                        .filter(|(j, _)| !memo_ref.contains_key(keys_ref[i][*j]))
-                        .map(|(j, losers)| {
+                    let (encoded, state) = deletes::resolve(
+                        location,
+                        spec,
+                        group,
+                        kept,
+                        shared,
+                        move |state, j, losers| {
+                            if !wanted[j] {
+                                return Ok(None);
+                            }
                             let rows = losers
                                 .into_iter()
-                                .map(|(at, p)| (state.url(at).to_string(), p))
+                                .map(|(at, p)| (state.url(at), p))
                                 .collect();
-                            (j, rows)
-                        })
-                        .collect();
-                    let (files, took) = tokio::task::spawn_blocking(move || {
-                        let t = std::time::Instant::now();
-                        let files = jobs
-                            .into_iter()
-                            .map(|(j, rows)| Ok((j, deletes::delete_file_bytes(rows)?)))
-                            .collect::<Result<Vec<_>>>();
-                        (files, t.elapsed())
-                    })
-                    .await
-                    .map_err(|e| Error::TaskFailed(e.to_string()))?;
-                    encoding_ref
-                        .fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-                    Ok((i, (state, files?)))
+                            Ok(Some((j, files.bytes(rows)?)))
+                        },
+                    )
+                    .await?;
+                    Ok((i, (state, encoded)))
                 }
                 .boxed()
             })
@@ -634,15 +626,15 @@ impl IcebergWriter {
             decide_ms = t.elapsed().as_secs_f64() * 1e3,
             weigh_ms = busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
             files_encoded = encoded.len(),
-            encode_ms = encoding.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
-            "position deletes decided and encoded (encode_ms: summed over the threads)"
+            encode_ms = shared.files.busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
+            "position deletes decided and encoded (weigh_ms, with encoding, and encode_ms: summed over the threads)"
         );
         let t0 = std::time::Instant::now();
         let mut out = Vec::new();
         let mut kept = HashMap::with_capacity(memo.len() + encoded.len());
         let mut kept_states = deletes::States::new();
-        // Best rows of every complete state, and of those kept.
-        let (mut kept_rows, mut named_rows) = (0, 0);
+        // Room for best rows of every complete state, and best rows of those kept.
+        let (mut kept_slots, mut named_rows) = (0, 0);
         for (i, group) in groups.iter().enumerate() {
             let partition_values = Arc::new(group[0].partition_values.clone());
             let state = match decided.remove(&i) {
@@ -678,9 +670,9 @@ impl IcebergWriter {
                 kept.insert(key, (rows, size));
             }
             if let Some(s) = state.filter(|s| s.files().len() == group.len()) {
-                kept_rows += s.rows();
-                if kept_rows <= KEPT_BEST_ROWS {
-                    named_rows = kept_rows;
+                kept_slots += s.slots();
+                if kept_slots <= KEPT_SLOTS {
+                    named_rows += s.rows();
                     kept_states.insert(group[0].path.clone(), s);
                 }
             }
@@ -715,9 +707,10 @@ type Decided = (deletes::GroupState, Vec<(usize, (Vec<u8>, u64))>);
 /// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files).
 const GROUPS_AT_ONCE: usize = 8;
 
-/// The most best rows (one per key of a group) a writer keeps of the groups it decided last;
-/// past it, a group's files are read again when it next changes.
-const KEPT_BEST_ROWS: usize = 8 << 20;
+/// The most room for best rows (one per key of a group: 16 to 40 bytes each, and slots by id
+/// left empty) a writer keeps of the groups it decided last; past it, a group's files are read
+/// again when it next changes.
+const KEPT_SLOTS: usize = 8 << 20;
 
 /// How many more keys than the kept states' best rows the key ids may hold before they are
 /// dropped with the states.

@@ -25,7 +25,7 @@ use futures::TryStreamExt;
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
-use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{Error, Result};
@@ -319,6 +319,11 @@ impl GroupState {
         self.best.rows()
     }
 
+    /// Room held for best rows (see [`Weighed::slots`]).
+    pub(crate) fn slots(&self) -> usize {
+        self.best.slots()
+    }
+
     /// Adds the file at `path` (its decisive columns `cols`, in the order `decisive_columns`
     /// gives): the rows that now lose, and the new best rows.
     fn step(
@@ -363,8 +368,11 @@ pub(crate) struct Shared<'a> {
     ids: &'a Arc<KeyIds>,
     /// The columns an insert gave of the files it wrote.
     given: Option<&'a GivenColumns>,
-    /// Nanoseconds spent weighing rows off the runtime, added to (see `weigh_ms` in the log).
+    /// Nanoseconds spent weighing rows (and what `resolve`'s caller does with each prefix) off
+    /// the runtime, added to (see `weigh_ms` in the log).
     busy: &'a std::sync::atomic::AtomicU64,
+    /// How delete files are written (shared by the threads that write them).
+    pub(crate) files: Arc<DeleteFiles>,
 }
 
 impl<'a> Shared<'a> {
@@ -381,26 +389,31 @@ impl<'a> Shared<'a> {
             ids,
             given,
             busy,
+            files: Arc::new(DeleteFiles::new()),
         })
     }
 }
 
 /// For each prefix of `group` (merge order) past the one `known` decided, the rows it adds
 /// to the losers: rows that lose to another row of their key or whose key is deleted. Their
-/// union is the group's losers. Also the state of the whole group.
-pub(crate) async fn resolve(
+/// union is the group's losers. Each prefix's (its last file's index in the group, and the
+/// group's state so far to name its files) is given to `each` on the thread that weighed it,
+/// which returns what to keep of it. Also the state of the whole group.
+pub(crate) async fn resolve<T: Send + 'static>(
     location: &TableLocation,
     spec: &MergeSpec,
     group: &[&AddFile],
     known: Option<Arc<GroupState>>,
     shared: &Shared<'_>,
-) -> Result<(Vec<NewLosers>, GroupState)> {
+    mut each: impl FnMut(&GroupState, usize, NewLosers) -> Result<Option<T>> + Send + 'static,
+) -> Result<(Vec<T>, GroupState)> {
     let Shared {
         ref columns,
         ref spec_text,
         ids,
         given,
         busy,
+        ..
     } = *shared;
     let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
     let known = known.filter(|s| {
@@ -416,7 +429,9 @@ pub(crate) async fn resolve(
     };
     let mut out = Vec::new();
     // The files not decided, a few read at a time, then decided in turn off the runtime's
-    // threads (so several groups decide on several cores at once).
+    // threads (so several groups decide on several cores at once), each prefix handed to
+    // `each` there (one task a group, where a second to write its delete files cost a
+    // tenth of deciding in switches between threads; BENCHMARKS.md, "Forty-sixth session").
     let todo = &group[state.files.len()..];
     for some in todo.chunks(crate::log::READ_CONCURRENCY) {
         let reads = some
@@ -428,83 +443,113 @@ pub(crate) async fn resolve(
             .map(|f| (f.path.clone(), location.file_url(&f.path)))
             .collect();
         let spec = spec.clone();
-        let (s, lost, took) = tokio::task::spawn_blocking(move || {
+        let (s, e, kept, took) = tokio::task::spawn_blocking(move || {
             let t = std::time::Instant::now();
-            let mut lost = Vec::with_capacity(paths.len());
+            let mut kept = Vec::new();
             for (path, cols) in paths.into_iter().zip(read) {
-                lost.push(state.step(&spec, path, cols)?);
+                let lost = state.step(&spec, path, cols)?;
+                kept.extend(each(&state, state.files.len() - 1, lost)?);
             }
-            Ok::<_, Error>((state, lost, t.elapsed()))
+            Ok::<_, Error>((state, each, kept, t.elapsed()))
         })
         .await
         .map_err(|e| Error::TaskFailed(e.to_string()))??;
         busy.fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-        state = s;
-        out.extend(lost);
+        (state, each) = (s, e);
+        out.extend(kept);
     }
     Ok((out, state))
 }
 
 /// Positions deleted, by data file (its URL as readers resolve it).
-pub(crate) type DeletedRows = Vec<(String, Vec<u64>)>;
+pub(crate) type DeletedRows<'a> = Vec<(&'a str, Vec<u64>)>;
 
-/// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg asks.
-pub(crate) fn delete_file_bytes(mut rows: DeletedRows) -> Result<(Vec<u8>, u64)> {
-    rows.retain(|(_, p)| !p.is_empty());
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
-    // Each data file's path once, and a key per row: a string per row copied every path once
-    // per position, 30% of encoding (BENCHMARKS.md, "Forty-fifth session").
-    // Filled into vectors of their size: an array collected from a chain of iterators grows
-    // its buffer as it goes.
-    let (mut keys, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for (i, (_, p)) in (0i32..).zip(&rows) {
-        keys.extend(std::iter::repeat_n(i, p.len()));
-        pos.extend(p.iter().map(|&x| x as i64));
-    }
-    let names = StringArray::from_iter_values(rows.iter().map(|(path, _)| path.as_str()));
-    let paths = DictionaryArray::<Int32Type>::try_new(Int32Array::from(keys), Arc::new(names))?;
-    let pos = Int64Array::from(pos);
-    let id = |f: Field, id: &str| {
-        f.with_metadata(std::collections::HashMap::from([(
-            crate::schema::FIELD_ID_KEY.to_string(),
-            id.to_string(),
-        )]))
-    };
-    let schema = Arc::new(Schema::new(vec![
-        id(
-            Field::new(
-                "file_path",
-                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-                false,
+/// Writes position delete files: the schema and the writer's settings made once a sync, not
+/// once a file.
+#[derive(Debug)]
+pub(crate) struct DeleteFiles {
+    schema: Arc<Schema>,
+    props: WriterProperties,
+    /// Nanoseconds spent writing files, summed over the threads (see `encode_ms` in the log).
+    pub(crate) busy: std::sync::atomic::AtomicU64,
+}
+
+impl DeleteFiles {
+    pub(crate) fn new() -> Self {
+        let id = |f: Field, id: &str| {
+            f.with_metadata(HashMap::from([(
+                crate::schema::FIELD_ID_KEY.to_string(),
+                id.to_string(),
+            )]))
+        };
+        let schema = Arc::new(Schema::new(vec![
+            id(
+                Field::new(
+                    "file_path",
+                    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                    false,
+                ),
+                FILE_PATH_ID,
             ),
-            FILE_PATH_ID,
-        ),
-        id(Field::new("pos", DataType::Int64, false), POS_ID),
-    ]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(paths), Arc::new(pos)])?;
-    // Positions, sorted, as deltas (a few bits each) and file paths as a dictionary (one
-    // entry per data file), with statistics of the whole column only: zstd and a dictionary of
-    // positions took twice the time to encode a delete file and made them larger
-    // (BENCHMARKS.md, "Forty-fourth session").
-    let props = WriterProperties::builder()
-        .set_created_by("neve".to_string())
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_column_compression("file_path".into(), Compression::ZSTD(ZstdLevel::default()))
-        .set_column_compression("pos".into(), Compression::UNCOMPRESSED)
-        .set_column_dictionary_enabled("pos".into(), false)
-        .set_column_encoding("pos".into(), Encoding::DELTA_BINARY_PACKED)
-        .build();
-    // No arrow schema in the footer: readers see `file_path` as the string column Iceberg
-    // specifies, not as the dictionary it was written from.
-    let options = ArrowWriterOptions::new()
-        .with_properties(props)
-        .with_skip_arrow_metadata(true);
-    let mut bytes = Vec::new();
-    let mut w = ArrowWriter::try_new_with_options(&mut bytes, schema, options)?;
-    w.write(&batch)?;
-    w.close()?;
-    Ok((bytes, n as u64))
+            id(Field::new("pos", DataType::Int64, false), POS_ID),
+        ]));
+        // Positions, sorted, as deltas (a few bits each) and file paths as a dictionary (one
+        // entry per data file) compressed with Snappy, with statistics of the whole column
+        // only: zstd and a dictionary of positions took twice the time to encode a delete
+        // file and made them larger (BENCHMARKS.md, "Forty-fourth session"); zstd for the
+        // paths' dictionary page, a few hundred bytes, cost more to set up than to compress
+        // ("Forty-sixth session").
+        let props = WriterProperties::builder()
+            .set_created_by("neve".to_string())
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_column_compression("file_path".into(), Compression::SNAPPY)
+            .set_column_compression("pos".into(), Compression::UNCOMPRESSED)
+            .set_column_dictionary_enabled("pos".into(), false)
+            .set_column_encoding("pos".into(), Encoding::DELTA_BINARY_PACKED)
+            .build();
+        Self {
+            schema,
+            props,
+            busy: Default::default(),
+        }
+    }
+
+    /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg
+    /// asks. Its bytes, and rows.
+    pub(crate) fn bytes(&self, mut rows: DeletedRows<'_>) -> Result<(Vec<u8>, u64)> {
+        let t = std::time::Instant::now();
+        rows.retain(|(_, p)| !p.is_empty());
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
+        // Each data file's path once, and a key per row: a string per row copied every path
+        // once per position, 30% of encoding (BENCHMARKS.md, "Forty-fifth session").
+        // Filled into vectors of their size: an array collected from a chain of iterators
+        // grows its buffer as it goes.
+        let (mut keys, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (i, (_, p)) in (0i32..).zip(&rows) {
+            keys.extend(std::iter::repeat_n(i, p.len()));
+            pos.extend(p.iter().map(|&x| x as i64));
+        }
+        let names = StringArray::from_iter_values(rows.iter().map(|(path, _)| *path));
+        let paths = DictionaryArray::<Int32Type>::try_new(Int32Array::from(keys), Arc::new(names))?;
+        let pos = Int64Array::from(pos);
+        let batch =
+            RecordBatch::try_new(self.schema.clone(), vec![Arc::new(paths), Arc::new(pos)])?;
+        // No arrow schema in the footer: readers see `file_path` as the string column Iceberg
+        // specifies, not as the dictionary it was written from.
+        let options = ArrowWriterOptions::new()
+            .with_properties(self.props.clone())
+            .with_skip_arrow_metadata(true);
+        let mut bytes = Vec::new();
+        let mut w = ArrowWriter::try_new_with_options(&mut bytes, self.schema.clone(), options)?;
+        w.write(&batch)?;
+        w.close()?;
+        self.busy.fetch_add(
+            t.elapsed().as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok((bytes, n as u64))
+    }
 }
 
 /// What an Iceberg reader reads at the current snapshot: every data file's rows but those its
@@ -646,7 +691,7 @@ pub(crate) async fn assert_deletes_decided_afresh(location: &TableLocation, snap
     for group in groups(snap, spec) {
         let (ids, busy) = (Arc::default(), Default::default());
         let shared = Shared::new(spec, snap, &ids, None, &busy).unwrap();
-        let (steps, _) = resolve(location, spec, &group, None, &shared)
+        let (steps, _) = resolve(location, spec, &group, None, &shared, |_, _, l| Ok(Some(l)))
             .await
             .unwrap();
         assert_eq!(steps.len(), group.len());

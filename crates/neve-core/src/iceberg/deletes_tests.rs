@@ -88,7 +88,9 @@ async fn decide(
             .as_ref()
             .filter(|s| s.names_keys_by(ids))
             .map_or(0, |s| s.files().len());
-        let (steps, s) = resolve(location, spec, &g, kept, &shared).await.unwrap();
+        let (steps, s) = resolve(location, spec, &g, kept, &shared, |_, _, l| Ok(Some(l)))
+            .await
+            .unwrap();
         assert_eq!(steps.len(), g.len() - skip, "one step per file read");
         for step in steps {
             for (f, p) in step {
@@ -364,11 +366,11 @@ fn delete_files_are_icebergs() {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     let rows = vec![
-        ("s3://b/t/_data/z.parquet".to_string(), vec![2, 7]),
-        ("s3://b/t/_data/a.parquet".to_string(), vec![0, 1, 5]),
-        ("s3://b/t/_data/m.parquet".to_string(), vec![]),
+        ("s3://b/t/_data/z.parquet", vec![2, 7]),
+        ("s3://b/t/_data/a.parquet", vec![0, 1, 5]),
+        ("s3://b/t/_data/m.parquet", vec![]),
     ];
-    let (bytes, n) = super::deletes::delete_file_bytes(rows).unwrap();
+    let (bytes, n) = super::deletes::DeleteFiles::new().bytes(rows).unwrap();
     assert_eq!(n, 5);
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes)).unwrap();
     let meta = reader.metadata().file_metadata();

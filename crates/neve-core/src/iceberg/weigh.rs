@@ -9,7 +9,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::row::{RowConverter, Rows, SortField};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The rows a file adds to a group's losers: per file of the group so far (by index), the
 /// positions that lost, sorted.
@@ -82,9 +82,19 @@ impl Weighed {
     /// Best rows held: one per key.
     pub(crate) fn rows(&self) -> usize {
         match self {
-            Self::Unversioned(b) => b.rows.len(),
-            Self::Ints(b) => b.rows.len(),
-            Self::Rows(b, _) => b.rows.len(),
+            Self::Unversioned(b) => b.keys,
+            Self::Ints(b) => b.keys,
+            Self::Rows(b, _) => b.keys,
+        }
+    }
+
+    /// Rows' room held: slots by id, or a hash table's buckets (what a writer's cap on memory
+    /// counts).
+    pub(crate) fn slots(&self) -> usize {
+        match self {
+            Self::Unversioned(b) => b.slots(),
+            Self::Ints(b) => b.slots(),
+            Self::Rows(b, _) => b.slots(),
         }
     }
 
@@ -120,39 +130,42 @@ impl Weighed {
 /// Best rows, one per key, found by their key's id.
 #[derive(Debug, Clone)]
 pub(crate) struct BestRows<V> {
-    index: Index,
-    rows: Vec<Best<V>>,
-    /// One past the highest id among `rows`: what a dense index must span (kept as rows are
-    /// added, so choosing the index does not scan every row of the group each file).
+    slots: Slots<V>,
+    /// Keys held.
+    keys: usize,
+    /// One past the highest id held: what slots by id must span (kept as rows are added, so
+    /// choosing the layout does not scan every row of the group each file).
     span: usize,
 }
 
 impl<V> Default for BestRows<V> {
     fn default() -> Self {
         Self {
-            index: Index::Sparse(Default::default()),
-            rows: Vec::new(),
+            slots: Slots::Sparse(Default::default()),
+            keys: 0,
             span: 0,
         }
     }
 }
 
-/// Where each key's best row is in `rows`.
+/// Where each key's best row is.
 #[derive(Debug, Clone)]
-enum Index {
-    /// By id (`NONE` for a key the group lacks): for a group holding a good part of the ids
-    /// (a table whose partitions share their keys), a read of a small array instead of a hash
-    /// probe per row. Its length is at most a few times the group's keys (see `index_for`).
-    Dense(Vec<u32>),
+enum Slots<V> {
+    /// At its key's id (an empty slot's `file` is `NO_FILE`): for a group holding a good part
+    /// of the ids (a table whose partitions share their keys), one read of the row itself,
+    /// where an index by id and then the rows were two reads from memory each row
+    /// (BENCHMARKS.md, "Forty-sixth session"). At most a few times as many slots as the
+    /// group's keys (see `lay_out`).
+    Dense(Vec<Best<V>>),
     /// By the hash of the id: for a group of few of the ids.
-    Sparse(hashbrown::HashTable<u32>),
+    Sparse(hashbrown::HashTable<Best<V>>),
 }
 
-/// A key absent from a dense index.
-const NONE: u32 = u32::MAX;
+/// The `file` of an empty slot.
+const NO_FILE: u32 = u32::MAX;
 
 /// A key's best row so far.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Best<V> {
     version: V,
     /// Its position in its file, with `HIDDEN` set when it hides its key (a tombstone: it is
@@ -172,12 +185,29 @@ fn id_hash(id: u32) -> u64 {
     u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-/// Files row `i` (key `id`) of `rows` in a sparse index.
-fn insert_sparse<V>(table: &mut hashbrown::HashTable<u32>, rows: &[Best<V>], id: u32, i: u32) {
-    table.insert_unique(id_hash(id), i, |&j| id_hash(rows[j as usize].id));
+/// Files `row` in a sparse table.
+fn insert_sparse<V>(table: &mut hashbrown::HashTable<Best<V>>, row: Best<V>) {
+    table.insert_unique(id_hash(row.id), row, |r| id_hash(r.id));
 }
 
-impl<V: Version> BestRows<V> {
+/// An empty slot.
+fn empty<V: Default>() -> Best<V> {
+    Best {
+        file: NO_FILE,
+        ..Default::default()
+    }
+}
+
+impl<V> BestRows<V> {
+    fn slots(&self) -> usize {
+        match &self.slots {
+            Slots::Dense(slots) => slots.len(),
+            Slots::Sparse(table) => table.capacity(),
+        }
+    }
+}
+
+impl<V: Version + Default> BestRows<V> {
     fn step(
         &mut self,
         file: u32,
@@ -186,7 +216,10 @@ impl<V: Version> BestRows<V> {
         deleted: Option<&BooleanArray>,
         dedupe: bool,
     ) -> Result<NewLosers> {
-        self.index_for(ids);
+        // A group's files are listed in memory: never four billion of them.
+        debug_assert!(file != NO_FILE);
+        self.lay_out(ids);
+        self.touch(ids);
         // (file, position): at most two a row, so the vector never grows (growing vectors of
         // each file was a quarter of weighing; BENCHMARKS.md, "Forty-fifth session").
         let mut lost: Vec<(u32, u64)> = Vec::with_capacity(2 * ids.len());
@@ -198,29 +231,25 @@ impl<V: Version> BestRows<V> {
                 id,
                 file,
             };
-            match self.find(id) {
-                None => {
-                    if hidden {
-                        lost.push((file, p as u64));
-                    }
-                    self.push(row)?;
+            let Some(best) = self.find(id) else {
+                if hidden {
+                    lost.push((file, p as u64));
                 }
-                Some(i) => {
-                    let best = &mut self.rows[i];
-                    if dedupe || row.version < best.version {
-                        lost.push((file, p as u64));
-                        continue;
-                    }
-                    // A tombstone best lost when it became best.
-                    if best.at & HIDDEN == 0 {
-                        lost.push((best.file, best.at));
-                    }
-                    if hidden {
-                        lost.push((file, p as u64));
-                    }
-                    *best = row;
-                }
+                self.add(row);
+                continue;
+            };
+            if dedupe || row.version < best.version {
+                lost.push((file, p as u64));
+                continue;
             }
+            // A tombstone best lost when it became best.
+            if best.at & HIDDEN == 0 {
+                lost.push((best.file, best.at));
+            }
+            if hidden {
+                lost.push((file, p as u64));
+            }
+            *best = row;
         }
         lost.sort_unstable();
         let mut out = NewLosers::new();
@@ -230,63 +259,71 @@ impl<V: Version> BestRows<V> {
         Ok(out)
     }
 
-    fn find(&self, id: u32) -> Option<usize> {
-        match &self.index {
-            Index::Dense(at) => at
-                .get(id as usize)
-                .copied()
-                .filter(|&i| i != NONE)
-                .map(|i| i as usize),
-            Index::Sparse(table) => table
-                .find(id_hash(id), |&i| self.rows[i as usize].id == id)
-                .map(|&i| i as usize),
+    /// Reads the slot of every id of a file before it is weighed: the reads do not depend on
+    /// each other, so the processor has many from memory under way at once, where weighing
+    /// waits for each (a group's rows are out of the cache by its next file: every other
+    /// group was weighed since).
+    fn touch(&self, ids: &[u32]) {
+        if let Slots::Dense(slots) = &self.slots {
+            let files = ids.iter().fold(0u32, |acc, &id| {
+                acc ^ slots.get(id as usize).map_or(0, |b| b.file)
+            });
+            std::hint::black_box(files);
+        }
+    }
+
+    fn find(&mut self, id: u32) -> Option<&mut Best<V>> {
+        match &mut self.slots {
+            Slots::Dense(slots) => slots.get_mut(id as usize).filter(|b| b.file != NO_FILE),
+            Slots::Sparse(table) => table.find_mut(id_hash(id), |r| r.id == id),
         }
     }
 
     /// Adds the best row of a key not held yet.
-    fn push(&mut self, row: Best<V>) -> Result<()> {
-        let i = u32::try_from(self.rows.len())
-            .ok()
-            .filter(|&i| i != NONE)
-            .ok_or(Error::IcebergTooManyKeys { limit: NONE.into() })?;
-        let Self { index, rows, span } = self;
-        match index {
-            // Long enough for every id of the file (`index_for`).
-            Index::Dense(at) => at[row.id as usize] = i,
-            Index::Sparse(table) => insert_sparse(table, rows, row.id, i),
+    fn add(&mut self, row: Best<V>) {
+        self.keys += 1;
+        self.span = self.span.max(row.id as usize + 1);
+        match &mut self.slots {
+            // Long enough for every id of the file (`lay_out`).
+            Slots::Dense(slots) => {
+                let i = row.id as usize;
+                slots[i] = row;
+            }
+            Slots::Sparse(table) => insert_sparse(table, row),
         }
-        *span = (*span).max(row.id as usize + 1);
-        rows.push(row);
-        Ok(())
     }
 
-    /// Lays the index out for a file of keys `ids`: dense while the ids it must span are at
-    /// most four times the group's keys (16 bytes a key, less than a best row), by hash once
-    /// they are over eight times (a group of few of a table's keys).
-    fn index_for(&mut self, ids: &[u32]) {
+    /// Lays the slots out for a file of keys `ids`: by id while the ids they must span are
+    /// at most twice the group's keys, by hash once they are over four times (a group of few
+    /// of a table's keys), so slots by id never take more than four rows' room a key.
+    fn lay_out(&mut self, ids: &[u32]) {
         let need = ids.iter().max().map_or(0, |&m| m as usize + 1);
-        let keys = self.rows.len().max(ids.len());
-        match &mut self.index {
-            Index::Dense(at) if at.len().max(need) > 8 * keys => {
-                let mut table = hashbrown::HashTable::with_capacity(self.rows.len());
-                for (i, r) in self.rows.iter().enumerate() {
-                    insert_sparse(&mut table, &self.rows, r.id, i as u32);
-                }
-                self.index = Index::Sparse(table);
-            }
-            Index::Dense(at) => {
-                if need > at.len() {
-                    at.resize(need, NONE);
-                }
-            }
-            Index::Sparse(_) => {
-                let span = self.span.max(need);
-                if span <= 4 * keys {
-                    let mut at = vec![NONE; span];
-                    for (i, r) in self.rows.iter().enumerate() {
-                        at[r.id as usize] = i as u32;
+        let keys = self.keys.max(ids.len());
+        match &mut self.slots {
+            Slots::Dense(slots) if slots.len().max(need) > 4 * keys => {
+                let mut table = hashbrown::HashTable::with_capacity(self.keys);
+                for row in std::mem::take(slots) {
+                    if row.file != NO_FILE {
+                        insert_sparse(&mut table, row);
                     }
-                    self.index = Index::Dense(at);
+                }
+                self.slots = Slots::Sparse(table);
+            }
+            Slots::Dense(slots) => {
+                if need > slots.len() {
+                    slots.resize_with(need, empty);
+                }
+            }
+            Slots::Sparse(table) => {
+                let span = self.span.max(need);
+                if span <= 2 * keys {
+                    let mut slots = Vec::with_capacity(span);
+                    slots.resize_with(span, empty);
+                    for row in std::mem::take(table) {
+                        let i = row.id as usize;
+                        slots[i] = row;
+                    }
+                    self.slots = Slots::Dense(slots);
                 }
             }
         }
