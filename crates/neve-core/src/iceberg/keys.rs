@@ -112,15 +112,17 @@ impl KeyIds {
     /// The id of each of `n` keys, `key(i)` the bytes of the `i`th (`None` for a null
     /// single-column key).
     fn ids_by<'k>(&self, n: usize, key: impl Fn(usize) -> Option<&'k [u8]>) -> Result<Vec<u32>> {
-        let hashes: Vec<u64> = (0..n)
-            .map(|i| key(i).map_or(0, |k| self.hasher.hash_one(k)))
-            .collect();
+        let hash = |k: Option<&[u8]>| k.map_or(0, |k| self.hasher.hash_one(k));
         let mut ids = Vec::with_capacity(n);
         let mut new = Vec::new();
         {
+            // One pass, no vector of hashes: most keys are known, and the few that are not
+            // are hashed again below (allocating and freeing the hashes of each file was a
+            // tenth of numbering; BENCHMARKS.md, "Forty-sixth session").
             let known = self.keys.read().expect("key ids");
-            for (i, &h) in hashes.iter().enumerate() {
-                ids.push(known.find(h, key(i)).unwrap_or_else(|| {
+            for i in 0..n {
+                let k = key(i);
+                ids.push(known.find(hash(k), k).unwrap_or_else(|| {
                     new.push(i);
                     u32::MAX
                 }));
@@ -131,11 +133,12 @@ impl KeyIds {
         }
         let mut known = self.keys.write().expect("key ids");
         for i in new {
-            let (k, hash) = (key(i), hashes[i]);
-            ids[i] = match known.find(hash, k) {
+            let k = key(i);
+            let h = hash(k);
+            ids[i] = match known.find(h, k) {
                 // Another group's file numbered it meanwhile, or it repeats in this file.
                 Some(id) => id,
-                None => known.insert(hash, k)?,
+                None => known.insert(h, k)?,
             };
         }
         Ok(ids)

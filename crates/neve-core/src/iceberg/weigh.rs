@@ -190,6 +190,45 @@ fn insert_sparse<V>(table: &mut hashbrown::HashTable<Best<V>>, row: Best<V>) {
     table.insert_unique(id_hash(row.id), row, |r| id_hash(r.id));
 }
 
+/// The rows a file's rows make lose, a bit per position of each file: read out in order, where
+/// sorting them was a fifth of weighing (BENCHMARKS.md, "Forty-sixth session"). A row loses
+/// once, so a set bit is one loser.
+#[derive(Default)]
+struct Marks(Vec<Vec<u64>>);
+
+impl Marks {
+    fn mark(&mut self, file: u32, pos: u64) {
+        let (f, word) = (file as usize, (pos / 64) as usize);
+        if self.0.len() <= f {
+            self.0.resize_with(f + 1, Vec::new);
+        }
+        let words = &mut self.0[f];
+        if words.len() <= word {
+            words.resize(word + 1, 0);
+        }
+        words[word] |= 1 << (pos % 64);
+    }
+
+    fn losers(self) -> NewLosers {
+        let mut out = NewLosers::new();
+        for (file, words) in (0u32..).zip(self.0) {
+            let n: u32 = words.iter().map(|w| w.count_ones()).sum();
+            if n == 0 {
+                continue;
+            }
+            let mut positions = Vec::with_capacity(n as usize);
+            for (at, mut w) in (0u64..).step_by(64).zip(words) {
+                while w != 0 {
+                    positions.push(at + u64::from(w.trailing_zeros()));
+                    w &= w - 1;
+                }
+            }
+            out.insert(file, positions);
+        }
+        out
+    }
+}
+
 /// An empty slot.
 fn empty<V: Default>() -> Best<V> {
     Best {
@@ -220,9 +259,7 @@ impl<V: Version + Default> BestRows<V> {
         debug_assert!(file != NO_FILE);
         self.lay_out(ids);
         self.touch(ids);
-        // (file, position): at most two a row, so the vector never grows (growing vectors of
-        // each file was a quarter of weighing; BENCHMARKS.md, "Forty-fifth session").
-        let mut lost: Vec<(u32, u64)> = Vec::with_capacity(2 * ids.len());
+        let mut lost = Marks::default();
         for (p, &id) in ids.iter().enumerate() {
             let hidden = deleted.is_some_and(|d| d.is_valid(p) && d.value(p));
             let row = Best {
@@ -233,30 +270,25 @@ impl<V: Version + Default> BestRows<V> {
             };
             let Some(best) = self.find(id) else {
                 if hidden {
-                    lost.push((file, p as u64));
+                    lost.mark(file, p as u64);
                 }
                 self.add(row);
                 continue;
             };
             if dedupe || row.version < best.version {
-                lost.push((file, p as u64));
+                lost.mark(file, p as u64);
                 continue;
             }
             // A tombstone best lost when it became best.
             if best.at & HIDDEN == 0 {
-                lost.push((best.file, best.at));
+                lost.mark(best.file, best.at);
             }
             if hidden {
-                lost.push((file, p as u64));
+                lost.mark(file, p as u64);
             }
             *best = row;
         }
-        lost.sort_unstable();
-        let mut out = NewLosers::new();
-        for run in lost.chunk_by(|a, b| a.0 == b.0) {
-            out.insert(run[0].0, run.iter().map(|&(_, p)| p).collect());
-        }
-        Ok(out)
+        Ok(lost.losers())
     }
 
     /// Reads the slot of every id of a file before it is weighed: the reads do not depend on
