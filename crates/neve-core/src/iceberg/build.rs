@@ -352,9 +352,7 @@ impl IcebergWriter {
         let mut delete_totals = (0usize, 0u64);
         let started = std::time::Instant::now();
         if let Some(spec) = &meta.merge {
-            let deletes = self
-                .position_deletes(run, snap, &info, spec, &mut writes)
-                .await?;
+            let deletes = self.position_deletes(run, snap, &info, spec).await?;
             if !deletes.is_empty() {
                 delete_totals = (deletes.len(), deletes.iter().map(|d| d.rows).sum());
                 let layout = &run.layout.as_ref().expect("layout").1;
@@ -466,14 +464,14 @@ impl IcebergWriter {
 
     /// The position delete files of `snap` (a table with merge semantics `spec`): per group of
     /// files whose rows are not all rows of the table, one per prefix of the group (in merge
-    /// order) that adds losers, holding the rows it adds; new ones are added to `writes`.
+    /// order) that adds losers, holding the rows it adds; new ones are PUT here, each group's
+    /// as soon as it is decided.
     async fn position_deletes(
         &self,
         run: &mut Run<'_>,
         snap: &Snapshot,
         info: &CommitInfo,
         spec: &crate::merge::MergeSpec,
-        writes: &mut Vec<(String, Bytes)>,
     ) -> Result<Vec<DeleteFile>> {
         use futures::{FutureExt, StreamExt, TryStreamExt};
 
@@ -606,20 +604,40 @@ impl IcebergWriter {
             .collect();
         let memo_ms = t0.elapsed().as_secs_f64() * 1e3;
         let (groups_decided, t) = (decisions.len(), std::time::Instant::now());
-        let mut decided: HashMap<usize, Decided> = futures::stream::iter(decisions)
-            .buffer_unordered(GROUPS_AT_ONCE)
-            .try_collect()
-            .await?;
-        // The new prefixes' delete files, by key.
-        let mut encoded: HashMap<&str, (Vec<u8>, u64)> = decided
-            .iter_mut()
-            .flat_map(|(&i, (_, files))| {
-                let keys = &keys;
-                std::mem::take(files)
-                    .into_iter()
-                    .map(move |(j, file)| (keys[i][j], file))
-            })
-            .collect();
+        // Each group's delete files are PUT as soon as it is decided, while other groups are
+        // decided (readers reach them only through the metadata file written last, as the
+        // manifests): PUT after every decision, they waited for the last group.
+        let mut decisions = futures::stream::iter(decisions).buffer_unordered(GROUPS_AT_ONCE);
+        let mut puts = futures::stream::FuturesUnordered::new();
+        let mut decided: HashMap<usize, deletes::GroupState> = HashMap::new();
+        // The new prefixes' delete files, by key: rows and size.
+        let mut encoded: HashMap<&str, (u64, u64)> = HashMap::new();
+        let mut deciding = true;
+        while deciding || !puts.is_empty() {
+            tokio::select! {
+                d = decisions.next(), if deciding => match d {
+                    Some(d) => {
+                        let (i, (state, files)) = d?;
+                        decided.insert(i, state);
+                        for (j, (bytes, n)) in files {
+                            let key = keys[i][j];
+                            encoded.insert(key, (n, bytes.len() as u64));
+                            if n > 0 {
+                                puts.push(self.put_once(key.to_string(), Bytes::from(bytes)));
+                            }
+                        }
+                    }
+                    None => deciding = false,
+                },
+                Some(put) = puts.next(), if !puts.is_empty() => {
+                    if let Some(len) = put? {
+                        run.report.files_written += 1;
+                        run.report.bytes_written += len;
+                    }
+                }
+            }
+        }
+        drop(decisions);
         tracing::debug!(
             version = snap.version,
             groups_decided,
@@ -638,7 +656,7 @@ impl IcebergWriter {
         for (i, group) in groups.iter().enumerate() {
             let partition_values = Arc::new(group[0].partition_values.clone());
             let state = match decided.remove(&i) {
-                Some((state, _)) => Some(Arc::new(state)),
+                Some(state) => Some(Arc::new(state)),
                 // Unchanged: its state carries over.
                 None => states.get(&group[0].path).cloned(),
             };
@@ -651,12 +669,9 @@ impl IcebergWriter {
                     // process decides the same rows: the file is there).
                     d
                 } else {
-                    let (bytes, n) = encoded.remove(key).expect("encoded above");
-                    let size = bytes.len() as u64;
-                    if n > 0 {
-                        writes.push((key.to_string(), Bytes::from(bytes)));
-                    }
-                    (key.to_string(), (n, size))
+                    // PUT above, when it has rows.
+                    let d = encoded.remove(key).expect("encoded above");
+                    (key.to_string(), d)
                 };
                 if rows > 0 {
                     out.push(DeleteFile {
@@ -700,9 +715,6 @@ impl IcebergWriter {
         Ok(out)
     }
 }
-
-/// A group decided: its state, and its new delete files (by index in the group: bytes, rows).
-type Decided = (deletes::GroupState, Vec<(usize, (Vec<u8>, u64))>);
 
 /// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files).
 const GROUPS_AT_ONCE: usize = 8;
