@@ -716,7 +716,9 @@ impl IcebergWriter {
     }
 }
 
-/// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files).
+/// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files);
+/// their weighing queues on the rayon pool, a thread a core, so more than the cores keep it
+/// fed (2, 8 and 32 at once on 2 cores: BENCHMARKS.md, "Forty-seventh session").
 const GROUPS_AT_ONCE: usize = 8;
 
 /// The most room for best rows (one per key of a group: 16 to 40 bytes each, and slots by id

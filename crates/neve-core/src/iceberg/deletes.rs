@@ -443,7 +443,7 @@ pub(crate) async fn resolve<T: Send + 'static>(
             .map(|f| (f.path.clone(), location.file_url(&f.path)))
             .collect();
         let spec = spec.clone();
-        let (s, e, kept, took) = tokio::task::spawn_blocking(move || {
+        let (s, e, kept, took) = on_pool(move || {
             let t = std::time::Instant::now();
             let mut kept = Vec::new();
             for (path, cols) in paths.into_iter().zip(read) {
@@ -452,13 +452,36 @@ pub(crate) async fn resolve<T: Send + 'static>(
             }
             Ok::<_, Error>((state, each, kept, t.elapsed()))
         })
-        .await
-        .map_err(|e| Error::TaskFailed(e.to_string()))??;
+        .await??;
         busy.fetch_add(took.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         (state, each) = (s, e);
         out.extend(kept);
     }
     Ok((out, state))
+}
+
+/// Runs `work` on the rayon pool (a thread per core) and waits for it without blocking the
+/// runtime. A sync's groups queue there: on tokio's blocking pool each took a thread woken for
+/// it, and the waits between one group and the next left the cores idle (BENCHMARKS.md,
+/// "Forty-seventh session"). A panic is an error, not an abort of the process.
+async fn on_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    rayon::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)));
+    });
+    match rx.await {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(panic)) => Err(Error::TaskFailed(
+            panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "deciding a group of position deletes panicked".into()),
+        )),
+        Err(_) => Err(Error::TaskFailed(
+            "deciding a group of position deletes stopped".into(),
+        )),
+    }
 }
 
 /// Positions deleted, by data file (its URL as readers resolve it).

@@ -414,3 +414,39 @@ fn delete_files_are_icebergs() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// A panic while a group is decided (on the rayon pool) is the sync's error, naming it, and the
+/// process goes on: the next decision of the same group succeeds.
+#[tokio::test]
+async fn a_panic_while_deciding_is_an_error_not_an_abort() {
+    let location = TableLocation::memory("p");
+    let t = TableBuilder::new(location.clone())
+        .with_iceberg_after_commit(false)
+        .build();
+    create(&t).await;
+    insert(&t, &[(1, 1, 1, None), (1, 1, 2, None)]).await;
+    let snap = t.snapshot().await.unwrap();
+    let spec = snap.metadata.merge.as_ref().unwrap();
+    let ids: Arc<KeyIds> = Arc::default();
+    let busy = Default::default();
+    let shared = Shared::new(spec, &snap, &ids, None, &busy).unwrap();
+    let g = groups(&snap, spec).remove(0);
+    let e = resolve(
+        &location,
+        spec,
+        &g,
+        None,
+        &shared,
+        |_, _, _| -> crate::Result<Option<()>> { panic!("weighing went wrong") },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&e, crate::Error::TaskFailed(m) if m.contains("weighing went wrong")),
+        "{e:?}"
+    );
+    let (steps, _) = resolve(&location, spec, &g, None, &shared, |_, _, l| Ok(Some(l)))
+        .await
+        .unwrap();
+    assert_eq!(steps.len(), g.len());
+}
