@@ -493,7 +493,15 @@ impl IcebergWriter {
         ));
         let mut states = std::mem::take(&mut *self.states.lock().expect("states"));
         let ids = self.key_ids.lock().expect("key ids").clone();
-        if keys.iter().flatten().any(|k| !memo.contains_key(*k)) {
+        // Whether each prefix's delete file is known, each looked up once: the memo holds
+        // every delete file of the table, and looking each up again at every step below was
+        // most of the sync's own thread at 4,000 of them (BENCHMARKS.md, "Forty-seventh
+        // session").
+        let mut known: Vec<Vec<bool>> = keys
+            .iter()
+            .map(|ks| ks.iter().map(|k| memo.contains_key(*k)).collect())
+            .collect();
+        if known.iter().flatten().any(|k| !k) {
             // Learn the delete files the manifests read so far list (the previous version's).
             let unread: Vec<String> = run
                 .known
@@ -544,6 +552,12 @@ impl IcebergWriter {
                     }
                 }
             }
+            // The delete files learnt above.
+            for (ks, known) in keys.iter().zip(&mut known) {
+                for (k, known) in ks.iter().zip(known) {
+                    *known = *known || memo.contains_key(*k);
+                }
+            }
         }
         // The groups with a prefix not known, each decided from the state kept of its first
         // files (when every prefix it covers is known), reading only the files past it.
@@ -555,14 +569,12 @@ impl IcebergWriter {
         let busy = std::sync::atomic::AtomicU64::new(0);
         let shared = &deletes::Shared::new(spec, snap, &ids, Some(given), &busy)?;
         let todo: Vec<(usize, Option<Arc<deletes::GroupState>>)> = (0..groups.len())
-            .filter(|&i| keys[i].iter().any(|k| !memo.contains_key(*k)))
+            .filter(|&i| known[i].iter().any(|k| !k))
             .map(|i| {
                 // Taken, not shared: the decision goes on from it without a copy.
                 let kept = states.remove(&groups[i][0].path).filter(|s| {
                     s.files().len() <= groups[i].len()
-                        && keys[i][..s.files().len()]
-                            .iter()
-                            .all(|k| memo.contains_key(*k))
+                        && known[i][..s.files().len()].iter().all(|k| *k)
                 });
                 (i, kept)
             })
@@ -576,7 +588,7 @@ impl IcebergWriter {
             .map(|(i, kept)| {
                 let group = &groups[i];
                 // The prefixes whose delete file is not known.
-                let wanted: Vec<bool> = keys[i].iter().map(|k| !memo.contains_key(*k)).collect();
+                let wanted: Vec<bool> = known[i].iter().map(|k| !k).collect();
                 let files = shared.files.clone();
                 async move {
                     let (encoded, state) = deletes::resolve(
@@ -649,7 +661,10 @@ impl IcebergWriter {
         );
         let t0 = std::time::Instant::now();
         let mut out = Vec::new();
-        let mut kept = HashMap::with_capacity(memo.len() + encoded.len());
+        let mut kept = deletes::KnownDeletes::with_capacity_and_hasher(
+            memo.len() + encoded.len(),
+            Default::default(),
+        );
         let mut kept_states = deletes::States::new();
         // Room for best rows of every complete state, and best rows of those kept.
         let (mut kept_slots, mut named_rows) = (0, 0);

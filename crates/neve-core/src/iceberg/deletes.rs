@@ -354,6 +354,10 @@ impl GroupState {
     }
 }
 
+/// A table's position delete files, rows and size by key: every one of them is looked up at
+/// each sync, so by a fast hash, not SipHash (BENCHMARKS.md, "Forty-seventh session").
+pub(crate) type KnownDeletes = HashMap<String, (u64, u64), ahash::RandomState>;
+
 /// Kept states by the path of their group's first file.
 pub(crate) type States = HashMap<String, Arc<GroupState>>;
 

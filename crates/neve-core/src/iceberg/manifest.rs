@@ -643,11 +643,11 @@ pub(crate) struct DeleteEntries {
     /// The layout they were encoded for.
     salt: [u8; 32],
     /// By delete file key: its size and entry (the entry holds its rows and sequence).
-    by_key: HashMap<String, (u64, EncodedEntry)>,
+    by_key: HashMap<String, (u64, EncodedEntry), ahash::RandomState>,
     /// The chunks named last, by their first delete file's key: a chunk of the same delete
     /// files (compared, key, rows, size and sequence) is named without formatting and hashing
     /// them again: about a millisecond a sync at 4,000 delete files (BENCHMARKS.md).
-    names: HashMap<String, (Vec<DeleteId>, ChunkName)>,
+    names: HashMap<String, (Vec<DeleteId>, ChunkName), ahash::RandomState>,
 }
 
 /// What a delete manifest's name is a function of, for each of its delete files.

@@ -236,7 +236,7 @@ pub struct IcebergWriter {
     layout: Arc<std::sync::Mutex<Option<KeyedLayout>>>,
     /// The position delete files of the snapshot written last (tables with merge semantics):
     /// rows and size by key. A group unchanged since is not read again.
-    deletes: Arc<std::sync::Mutex<HashMap<String, (u64, u64)>>>,
+    deletes: Arc<std::sync::Mutex<deletes::KnownDeletes>>,
     /// What was decided of those groups (see [`deletes::GroupState`]): a group that grew is
     /// decided by reading only the files that joined it.
     states: Arc<std::sync::Mutex<deletes::States>>,
