@@ -475,13 +475,14 @@ async fn on_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -
     });
     match rx.await {
         Ok(Ok(out)) => Ok(out),
-        Ok(Err(panic)) => Err(Error::TaskFailed(
-            panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "deciding a group of position deletes panicked".into()),
-        )),
+        Ok(Err(panic)) => {
+            let why = (panic.downcast_ref::<&str>().copied())
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("no message");
+            Err(Error::TaskFailed(format!(
+                "deciding a group of position deletes panicked: {why}"
+            )))
+        }
         Err(_) => Err(Error::TaskFailed(
             "deciding a group of position deletes stopped".into(),
         )),

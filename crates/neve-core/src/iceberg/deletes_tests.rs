@@ -442,7 +442,8 @@ async fn a_panic_while_deciding_is_an_error_not_an_abort() {
     .await
     .unwrap_err();
     assert!(
-        matches!(&e, crate::Error::TaskFailed(m) if m.contains("weighing went wrong")),
+        matches!(&e, crate::Error::TaskFailed(m)
+            if m == "deciding a group of position deletes panicked: weighing went wrong"),
         "{e:?}"
     );
     let (steps, _) = resolve(&location, spec, &g, None, &shared, |_, _, l| Ok(Some(l)))
