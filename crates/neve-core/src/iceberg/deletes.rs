@@ -476,7 +476,9 @@ async fn on_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -
     match rx.await {
         Ok(Ok(out)) => Ok(out),
         Ok(Err(panic)) => {
-            let why = (panic.downcast_ref::<&str>().copied())
+            let why = panic
+                .downcast_ref::<&str>()
+                .copied()
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("no message");
             Err(Error::TaskFailed(format!(
