@@ -587,8 +587,8 @@ impl IcebergWriter {
             .into_iter()
             .map(|(i, kept)| {
                 let group = &groups[i];
-                // The prefixes whose delete file is not known.
-                let wanted: Vec<bool> = known[i].iter().map(|k| !k).collect();
+                // Only the prefixes whose delete file is not known are encoded.
+                let known = known[i].clone();
                 let files = shared.files.clone();
                 async move {
                     let (encoded, state) = deletes::resolve(
@@ -598,7 +598,7 @@ impl IcebergWriter {
                         kept,
                         shared,
                         move |state, j, losers| {
-                            if !wanted[j] {
+                            if known[j] {
                                 return Ok(None);
                             }
                             let rows = losers
