@@ -615,7 +615,7 @@ impl IcebergWriter {
             })
             .collect();
         let memo_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let (groups_decided, t) = (decisions.len(), std::time::Instant::now());
+        let (groups_decided, t, cpu) = (decisions.len(), std::time::Instant::now(), process_cpu());
         // Each group's delete files are PUT as soon as it is decided, while other groups are
         // decided (readers reach them only through the metadata file written last, as the
         // manifests): PUT after every decision, they waited for the last group.
@@ -654,10 +654,11 @@ impl IcebergWriter {
             version = snap.version,
             groups_decided,
             decide_ms = t.elapsed().as_secs_f64() * 1e3,
+            cpu_ms = (process_cpu() - cpu).as_secs_f64() * 1e3,
             weigh_ms = busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
             files_encoded = encoded.len(),
             encode_ms = shared.files.busy.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6,
-            "position deletes decided and encoded (weigh_ms, with encoding, and encode_ms: summed over the threads)"
+            "position deletes decided and encoded (weigh_ms, with encoding, and encode_ms: summed over the threads; cpu_ms: the process's)"
         );
         let t0 = std::time::Instant::now();
         let mut out = Vec::new();
@@ -729,6 +730,25 @@ impl IcebergWriter {
         );
         Ok(out)
     }
+}
+
+/// CPU time of the whole process, for the debug log: against a phase's wall, how busy the
+/// cores were. Zero where the platform has no such clock, and when nothing listens.
+fn process_cpu() -> std::time::Duration {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime only writes the timespec it is given.
+        if tracing::enabled!(tracing::Level::DEBUG)
+            && unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } == 0
+        {
+            return std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        }
+    }
+    std::time::Duration::ZERO
 }
 
 /// Groups of position deletes decided at once (each reads up to `READ_CONCURRENCY` files);

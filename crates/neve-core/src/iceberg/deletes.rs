@@ -34,7 +34,7 @@ use crate::merge::MergeSpec;
 use crate::storage::TableLocation;
 use crate::write::KeptColumns;
 
-pub(crate) use super::keys::KeyIds;
+pub(crate) use super::keys::{KeyIds, PreNumbered};
 pub(crate) use super::weigh::NewLosers;
 use super::weigh::Weighed;
 
@@ -220,7 +220,12 @@ fn typed(column: Option<ArrayRef>, ty: &DataType, rows: usize) -> Result<ArrayRe
 /// Columns of files this process just wrote, by path, given by the insert that wrote them
 /// (see [`crate::write::DataWriter::keeping`]): the sync after its commit takes them instead
 /// of reading the files back.
-pub(crate) type GivenColumns = std::sync::Mutex<HashMap<String, KeptColumns>>;
+/// With them, their keys' ids when they were numbered before the commit.
+pub(crate) type GivenColumns =
+    std::sync::Mutex<HashMap<String, (KeptColumns, Option<Arc<PreNumbered>>)>>;
+
+/// A file's decisive columns, and its keys' ids if they were numbered already.
+type FileColumns = (Vec<ArrayRef>, Option<Arc<PreNumbered>>);
 
 /// `columns` of file `f`: given by its writer, or read from it.
 async fn file_columns(
@@ -228,17 +233,20 @@ async fn file_columns(
     f: &AddFile,
     columns: &[(String, DataType)],
     given: Option<&GivenColumns>,
-) -> Result<Vec<ArrayRef>> {
+) -> Result<FileColumns> {
     let given = given.and_then(|g| g.lock().expect("given columns").remove(&f.path));
     match given {
-        Some(kept) if kept.iter().all(|(_, c)| c.len() as u64 == f.rows) => columns
-            .iter()
-            .map(|(name, ty)| {
-                let c = kept.iter().find(|(n, _)| n == name).map(|(_, c)| c.clone());
-                typed(c, ty, f.rows as usize)
-            })
-            .collect(),
-        _ => read_columns(location, f, columns).await,
+        Some((kept, ids)) if kept.iter().all(|(_, c)| c.len() as u64 == f.rows) => {
+            let cols = columns
+                .iter()
+                .map(|(name, ty)| {
+                    let c = kept.iter().find(|(n, _)| n == name).map(|(_, c)| c.clone());
+                    typed(c, ty, f.rows as usize)
+                })
+                .collect::<Result<_>>()?;
+            Ok((cols, ids))
+        }
+        _ => Ok((read_columns(location, f, columns).await?, None)),
     }
 }
 
@@ -330,11 +338,15 @@ impl GroupState {
         &mut self,
         spec: &MergeSpec,
         (path, url): (String, String),
-        cols: Vec<ArrayRef>,
+        (cols, numbered): FileColumns,
     ) -> Result<NewLosers> {
         let file = self.files.len() as u32;
         let k = spec.key().len();
-        let ids = self.ids.ids(&cols[..k], &self.keys)?;
+        let numbered = numbered.filter(|n| n.fits(&self.ids, &cols[..k]));
+        let ids = match numbered.as_ref().and_then(|n| n.ids()) {
+            Some(ids) => std::borrow::Cow::Borrowed(ids),
+            None => std::borrow::Cow::Owned(self.ids.ids(&cols[..k], &self.keys)?),
+        };
         let (version, deleted) = match spec {
             MergeSpec::Replace {
                 version, deleted, ..

@@ -1,5 +1,7 @@
 //! Key ids: the keys of a writer's groups of position deletes, each numbered once.
 
+use std::sync::Arc;
+
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
 use arrow::row::RowConverter;
@@ -145,6 +147,48 @@ impl KeyIds {
     }
 }
 
+/// The ids of one given file's keys, numbered on the rayon pool while the insert commits (a
+/// core is idle then) instead of in the sync after it, whose weighing only reads them
+/// (BENCHMARKS.md, "Forty-eighth session"). Numbered once: by whichever of the two gets there
+/// first, the other waiting.
+#[derive(Debug)]
+pub(crate) struct PreNumbered {
+    /// The ids they are numbered by: a sync whose states name keys by others numbers again.
+    by: Arc<KeyIds>,
+    /// The key columns as given, and how keys of their types become rows.
+    keys: Vec<ArrayRef>,
+    rows: Arc<RowConverter>,
+    ids: std::sync::OnceLock<Option<Vec<u32>>>,
+}
+
+impl PreNumbered {
+    /// Ids for the key columns `keys` by `by` (`rows` turns keys of their types into rows).
+    pub(crate) fn new(by: Arc<KeyIds>, keys: Vec<ArrayRef>, rows: Arc<RowConverter>) -> Self {
+        Self {
+            by,
+            keys,
+            rows,
+            ids: Default::default(),
+        }
+    }
+
+    /// The ids, numbered now unless they were; `None` when numbering failed (the sync's own
+    /// numbering then reports why).
+    pub(crate) fn ids(&self) -> Option<&[u32]> {
+        self.ids
+            .get_or_init(|| self.by.ids(&self.keys, &self.rows).ok())
+            .as_deref()
+    }
+
+    /// Whether they are the ids of `keys` by `by`: the same ids, and the very arrays the sync
+    /// weighs (not a cast of them, whose rows would differ).
+    pub(crate) fn fits(&self, by: &Arc<KeyIds>, keys: &[ArrayRef]) -> bool {
+        Arc::ptr_eq(&self.by, by)
+            && self.keys.len() == keys.len()
+            && self.keys.iter().zip(keys).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{HashMap, HashSet};
@@ -246,6 +290,33 @@ mod tests {
             );
             assert_eq!(ids.len(), 4);
         }
+    }
+
+    /// Keys numbered ahead (while a commit runs) get the ids the sync's own numbering gives
+    /// them, whichever numbers first, and are only used for the very arrays and ids they were
+    /// numbered for.
+    #[test]
+    fn keys_numbered_ahead_are_the_syncs() {
+        let converter = Arc::new(RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap());
+        let ids = Arc::new(KeyIds::default());
+        let first: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "a", "c"]));
+        let second: ArrayRef = Arc::new(StringArray::from(vec!["c", "d", "b"]));
+        // The second file numbered ahead, then the first by the sync, then the second read.
+        let ahead = super::PreNumbered::new(ids.clone(), vec![second.clone()], converter.clone());
+        assert_eq!(ahead.ids().unwrap(), &[0, 1, 2]);
+        let synced = ids.ids(std::slice::from_ref(&first), &converter).unwrap();
+        assert_eq!(synced, vec![3, 2, 3, 0]);
+        assert_eq!(ahead.ids().unwrap(), &[0, 1, 2], "numbered once");
+        assert_eq!(
+            ids.ids(std::slice::from_ref(&second), &converter).unwrap(),
+            ahead.ids().unwrap()
+        );
+        assert!(ahead.fits(&ids, std::slice::from_ref(&second)));
+        // Other ids, or other arrays (a cast of the same values), do not fit.
+        assert!(!ahead.fits(&Arc::new(KeyIds::default()), std::slice::from_ref(&second)));
+        let copy: ArrayRef = Arc::new(StringArray::from(vec!["c", "d", "b"]));
+        assert!(!ahead.fits(&ids, &[copy]));
+        assert!(!ahead.fits(&ids, &[]));
     }
 
     /// Threads numbering overlapping keys at once agree on every key's id.

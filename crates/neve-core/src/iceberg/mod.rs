@@ -319,18 +319,66 @@ impl IcebergWriter {
     /// position deletes of a table with merge semantics: the sync after the commit takes
     /// them instead of reading the files. What is held stays under [`GIVEN_BYTES`]; a sync
     /// drops what it did not take of the files it described.
-    pub(crate) fn give_columns(&self, files: Vec<(String, crate::write::KeptColumns)>) {
-        let mut given = self.given.lock().expect("given columns");
-        let bytes = |cols: &crate::write::KeptColumns| -> usize {
-            cols.iter().map(|(_, c)| c.get_array_memory_size()).sum()
-        };
-        let mut held: usize = given.values().map(bytes).sum();
-        for (path, cols) in files {
-            held += bytes(&cols);
-            if held > GIVEN_BYTES {
-                break;
+    ///
+    /// Their keys (the columns named `keys`) are numbered at once on the rayon pool, while
+    /// the commit runs (see [`deletes::PreNumbered`]).
+    pub(crate) fn give_columns(
+        &self,
+        keys: &[String],
+        files: Vec<(String, crate::write::KeptColumns)>,
+    ) {
+        let by = self.key_ids.lock().expect("key ids").clone();
+        let mut numbering = Vec::new();
+        // One converter for the files' key types (an insert's files share them).
+        let mut rows: Option<(
+            Vec<arrow::datatypes::DataType>,
+            Arc<arrow::row::RowConverter>,
+        )> = None;
+        {
+            let mut given = self.given.lock().expect("given columns");
+            let bytes = |cols: &crate::write::KeptColumns| -> usize {
+                cols.iter().map(|(_, c)| c.get_array_memory_size()).sum()
+            };
+            let mut held: usize = given.values().map(|(c, _)| bytes(c)).sum();
+            for (path, cols) in files {
+                held += bytes(&cols);
+                if held > GIVEN_BYTES {
+                    break;
+                }
+                let key_cols: Vec<arrow::array::ArrayRef> = keys
+                    .iter()
+                    .filter_map(|k| cols.iter().find(|(n, _)| n == k).map(|(_, c)| c.clone()))
+                    .collect();
+                let types: Vec<_> = key_cols.iter().map(|c| c.data_type().clone()).collect();
+                let converter = match &rows {
+                    Some((t, r)) if *t == types => Some(r.clone()),
+                    _ => arrow::row::RowConverter::new(
+                        types
+                            .iter()
+                            .map(|t| arrow::row::SortField::new(t.clone()))
+                            .collect(),
+                    )
+                    .ok()
+                    .map(|r| {
+                        let r = Arc::new(r);
+                        rows = Some((types, r.clone()));
+                        r
+                    }),
+                };
+                let numbered = (key_cols.len() == keys.len() && !keys.is_empty())
+                    .then_some(converter)
+                    .flatten()
+                    .map(|r| Arc::new(deletes::PreNumbered::new(by.clone(), key_cols, r)));
+                numbering.extend(numbered.clone());
+                given.insert(path, (cols, numbered));
             }
-            given.insert(path, cols);
+        }
+        if !numbering.is_empty() {
+            rayon::spawn(move || {
+                for n in numbering {
+                    n.ids();
+                }
+            });
         }
     }
 

@@ -328,7 +328,8 @@ impl Table {
         crate::failpoint::hit("insert:after-data");
         let given: Vec<String> = writer.kept.iter().map(|(p, _)| p.clone()).collect();
         if let Some(w) = &iceberg {
-            w.give_columns(std::mem::take(&mut writer.kept));
+            let keys = meta.merge.as_ref().map(|m| m.key()).unwrap_or_default();
+            w.give_columns(keys, std::mem::take(&mut writer.kept));
         }
         let mut schema_changed = false;
         let result = self
