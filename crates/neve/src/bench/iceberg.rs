@@ -88,6 +88,19 @@ async fn timed_insert(table: &Table, schema: SchemaRef, batches: Vec<RecordBatch
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// An insert's wall time, and the process's CPU time over it (both seconds).
+async fn timed_insert_cpu(
+    table: &Table,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> Result<(f64, f64)> {
+    // Its CPU beside its wall time says how much of the cores the insert left idle: room the
+    // metadata's work could take without adding wall time.
+    let c = super::phases::process_cpu_s();
+    let wall = timed_insert(table, schema, batches).await?;
+    Ok((wall, super::phases::process_cpu_s() - c))
+}
+
 /// Inserts of `rows` taxi rows into a table with and one without Iceberg metadata, in turns.
 async fn commit_cost(
     root: &str,
@@ -120,16 +133,21 @@ async fn commit_cost(
     let (files_before, bytes_before) = metadata_objects(ice.location()).await?;
     let mut gen = taxi::TaxiGenerator::new(7);
     let (mut plain_s, mut ice_s) = (Vec::new(), Vec::new());
+    let (mut plain_cpu, mut ice_cpu) = (Vec::new(), Vec::new());
     for i in 0..inserts {
         let batches = gen.batches(rows, 65_536);
         // Who goes first alternates, so neither always gets the warmer cache.
-        if i % 2 == 0 {
-            plain_s.push(timed_insert(&plain, taxi::schema(), batches.clone()).await?);
-            ice_s.push(timed_insert(&ice, taxi::schema(), batches).await?);
+        let (p, c) = if i % 2 == 0 {
+            let p = timed_insert_cpu(&plain, taxi::schema(), batches.clone()).await?;
+            (p, timed_insert_cpu(&ice, taxi::schema(), batches).await?)
         } else {
-            ice_s.push(timed_insert(&ice, taxi::schema(), batches.clone()).await?);
-            plain_s.push(timed_insert(&plain, taxi::schema(), batches).await?);
-        }
+            let c = timed_insert_cpu(&ice, taxi::schema(), batches.clone()).await?;
+            (timed_insert_cpu(&plain, taxi::schema(), batches).await?, c)
+        };
+        plain_s.push(p.0);
+        plain_cpu.push(p.1);
+        ice_s.push(c.0);
+        ice_cpu.push(c.1);
     }
     let (files_after, bytes_after) = metadata_objects(ice.location()).await?;
     // Every sync also rewrites `version-hint.text` (a PUT of a few bytes).
@@ -143,6 +161,8 @@ async fn commit_cost(
         "iceberg_insert_median_ms": i * 1e3,
         "added_ms_per_commit": (i - p) * 1e3,
         "added_fraction": i / p - 1.0,
+        "plain_insert_cpu_median_ms": median(plain_cpu) * 1e3,
+        "iceberg_insert_cpu_median_ms": median(ice_cpu) * 1e3,
         "puts_per_commit": (files_after - files_before) as f64 / n + 1.0,
         "bytes_per_commit": (bytes_after - bytes_before) as f64 / n + hint as f64,
         "plain_runs_ms": plain_s.iter().map(|s| s * 1e3).collect::<Vec<_>>(),

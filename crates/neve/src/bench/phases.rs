@@ -89,7 +89,7 @@ impl Mark {
 }
 
 /// User + system CPU seconds of this process, all threads.
-fn process_cpu_s() -> f64 {
+pub(crate) fn process_cpu_s() -> f64 {
     // SAFETY: getrusage only writes the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
