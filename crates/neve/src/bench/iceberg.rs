@@ -137,17 +137,23 @@ async fn commit_cost(
     for i in 0..inserts {
         let batches = gen.batches(rows, 65_536);
         // Who goes first alternates, so neither always gets the warmer cache.
-        let (p, c) = if i % 2 == 0 {
-            let p = timed_insert_cpu(&plain, taxi::schema(), batches.clone()).await?;
-            (p, timed_insert_cpu(&ice, taxi::schema(), batches).await?)
+        let (without, with) = if i % 2 == 0 {
+            let without = timed_insert_cpu(&plain, taxi::schema(), batches.clone()).await?;
+            (
+                without,
+                timed_insert_cpu(&ice, taxi::schema(), batches).await?,
+            )
         } else {
-            let c = timed_insert_cpu(&ice, taxi::schema(), batches.clone()).await?;
-            (timed_insert_cpu(&plain, taxi::schema(), batches).await?, c)
+            let with = timed_insert_cpu(&ice, taxi::schema(), batches.clone()).await?;
+            (
+                timed_insert_cpu(&plain, taxi::schema(), batches).await?,
+                with,
+            )
         };
-        plain_s.push(p.0);
-        plain_cpu.push(p.1);
-        ice_s.push(c.0);
-        ice_cpu.push(c.1);
+        plain_s.push(without.0);
+        plain_cpu.push(without.1);
+        ice_s.push(with.0);
+        ice_cpu.push(with.1);
     }
     let (files_after, bytes_after) = metadata_objects(ice.location()).await?;
     // Every sync also rewrites `version-hint.text` (a PUT of a few bytes).
