@@ -24,9 +24,10 @@ use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::arrow::{ArrowSchemaConverter, ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::SchemaDescriptor;
 
 use crate::error::{Error, Result};
 use crate::log::{AddFile, Snapshot};
@@ -511,6 +512,8 @@ pub(crate) type DeletedRows<'a> = Vec<(&'a str, Vec<u64>)>;
 #[derive(Debug)]
 pub(crate) struct DeleteFiles {
     schema: Arc<Schema>,
+    /// The Parquet schema `schema` converts to, converted once, not once a file.
+    parquet_schema: SchemaDescriptor,
     props: WriterProperties,
     /// Nanoseconds spent writing files, summed over the threads (see `encode_ms` in the log).
     pub(crate) busy: std::sync::atomic::AtomicU64,
@@ -540,17 +543,23 @@ impl DeleteFiles {
         // only: zstd and a dictionary of positions took twice the time to encode a delete
         // file and made them larger (BENCHMARKS.md, "Forty-fourth session"); zstd for the
         // paths' dictionary page, a few hundred bytes, cost more to set up than to compress
-        // ("Forty-sixth session").
+        // ("Forty-sixth session"). No offset index: a delete file is one page a column, which
+        // readers read whole, and the index was a fixed cost of every file's footer.
         let props = WriterProperties::builder()
             .set_created_by("neve".to_string())
             .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(true)
             .set_column_compression("file_path".into(), Compression::SNAPPY)
             .set_column_compression("pos".into(), Compression::UNCOMPRESSED)
             .set_column_dictionary_enabled("pos".into(), false)
             .set_column_encoding("pos".into(), Encoding::DELTA_BINARY_PACKED)
             .build();
+        let parquet_schema = ArrowSchemaConverter::new()
+            .convert(&schema)
+            .expect("the position delete schema converts to Parquet");
         Self {
             schema,
+            parquet_schema,
             props,
             busy: Default::default(),
         }
@@ -581,6 +590,7 @@ impl DeleteFiles {
         // specifies, not as the dictionary it was written from.
         let options = ArrowWriterOptions::new()
             .with_properties(self.props.clone())
+            .with_parquet_schema(self.parquet_schema.clone())
             .with_skip_arrow_metadata(true);
         let mut bytes = Vec::new();
         let mut w = ArrowWriter::try_new_with_options(&mut bytes, self.schema.clone(), options)?;
