@@ -25,7 +25,7 @@ use tokio::io::AsyncWriteExt;
 
 pub use encode::parse_compression;
 pub(crate) use encode::{
-    assign_batch, encode_parquet, gather_sorted, group_by_partition, writer_properties,
+    assign_batch, encode_parquet, gather_sorted, group_by_partition, writer_properties, FileFormat,
 };
 pub(crate) use stats::{file_stats, timestamp_string};
 
@@ -342,12 +342,15 @@ impl DataWriter {
             .then_some(self.opts.chunk_bytes);
         let ctx = Arc::new(PartContext {
             fields: self.metadata.partition_by.clone(),
-            props: writer_properties(
-                self.compression,
-                self.metadata.settings.row_group_rows,
+            format: FileFormat::new(
                 &self.target,
-                &self.sort_cols,
-            ),
+                writer_properties(
+                    self.compression,
+                    self.metadata.settings.row_group_rows,
+                    &self.target,
+                    &self.sort_cols,
+                ),
+            )?,
             sort_cols: self.sort_cols.clone(),
             target: self.target.clone(),
             root: self.location.clone(),
@@ -667,7 +670,7 @@ fn thread_cpu() -> std::time::Duration {
 /// What every part of a chunk is encoded with.
 struct PartContext {
     fields: Vec<crate::partition::PartitionField>,
-    props: parquet::file::properties::WriterProperties,
+    format: FileFormat,
     sort_cols: Vec<usize>,
     target: SchemaRef,
     root: TableLocation,
@@ -702,7 +705,7 @@ fn encode_parts(
                 let part = gather_sorted(&ctx.target, &slices, &ctx.sort_cols)?;
                 drop(slices);
                 let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
-                let (bytes, footer) = encode_parquet(&part, ctx.props.clone())?;
+                let (bytes, footer) = encode_parquet(&part, &ctx.format)?;
                 let cpu_end = thread_cpu();
                 tracing::trace!(
                     sort_us = t_sort.as_micros() as u64,

@@ -199,7 +199,54 @@ fn encode_sorted_by_first(batch: &RecordBatch) -> bytes::Bytes {
         &batch.schema(),
         &[0],
     );
-    bytes::Bytes::from(super::encode_parquet(batch, props).unwrap().0)
+    encode_sorted_by_first_with(batch, props)
+}
+
+fn encode_sorted_by_first_with(
+    batch: &RecordBatch,
+    props: parquet::file::properties::WriterProperties,
+) -> bytes::Bytes {
+    let format = super::encode::FileFormat::new(&batch.schema(), props).unwrap();
+    bytes::Bytes::from(super::encode_parquet(batch, &format).unwrap().0)
+}
+
+/// A file written with the schema worked out once per insert ([`super::FileFormat`]) has the
+/// bytes an `ArrowWriter` left to convert the schema itself writes, arrow schema in the footer
+/// included (readers take time zones and nested types from it).
+#[test]
+fn the_schema_worked_out_once_writes_the_same_bytes() {
+    use arrow::array::{ArrayRef, StructArray, TimestampMicrosecondArray};
+    let ts = TimestampMicrosecondArray::from(vec![Some(1), None, Some(3)]).with_timezone("UTC");
+    let inner = Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef;
+    let nested = StructArray::from(vec![(
+        Arc::new(Field::new("x", DataType::Int64, false)),
+        inner,
+    )]);
+    let batch = RecordBatch::try_from_iter([
+        (
+            "s",
+            Arc::new(StringArray::from(vec!["b", "a", "c"])) as ArrayRef,
+        ),
+        ("t", Arc::new(ts) as ArrayRef),
+        ("n", Arc::new(nested) as ArrayRef),
+    ])
+    .unwrap();
+    let props = super::encode::writer_properties(
+        parquet::basic::Compression::SNAPPY,
+        2,
+        &batch.schema(),
+        &[0],
+    );
+    let mut plain = Vec::new();
+    let tuned = super::encode::tune_dictionary(&batch, props.clone());
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut plain, batch.schema(), Some(tuned)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    assert_eq!(
+        bytes::Bytes::from(plain),
+        encode_sorted_by_first_with(&batch, props)
+    );
 }
 
 #[test]
@@ -496,7 +543,8 @@ proptest! {
             &batch.schema(),
             &[],
         );
-        let (_, footer) = super::encode_parquet(&batch, props).unwrap();
+        let format = super::encode::FileFormat::new(&batch.schema(), props).unwrap();
+        let (_, footer) = super::encode_parquet(&batch, &format).unwrap();
         let from_footer = super::file_stats(&batch, &footer).unwrap();
         let from_arrays = super::stats::batch_stats(&batch);
         prop_assert_eq!(
