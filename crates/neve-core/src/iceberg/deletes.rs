@@ -544,11 +544,16 @@ impl DeleteFiles {
         // file and made them larger (BENCHMARKS.md, "Forty-fourth session"); zstd for the
         // paths' dictionary page, a few hundred bytes, cost more to set up than to compress
         // ("Forty-sixth session"). No offset index: a delete file is one page a column, which
-        // readers read whole, and the index was a fixed cost of every file's footer.
+        // readers read whole, and the index was a fixed cost of every file's footer. No
+        // statistics of `file_path`: the writer compared every row's 100-byte path with the
+        // chunk's bounds, 16% of encoding (BENCHMARKS.md, "Fifty-first session"). A row
+        // group's paths span its partition's data files, so bounds let a reader skip little; one
+        // that filters by path (Iceberg's Java reader) still skips row groups by the dictionary.
         let props = WriterProperties::builder()
             .set_created_by("neve".to_string())
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_offset_index_disabled(true)
+            .set_column_statistics_enabled("file_path".into(), EnabledStatistics::None)
             .set_column_compression("file_path".into(), Compression::SNAPPY)
             .set_column_compression("pos".into(), Compression::UNCOMPRESSED)
             .set_column_dictionary_enabled("pos".into(), false)
