@@ -1,0 +1,194 @@
+//! Delete manifests: a snapshot's position delete files cut into chunks as data files are
+//! (`super`), their entries encoded once and kept by the writer, and read back.
+
+use std::collections::{BTreeMap, HashMap};
+
+use apache_avro::types::Value;
+use apache_avro::writer::datum::GenericDatumWriter;
+use sha2::{Digest, Sha256};
+
+use super::{
+    assemble, avro_error, avro_records, cut, entry_writer, long_field, metadata_error,
+    partition_of_values, split_tail, under_metadata, ChunkName, DataFile, EncodedEntry, Entry,
+    Layout, ManifestInfo, PartitionRecord, ADDED, DELETES,
+};
+use crate::error::Result;
+use crate::iceberg::deletes::DeleteFile;
+
+/// Delete files' manifest entries, encoded once (as `ADDED`; see [`EncodedEntry`]) and kept
+/// by the writer: a table's delete files stay until a merge removes their groups' files, so
+/// without them every commit encoded the entries of every delete file of the table again
+/// (1,584 after twelve inserts touching 132 partitions), growing until a merge.
+#[derive(Debug, Default)]
+pub(crate) struct DeleteEntries {
+    /// The layout they were encoded for.
+    salt: [u8; 32],
+    /// By delete file key: its size and entry (the entry holds its rows and sequence).
+    pub(super) by_key: HashMap<String, (u64, EncodedEntry), ahash::RandomState>,
+    /// The chunks named last, by their first delete file's key: a chunk of the same delete
+    /// files (compared, key, rows, size and sequence) is named without formatting and hashing
+    /// them again: about a millisecond a sync at 4,000 delete files (BENCHMARKS.md).
+    names: HashMap<String, (Vec<DeleteId>, ChunkName), ahash::RandomState>,
+}
+
+/// What a delete manifest's name is a function of, for each of its delete files.
+type DeleteId = (String, u64, u64, i64);
+
+fn delete_id(d: &DeleteFile) -> DeleteId {
+    (d.key.clone(), d.rows, d.size, d.sequence)
+}
+
+fn same_delete(id: &DeleteId, d: &DeleteFile) -> bool {
+    id.0 == d.key && id.1 == d.rows && id.2 == d.size && id.3 == d.sequence
+}
+
+/// The delete manifests of a snapshot's position delete files, cut into chunks as data files
+/// are: in (sequence, key) order, cut where a key hashes to a boundary, the files after the
+/// last cut one chunk per sequence. An insert adds delete files of its own version only, so it
+/// writes the chunks they fall in, not a manifest listing every delete file of the table
+/// (3,957 entries and about 1 MB a commit at the thirtieth insert touching 132 partitions).
+/// Each chunk is named by its entries; one `known` names is not encoded again. Entries `kept`
+/// holds are not encoded again either; it keeps those of `deletes` afterwards. Returns each
+/// chunk's description, with its bytes when it was not known.
+pub(crate) fn assemble_delete_manifests(
+    layout: &Layout,
+    deletes: &[DeleteFile],
+    kept: &mut DeleteEntries,
+    known: impl Fn(&str) -> Option<ManifestInfo>,
+) -> Result<Vec<(ManifestInfo, Option<Vec<u8>>)>> {
+    let mut sorted: Vec<&DeleteFile> = deletes.iter().collect();
+    sorted.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
+    let (mut chunks, tail) = cut(sorted);
+    chunks.extend(split_tail(tail));
+    let mut before = std::mem::take(&mut kept.by_key);
+    let mut names_before = std::mem::take(&mut kept.names);
+    if kept.salt != layout.salt {
+        before.clear();
+        names_before.clear();
+        kept.salt = layout.salt;
+    }
+    let writer = entry_writer(layout)?;
+    let mut out = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        let named = names_before.remove(&chunk[0].key).filter(|(ids, _)| {
+            ids.len() == chunk.len() && ids.iter().zip(&chunk).all(|(id, d)| same_delete(id, d))
+        });
+        let (ids, (key, digest)) = match named {
+            Some(named) => named,
+            None => (
+                chunk.iter().map(|d| delete_id(d)).collect(),
+                delete_chunk_key(layout, &chunk),
+            ),
+        };
+        kept.names
+            .insert(chunk[0].key.clone(), (ids, (key.clone(), digest)));
+        if let Some(info) = known(&key) {
+            // Its entries are kept as they were, for a chunk that folds them later.
+            for d in chunk {
+                if let Some((k, v)) = before.remove_entry(&d.key) {
+                    kept.by_key.insert(k, v);
+                }
+            }
+            out.push((info, None));
+            continue;
+        }
+        let mut entries = Vec::with_capacity(chunk.len());
+        for d in chunk {
+            // Taken with its key, so a kept entry costs no copy of the key.
+            let (key, (size, entry)) = match before.remove_entry(&d.key) {
+                Some((k, (size, e)))
+                    if size == d.size && e.rows == d.rows && e.version == d.sequence =>
+                {
+                    (k, (size, e))
+                }
+                _ => (
+                    d.key.clone(),
+                    (d.size, encode_delete_entry(layout, &writer, d)?),
+                ),
+            };
+            entries.push(entry.clone());
+            kept.by_key.insert(key, (size, entry));
+        }
+        let refs: Vec<&EncodedEntry> = entries.iter().collect();
+        let (info, bytes) = assemble(layout, DELETES, &refs, key, &digest);
+        out.push((info, Some(bytes)));
+    }
+    Ok(out)
+}
+
+/// A delete manifest's key and digest: a function of its entries.
+fn delete_chunk_key(layout: &Layout, chunk: &[&DeleteFile]) -> (String, [u8; 32]) {
+    use std::fmt::Write;
+    let mut h = Sha256::new();
+    h.update(b"neve iceberg delete manifest 1\n");
+    h.update(layout.salt);
+    let mut line = String::new();
+    for d in chunk {
+        line.clear();
+        let _ = write!(line, "\n{}\t{}\t{}\t{}", d.key, d.rows, d.size, d.sequence);
+        h.update(line.as_bytes());
+    }
+    let digest: [u8; 32] = h.finalize().into();
+    let hex = crate::partition::hex(&digest[..16]);
+    (format!("metadata/neve-{hex}-d.avro"), digest)
+}
+
+/// A delete file's manifest entry, as `ADDED`.
+fn encode_delete_entry(
+    layout: &Layout,
+    writer: &GenericDatumWriter<'_>,
+    d: &DeleteFile,
+) -> Result<EncodedEntry> {
+    let partition = partition_of_values(layout, &d.partition_values);
+    let entry = Entry {
+        status: ADDED,
+        snapshot_id: Some(d.sequence),
+        sequence_number: Some(d.sequence),
+        file_sequence_number: Some(d.sequence),
+        data_file: DataFile {
+            content: DELETES,
+            file_path: layout.location.file_url(&d.key),
+            file_format: "PARQUET",
+            partition: PartitionRecord::new(layout, &partition),
+            record_count: d.rows as i64,
+            file_size_in_bytes: d.size as i64,
+            column_sizes: None,
+            value_counts: None,
+            null_value_counts: None,
+            nan_value_counts: None,
+            lower_bounds: None,
+            upper_bounds: None,
+            key_metadata: None,
+            split_offsets: None,
+            equality_ids: None,
+            sort_order_id: None,
+        },
+    };
+    let mut datum = Vec::with_capacity(256);
+    writer.write_ser(&mut datum, &entry).map_err(avro_error)?;
+    Ok(EncodedEntry {
+        version: d.sequence,
+        rows: d.rows,
+        datum: datum.into(),
+        partition: partition.into(),
+    })
+}
+
+/// The delete files a stored delete manifest (at `key`) lists: key (relative to the table
+/// root), rows and size.
+pub(crate) fn read_delete_manifest(key: &str, bytes: &[u8]) -> Result<Vec<(String, u64, u64)>> {
+    let bad = |reason: String| metadata_error(key, reason);
+    let mut out = Vec::new();
+    for mut entry in avro_records(key, bytes)? {
+        let Some(Value::Record(file)) = entry.remove("data_file") else {
+            return Err(bad("no data_file".into()));
+        };
+        let f: BTreeMap<String, Value> = file.into_iter().collect();
+        out.push((
+            under_metadata(key, &f, "file_path")?,
+            long_field(key, &f, "record_count")? as u64,
+            long_field(key, &f, "file_size_in_bytes")? as u64,
+        ));
+    }
+    Ok(out)
+}
