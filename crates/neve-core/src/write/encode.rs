@@ -400,6 +400,11 @@ impl FileFormat {
             schema: schema.clone(),
         })
     }
+
+    /// The schema every part written with this format has.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
 }
 
 /// Encode one part (of `format`'s schema) as a Parquet file in memory; returns its bytes and

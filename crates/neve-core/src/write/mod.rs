@@ -193,7 +193,8 @@ pub(crate) struct DataWriter {
     metadata: Metadata,
     target: SchemaRef,
     sort_cols: Vec<usize>,
-    compression: parquet::basic::Compression,
+    /// What every file is encoded with: fixed by the table's settings for the whole insert.
+    format: Arc<FileFormat>,
     opts: WriteOptions,
     progress: Arc<dyn Progress>,
     new_id: Arc<dyn Fn() -> String + Send + Sync>,
@@ -237,12 +238,19 @@ impl DataWriter {
                 reason,
             }
         })?;
+        let props = writer_properties(
+            compression,
+            metadata.settings.row_group_rows,
+            &target,
+            &sort_cols,
+        );
+        let format = Arc::new(FileFormat::new(&target, props)?);
         Ok(Self {
             location,
             metadata,
             target,
             sort_cols,
-            compression,
+            format,
             opts,
             progress,
             new_id,
@@ -344,17 +352,8 @@ impl DataWriter {
             .then_some(self.opts.chunk_bytes);
         let ctx = Arc::new(PartContext {
             fields: self.metadata.partition_by.clone(),
-            format: FileFormat::new(
-                &self.target,
-                writer_properties(
-                    self.compression,
-                    self.metadata.settings.row_group_rows,
-                    &self.target,
-                    &self.sort_cols,
-                ),
-            )?,
+            format: self.format.clone(),
             sort_cols: self.sort_cols.clone(),
-            target: self.target.clone(),
             root: self.location.clone(),
             now: self.now_ms,
             keep: self.keep.clone(),
@@ -544,9 +543,9 @@ fn thread_cpu() -> std::time::Duration {
 /// What every part of a chunk is encoded with.
 struct PartContext {
     fields: Vec<crate::partition::PartitionField>,
-    format: FileFormat,
+    /// The table's schema (every part's), its Parquet form and the writer properties.
+    format: Arc<FileFormat>,
     sort_cols: Vec<usize>,
-    target: SchemaRef,
     root: TableLocation,
     now: i64,
     /// Columns kept of each file (see [`DataWriter::keeping`]).
@@ -576,7 +575,7 @@ fn encode_parts(
         .for_each_with(tx, |tx, (values, slices, id)| {
             let res = (|| {
                 let (t, cpu) = (std::time::Instant::now(), thread_cpu());
-                let part = gather_sorted(&ctx.target, &slices, &ctx.sort_cols)?;
+                let part = gather_sorted(ctx.format.schema(), &slices, &ctx.sort_cols)?;
                 drop(slices);
                 let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
                 let (bytes, footer) = encode_parquet(&part, &ctx.format)?;
