@@ -256,7 +256,9 @@ pub(crate) fn writer_properties(
 /// larger. Each column is judged on up to 1,024 non-null values taken at even steps over the
 /// whole part, not its first rows: a column of a few thousand values (fares, distances, taxi
 /// ids) looks distinct in its first thousand rows, and there the dictionary makes the file
-/// smaller and faster to write.
+/// smaller and faster to write. A part of fewer than 4,096 rows is judged on a quarter of
+/// them (at least 128): judging every row of the mid-sized parts a 100,000-row insert makes
+/// cost as much as the dictionaries it saved (BENCHMARKS.md, "Fifty-second session").
 /// - Strings and binaries go without when at least 98% of the sample is distinct (ids, hashes,
 ///   coordinates as text). A dictionary of long values pays as soon as they repeat: on the
 ///   taxi data, `taxi_id` (about half of each file's values distinct) went from 28.9 to 18.6 MB
@@ -303,15 +305,17 @@ fn bytes_distinct<'a>(a: &'a dyn Array, value: impl Fn(usize) -> &'a [u8]) -> bo
     sample_distinct(a.len(), |i| a.is_valid(i), hash, (98, 100))
 }
 
-/// Values sampled to judge a column's dictionary.
+/// Values sampled to judge a column's dictionary: at most [`SAMPLE`], and a quarter of a
+/// smaller part's rows, but no fewer than [`SMALL_SAMPLE`] (all of a part that small).
 const SAMPLE: usize = 1024;
+const SMALL_SAMPLE: usize = 128;
 
-/// Whether at least `num/den` of up to [`SAMPLE`] non-null values, taken at even steps over an
-/// array of `len` values as 64-bit keys (`key` of a position), are distinct; false when fewer
-/// than 64 are taken (too few to judge: the column keeps its dictionary). Counted in an
-/// open-addressing table on the stack, as this runs for every column of every file written,
-/// and it stops as soon as the repeats seen rule the share out: a column of a few values is
-/// judged on its first hundred or so.
+/// Whether at least `num/den` of a sample of an array of `len` values are distinct, as 64-bit
+/// keys (`key` of a position): the non-null values at the positions of [`sample_steps`], up
+/// to its count of them; false when fewer than 64 are taken (too few to judge: the column
+/// keeps its dictionary). Counted in an open-addressing table on the stack, as this runs for
+/// every column of every file written, and it stops as soon as the repeats seen rule the share
+/// out: a column of a few values is judged on its first hundred or so.
 pub(super) fn sample_distinct(
     len: usize,
     valid: impl Fn(usize) -> bool,
@@ -319,11 +323,12 @@ pub(super) fn sample_distinct(
     (num, den): (usize, usize),
 ) -> bool {
     const SLOTS: usize = 2 * SAMPLE;
+    let (step, size) = sample_steps(len);
     let mut slots = [0u64; SLOTS];
     let mut used = [false; SLOTS];
     let (mut sampled, mut distinct) = (0, 0);
-    for i in (0..len).step_by((len / SAMPLE).max(1)) {
-        if sampled == SAMPLE {
+    for (visited, i) in (1..).zip((0..len).step_by(step)) {
+        if sampled == size {
             break;
         }
         if !valid(i) {
@@ -339,8 +344,9 @@ pub(super) fn sample_distinct(
                 break;
             }
             if slots[at] == k {
-                // However many more are taken, the share can no longer be reached.
-                if (sampled - distinct) * den > SAMPLE * (den - num) {
+                // Even if every value still to be taken were new, the share is out of reach.
+                let left = (size - sampled).min(len.div_ceil(step) - visited);
+                if (distinct + left) * den < (sampled + left) * num {
                     return false;
                 }
                 break;
@@ -349,6 +355,16 @@ pub(super) fn sample_distinct(
         }
     }
     sampled >= 64 && distinct * den >= sampled * num
+}
+
+/// How a sample of an array of `len` values is taken: the step between the positions it
+/// visits, from the first, and how many non-null values it takes at most: [`SAMPLE`], a quarter
+/// of a smaller array but at least [`SMALL_SAMPLE`] (every value of an array that small). An
+/// array of 4,096 values or more is sampled as it always was, so large parts are written
+/// exactly as before.
+pub(super) fn sample_steps(len: usize) -> (usize, usize) {
+    let size = (len / 4).clamp(SMALL_SAMPLE, SAMPLE);
+    ((len / size).max(1), size)
 }
 
 /// Whether a column of 4- or 8-byte numbers (integers, floats, dates, times, timestamps) is

@@ -559,9 +559,10 @@ proptest! {
 }
 
 proptest! {
-    /// The dictionary sampler judges as a hash set of the same sample does: up to 1,024
-    /// non-null values at even steps, at least the share distinct, and never from fewer than
-    /// 64 (its early stop changes no answer).
+    /// The dictionary sampler judges as a hash set of the same sample does: the non-null
+    /// values at even steps over the array, at most 1,024 of them (a quarter of a smaller
+    /// array, at least 128 or all of it), at least the share distinct, and never from fewer
+    /// than 64 (its early stop changes no answer).
     #[test]
     fn the_sampler_counts_distinct_values(
         values in proptest::collection::vec(proptest::option::of(0u64..3000), 0..5000),
@@ -571,10 +572,15 @@ proptest! {
         // Wide keys collide in the table's slots as often as narrow ones do.
         let key = |i: usize| values[i].unwrap().wrapping_mul(if wide { 1 << 40 } else { 1 });
         let got = super::encode::sample_distinct(values.len(), |i| values[i].is_some(), key, share);
-        let sample: Vec<u64> = (0..values.len())
-            .step_by((values.len() / 1024).max(1))
+        let n = values.len();
+        let (step, size) = super::encode::sample_steps(n);
+        prop_assert_eq!(size, if n < 512 { 128 } else { (n / 4).min(1024) });
+        // Steps that reach over most of the array with as many positions as values taken.
+        prop_assert!(n < size || (size * step <= n && size * (step + 1) > n));
+        let sample: Vec<u64> = (0..n)
+            .step_by(step)
             .filter(|&i| values[i].is_some())
-            .take(1024)
+            .take(size)
             .map(key)
             .collect();
         let distinct = sample.iter().collect::<std::collections::HashSet<_>>().len();
