@@ -503,6 +503,45 @@ def test_readers_see_one_row_per_key_of_a_replace_table_at_every_version(
     assert got == expected[latest]
 
 
+def test_a_delete_file_is_applied_only_to_the_data_files_it_names(neve, tmp_path):
+    """A position delete file's entry bounds the paths it names: pyiceberg attaches it to the
+    scan task of the one data file whose rows it deletes, not to every file of its partition
+    (as it must when the entry has no bounds), and still reads one row per key."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = str(tmp_path / "t")
+    neve("create", table, "--partition-by", "g", "--sort-by", "k,v", "--iceberg",
+         "--schema", "g bigint, k bigint, v bigint, x string",
+         "--merge", "replace(key = [k], version = v)")
+
+    def insert(i, keys, version):
+        src = tmp_path / f"in-{i}.parquet"
+        pq.write_table(pa.table({
+            "g": pa.array([0] * len(keys), pa.int64()),
+            "k": pa.array(keys, pa.int64()),
+            "v": pa.array([version] * len(keys), pa.int64()),
+            "x": [f"i{i}-k{k}" for k in keys],
+        }), src)
+        neve("insert", table, src)
+
+    insert(0, list(range(10)), 1)         # A
+    insert(1, list(range(100, 110)), 1)   # B: other keys, none of its rows loses
+    insert(2, list(range(5)), 2)          # C: newer rows for half of A's keys
+    tasks = list(static_table(table).scan().plan_files())
+    assert len(tasks) == 3
+    first = {t.file.file_path: pq.read_table(t.file.file_path)["x"][0].as_py()[:2] for t in tasks}
+    deletes = {first[t.file.file_path]: [d.file_path for d in t.delete_files] for t in tasks}
+    assert len(deletes["i0"]) == 1, deletes
+    assert deletes["i1"] == [] and deletes["i2"] == [], deletes
+    got = sorted(static_table(table).scan().to_arrow().select(["k", "v", "x"]).to_pylist(),
+                 key=lambda r: r["k"])
+    ours = json.loads(neve("sql", "SELECT k, v, x FROM t ORDER BY k", "--table", f"t={table}",
+                           "--format", "json").stdout)
+    assert got == ours
+    assert [r["x"] for r in got[:6]] == ["i2-k0", "i2-k1", "i2-k2", "i2-k3", "i2-k4", "i0-k5"]
+
+
 def test_spark_reads_one_row_per_key_of_a_replace_table(neve, spark, tmp_path):
     table, latest = merge_table(neve, tmp_path, "local")
     for v in (2, latest):

@@ -520,8 +520,8 @@ impl IcebergWriter {
             while let Some((key, bytes)) = reads.try_next().await? {
                 match bytes {
                     Some(bytes) => {
-                        for (k, rows, size) in manifest::read_delete_manifest(&key, &bytes)? {
-                            memo.entry(k).or_insert((rows, size));
+                        for (k, known) in manifest::read_delete_manifest(&key, &bytes)? {
+                            memo.entry(k).or_insert(known);
                         }
                     }
                     // Its delete files are not known: nothing is taken as decided.
@@ -546,7 +546,7 @@ impl IcebergWriter {
                     if group.iter().all(|f| f.added_version != Some(snap.version)) {
                         for k in keys {
                             if !memo.contains_key(*k) {
-                                memo.insert(k.to_string(), (0, 0));
+                                memo.insert(k.to_string(), deletes::Known::default());
                             }
                         }
                     }
@@ -622,8 +622,8 @@ impl IcebergWriter {
         let mut decisions = futures::stream::iter(decisions).buffer_unordered(GROUPS_AT_ONCE);
         let mut puts = futures::stream::FuturesUnordered::new();
         let mut decided: HashMap<usize, deletes::GroupState> = HashMap::new();
-        // The new prefixes' delete files, by key: rows and size.
-        let mut encoded: HashMap<&str, (u64, u64)> = HashMap::new();
+        // The new prefixes' delete files, by key.
+        let mut encoded: HashMap<&str, deletes::Known> = HashMap::new();
         let mut deciding = true;
         while deciding || !puts.is_empty() {
             tokio::select! {
@@ -631,12 +631,12 @@ impl IcebergWriter {
                     Some(d) => {
                         let (i, (state, files)) = d?;
                         decided.insert(i, state);
-                        for (j, (bytes, n)) in files {
+                        for (j, (known, bytes)) in files {
                             let key = keys[i][j];
-                            encoded.insert(key, (n, bytes.len() as u64));
-                            if n > 0 {
+                            if known.rows > 0 {
                                 puts.push(self.put_once(key.to_string(), Bytes::from(bytes)));
                             }
+                            encoded.insert(key, known);
                         }
                     }
                     None => deciding = false,
@@ -680,7 +680,7 @@ impl IcebergWriter {
             for (j, f) in group.iter().enumerate() {
                 sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
                 let key = keys[i][j];
-                let (key, (rows, size)) = if let Some(d) = memo.remove_entry(key) {
+                let (key, known) = if let Some(d) = memo.remove_entry(key) {
                     // Decided before (a group decided again from its first file in a fresh
                     // process decides the same rows: the file is there).
                     d
@@ -689,16 +689,17 @@ impl IcebergWriter {
                     let d = encoded.remove(key).expect("encoded above");
                     (key.to_string(), d)
                 };
-                if rows > 0 {
+                if known.rows > 0 {
                     out.push(DeleteFile {
                         key: key.clone(),
                         partition_values: partition_values.clone(),
-                        rows,
-                        size,
+                        rows: known.rows,
+                        size: known.size,
                         sequence,
+                        paths: known.paths.clone(),
                     });
                 }
-                kept.insert(key, (rows, size));
+                kept.insert(key, known);
             }
             if let Some(s) = state.filter(|s| s.files().len() == group.len()) {
                 kept_slots += s.slots();

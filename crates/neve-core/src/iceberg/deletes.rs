@@ -42,6 +42,22 @@ use super::weigh::Weighed;
 /// Iceberg's reserved field ids of a position delete file's columns.
 const FILE_PATH_ID: &str = "2147483546";
 const POS_ID: &str = "2147483545";
+/// `file_path`'s id as manifests' bounds name it.
+pub(crate) const FILE_PATH_FIELD: i32 = 2_147_483_546;
+
+/// The first and last data file URL (in byte order) a position delete file names: its entry's
+/// `file_path` bounds, by which pyiceberg and Iceberg's Java reader apply it only to the data
+/// files it can name (with equal bounds, to that one file).
+pub(crate) type PathBounds = Option<Arc<(String, String)>>;
+
+/// A delete file a sync knows of: rows, size and bounds (none without rows, or when read back
+/// from a manifest written before bounds were).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Known {
+    pub rows: u64,
+    pub size: u64,
+    pub paths: PathBounds,
+}
 
 /// One group's position delete file, as a delete manifest lists it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +74,8 @@ pub(crate) struct DeleteFile {
     /// data file of the group (Iceberg applies a position delete to data files whose sequence
     /// number is at most its own).
     pub sequence: i64,
+    /// The data files it names, first and last (see [`PathBounds`]).
+    pub paths: PathBounds,
 }
 
 /// The groups of `snap`'s files whose rows are not all rows of the table, each in the order
@@ -367,9 +385,9 @@ impl GroupState {
     }
 }
 
-/// A table's position delete files, rows and size by key: every one of them is looked up at
+/// A table's position delete files, what a sync knows of each by key: every one of them is looked up at
 /// each sync, so by a fast hash, not SipHash (BENCHMARKS.md, "Forty-seventh session").
-pub(crate) type KnownDeletes = HashMap<String, (u64, u64), ahash::RandomState>;
+pub(crate) type KnownDeletes = HashMap<String, Known, ahash::RandomState>;
 
 /// Kept states by the path of their group's first file.
 pub(crate) type States = HashMap<String, Arc<GroupState>>;
@@ -571,11 +589,15 @@ impl DeleteFiles {
     }
 
     /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg
-    /// asks. Its bytes, and rows.
-    pub(crate) fn bytes(&self, mut rows: DeletedRows<'_>) -> Result<(Vec<u8>, u64)> {
+    /// asks. What a manifest says of it (its rows, size and the paths it names), and its bytes.
+    pub(crate) fn bytes(&self, mut rows: DeletedRows<'_>) -> Result<(Known, Vec<u8>)> {
         let t = std::time::Instant::now();
         rows.retain(|(_, p)| !p.is_empty());
         rows.sort_by(|a, b| a.0.cmp(b.0));
+        let bounds = rows
+            .first()
+            .zip(rows.last())
+            .map(|((first, _), (last, _))| Arc::new((first.to_string(), last.to_string())));
         let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
         // Each data file's path once, and a key per row: a string per row copied every path
         // once per position, 30% of encoding (BENCHMARKS.md, "Forty-fifth session").
@@ -605,7 +627,12 @@ impl DeleteFiles {
             t.elapsed().as_nanos() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-        Ok((bytes, n as u64))
+        let known = Known {
+            rows: n as u64,
+            size: bytes.len() as u64,
+            paths: bounds,
+        };
+        Ok((known, bytes))
     }
 }
 

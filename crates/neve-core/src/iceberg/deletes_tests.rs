@@ -360,7 +360,7 @@ async fn groups_kept_from_sync_to_sync_are_the_groups_of_every_file() {
 /// A delete file is what Iceberg specifies, whatever it was written from: `file_path` a string
 /// column (no arrow schema in the footer turns it into the dictionary it was written from) and
 /// `pos` a long, with the reserved field ids, rows sorted by path then position, empty files'
-/// entries left out.
+/// entries left out; the first and last path it names are its bounds.
 #[test]
 fn delete_files_are_icebergs() {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -370,8 +370,18 @@ fn delete_files_are_icebergs() {
         ("s3://b/t/_data/a.parquet", vec![0, 1, 5]),
         ("s3://b/t/_data/m.parquet", vec![]),
     ];
-    let (bytes, n) = super::deletes::DeleteFiles::new().bytes(rows).unwrap();
-    assert_eq!(n, 5);
+    let (known, bytes) = super::deletes::DeleteFiles::new().bytes(rows).unwrap();
+    assert_eq!(known.rows, 5);
+    assert_eq!(known.size, bytes.len() as u64);
+    // The bounds of the paths it names, as readers compare data files' paths with them: the
+    // empty file's left out.
+    assert_eq!(
+        known.paths.as_deref(),
+        Some(&(
+            "s3://b/t/_data/a.parquet".to_string(),
+            "s3://b/t/_data/z.parquet".to_string()
+        ))
+    );
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes)).unwrap();
     let meta = reader.metadata().file_metadata();
     assert!(meta

@@ -698,7 +698,7 @@ impl IcebergWriter {
                 Ok::<_, Error>(match self.get(&key).await? {
                     Some(bytes) => manifest::read_delete_manifest(&key, &bytes)?
                         .into_iter()
-                        .map(|(k, _, _)| k)
+                        .map(|(k, _)| k)
                         .collect(),
                     None => Vec::new(),
                 })

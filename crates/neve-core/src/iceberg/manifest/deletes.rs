@@ -10,10 +10,10 @@ use sha2::{Digest, Sha256};
 use super::{
     assemble, avro_error, avro_records, cut, entry_writer, long_field, metadata_error,
     partition_of_values, split_tail, under_metadata, ChunkName, DataFile, EncodedEntry, Entry,
-    Layout, ManifestInfo, PartitionRecord, ADDED, DELETES,
+    IntKeyBytes, Layout, ManifestInfo, PartitionRecord, ADDED, DELETES,
 };
 use crate::error::Result;
-use crate::iceberg::deletes::DeleteFile;
+use crate::iceberg::deletes::{DeleteFile, Known, PathBounds, FILE_PATH_FIELD};
 
 /// Delete files' manifest entries, encoded once (as `ADDED`; see [`EncodedEntry`]) and kept
 /// by the writer: a table's delete files stay until a merge removes their groups' files, so
@@ -23,23 +23,25 @@ use crate::iceberg::deletes::DeleteFile;
 pub(crate) struct DeleteEntries {
     /// The layout they were encoded for.
     salt: [u8; 32],
-    /// By delete file key: its size and entry (the entry holds its rows and sequence).
-    pub(super) by_key: HashMap<String, (u64, EncodedEntry), ahash::RandomState>,
+    /// By delete file key: its size, path bounds and entry (the entry holds its rows and
+    /// sequence).
+    pub(super) by_key: HashMap<String, (u64, PathBounds, EncodedEntry), ahash::RandomState>,
     /// The chunks named last, by their first delete file's key: a chunk of the same delete
-    /// files (compared, key, rows, size and sequence) is named without formatting and hashing
+    /// files (compared, key, rows, size, sequence and bounds) is named without formatting and hashing
     /// them again: about a millisecond a sync at 4,000 delete files (BENCHMARKS.md).
     names: HashMap<String, (Vec<DeleteId>, ChunkName), ahash::RandomState>,
 }
 
-/// What a delete manifest's name is a function of, for each of its delete files.
-type DeleteId = (String, u64, u64, i64);
+/// What a delete manifest's name is a function of, for each of its delete files: all its entry
+/// holds.
+type DeleteId = (String, u64, u64, i64, PathBounds);
 
 fn delete_id(d: &DeleteFile) -> DeleteId {
-    (d.key.clone(), d.rows, d.size, d.sequence)
+    (d.key.clone(), d.rows, d.size, d.sequence, d.paths.clone())
 }
 
 fn same_delete(id: &DeleteId, d: &DeleteFile) -> bool {
-    id.0 == d.key && id.1 == d.rows && id.2 == d.size && id.3 == d.sequence
+    id.0 == d.key && id.1 == d.rows && id.2 == d.size && id.3 == d.sequence && id.4 == d.paths
 }
 
 /// The delete manifests of a snapshot's position delete files, cut into chunks as data files
@@ -95,19 +97,26 @@ pub(crate) fn assemble_delete_manifests(
         let mut entries = Vec::with_capacity(chunk.len());
         for d in chunk {
             // Taken with its key, so a kept entry costs no copy of the key.
-            let (key, (size, entry)) = match before.remove_entry(&d.key) {
-                Some((k, (size, e)))
-                    if size == d.size && e.rows == d.rows && e.version == d.sequence =>
+            let (key, (size, paths, entry)) = match before.remove_entry(&d.key) {
+                Some((k, (size, paths, e)))
+                    if size == d.size
+                        && e.rows == d.rows
+                        && e.version == d.sequence
+                        && paths == d.paths =>
                 {
-                    (k, (size, e))
+                    (k, (size, paths, e))
                 }
                 _ => (
                     d.key.clone(),
-                    (d.size, encode_delete_entry(layout, &writer, d)?),
+                    (
+                        d.size,
+                        d.paths.clone(),
+                        encode_delete_entry(layout, &writer, d)?,
+                    ),
                 ),
             };
             entries.push(entry.clone());
-            kept.by_key.insert(key, (size, entry));
+            kept.by_key.insert(key, (size, paths, entry));
         }
         let refs: Vec<&EncodedEntry> = entries.iter().collect();
         let (info, bytes) = assemble(layout, DELETES, &refs, key, &digest);
@@ -116,16 +125,26 @@ pub(crate) fn assemble_delete_manifests(
     Ok(out)
 }
 
-/// A delete manifest's key and digest: a function of its entries.
+/// A delete manifest's key and digest: a function of its entries, so equal names hold equal
+/// bytes (a manifest list records each manifest's length).
 fn delete_chunk_key(layout: &Layout, chunk: &[&DeleteFile]) -> (String, [u8; 32]) {
     use std::fmt::Write;
     let mut h = Sha256::new();
-    h.update(b"neve iceberg delete manifest 1\n");
+    // 2 since entries carry their files' path bounds.
+    h.update(b"neve iceberg delete manifest 2\n");
     h.update(layout.salt);
     let mut line = String::new();
     for d in chunk {
         line.clear();
         let _ = write!(line, "\n{}\t{}\t{}\t{}", d.key, d.rows, d.size, d.sequence);
+        // The bounds, each after its length (a path may hold any character), or that there
+        // are none (an entry read back from a manifest written before them).
+        match &d.paths {
+            Some(p) => {
+                let _ = write!(line, "\t{}:{}\t{}:{}", p.0.len(), p.0, p.1.len(), p.1);
+            }
+            None => line.push_str("\t-"),
+        }
         h.update(line.as_bytes());
     }
     let digest: [u8; 32] = h.finalize().into();
@@ -133,13 +152,20 @@ fn delete_chunk_key(layout: &Layout, chunk: &[&DeleteFile]) -> (String, [u8; 32]
     (format!("metadata/neve-{hex}-d.avro"), digest)
 }
 
-/// A delete file's manifest entry, as `ADDED`.
+/// A delete file's manifest entry, as `ADDED`, with the bounds of the paths it names (full,
+/// not truncated as data files' string bounds may be: a reader compares whole paths).
 fn encode_delete_entry(
     layout: &Layout,
     writer: &GenericDatumWriter<'_>,
     d: &DeleteFile,
 ) -> Result<EncodedEntry> {
     let partition = partition_of_values(layout, &d.partition_values);
+    let bound = |path: &str| {
+        vec![IntKeyBytes {
+            key: FILE_PATH_FIELD,
+            value: path.as_bytes().to_vec(),
+        }]
+    };
     let entry = Entry {
         status: ADDED,
         snapshot_id: Some(d.sequence),
@@ -156,8 +182,8 @@ fn encode_delete_entry(
             value_counts: None,
             null_value_counts: None,
             nan_value_counts: None,
-            lower_bounds: None,
-            upper_bounds: None,
+            lower_bounds: d.paths.as_ref().map(|p| bound(&p.0)),
+            upper_bounds: d.paths.as_ref().map(|p| bound(&p.1)),
             key_metadata: None,
             split_offsets: None,
             equality_ids: None,
@@ -175,8 +201,9 @@ fn encode_delete_entry(
 }
 
 /// The delete files a stored delete manifest (at `key`) lists: key (relative to the table
-/// root), rows and size.
-pub(crate) fn read_delete_manifest(key: &str, bytes: &[u8]) -> Result<Vec<(String, u64, u64)>> {
+/// root), and rows, size and the bounds of the paths it names (none in a manifest written
+/// before they were).
+pub(crate) fn read_delete_manifest(key: &str, bytes: &[u8]) -> Result<Vec<(String, Known)>> {
     let bad = |reason: String| metadata_error(key, reason);
     let mut out = Vec::new();
     for mut entry in avro_records(key, bytes)? {
@@ -184,11 +211,41 @@ pub(crate) fn read_delete_manifest(key: &str, bytes: &[u8]) -> Result<Vec<(Strin
             return Err(bad("no data_file".into()));
         };
         let f: BTreeMap<String, Value> = file.into_iter().collect();
+        let paths = path_bound(&f, "lower_bounds")
+            .zip(path_bound(&f, "upper_bounds"))
+            .map(std::sync::Arc::new);
         out.push((
             under_metadata(key, &f, "file_path")?,
-            long_field(key, &f, "record_count")? as u64,
-            long_field(key, &f, "file_size_in_bytes")? as u64,
+            Known {
+                rows: long_field(key, &f, "record_count")? as u64,
+                size: long_field(key, &f, "file_size_in_bytes")? as u64,
+                paths,
+            },
         ));
     }
     Ok(out)
+}
+
+/// The `file_path` bound in an entry's `lower_bounds` or `upper_bounds` (a map of field id to
+/// bytes, in Avro an array of key-value records), if it holds one.
+fn path_bound(f: &BTreeMap<String, Value>, name: &str) -> Option<String> {
+    let mut v = f.get(name)?;
+    if let Value::Union(_, inner) = v {
+        v = inner;
+    }
+    let Value::Array(items) = v else {
+        return None;
+    };
+    items.iter().find_map(|item| {
+        let Value::Record(kv) = item else {
+            return None;
+        };
+        let field = |n: &str| kv.iter().find(|(k, _)| k == n).map(|(_, v)| v);
+        match (field("key")?, field("value")?) {
+            (Value::Int(k), Value::Bytes(b)) if *k == FILE_PATH_FIELD => {
+                String::from_utf8(b.clone()).ok()
+            }
+            _ => None,
+        }
+    })
 }

@@ -219,7 +219,7 @@ proptest::proptest! {
             // It keeps entries of these delete files only (a known manifest's entries only if
             // it had them: they are encoded again if that manifest ever changes).
             proptest::prop_assert!(kept.by_key.keys().all(|k| deletes.iter().any(|d| &d.key == k)));
-            let mut listed: Vec<(String, u64, u64)> = Vec::new();
+            let mut listed: Vec<(String, super::super::deletes::Known)> = Vec::new();
             for ((info, bytes), (want_info, want_bytes)) in got.into_iter().zip(want) {
                 let want_bytes = want_bytes.expect("made from nothing");
                 proptest::prop_assert_eq!(&info.key, &want_info.key);
@@ -230,7 +230,7 @@ proptest::proptest! {
                 proptest::prop_assert!(bytes == want_bytes, "snapshot {}, {}", s, info.key);
                 let records = avro_records("m", &bytes).unwrap();
                 let entries = read_delete_manifest("m", &bytes).unwrap();
-                for (r, (key, _, _)) in records.iter().zip(&entries) {
+                for (r, (key, _)) in records.iter().zip(&entries) {
                     let d = deletes.iter().find(|d| &d.key == key).unwrap();
                     let added = i64::from(d.sequence == info.added_snapshot);
                     proptest::prop_assert_eq!(&r["status"], &Value::Int(added as i32));
@@ -238,9 +238,19 @@ proptest::proptest! {
                 listed.extend(entries);
                 stored.insert(info.key.clone(), (info, bytes));
             }
-            listed.sort();
-            let want_listed: Vec<(String, u64, u64)> =
-                deletes.iter().map(|d| (d.key.clone(), d.rows, d.size)).collect();
+            // Read back as written: rows, size and the paths' bounds (or none).
+            listed.sort_by(|a, b| a.0.cmp(&b.0));
+            let want_listed: Vec<(String, super::super::deletes::Known)> = deletes
+                .iter()
+                .map(|d| {
+                    let known = super::super::deletes::Known {
+                        rows: d.rows,
+                        size: d.size,
+                        paths: d.paths.clone(),
+                    };
+                    (d.key.clone(), known)
+                })
+                .collect();
             proptest::prop_assert_eq!(listed, want_listed);
         }
     }
@@ -274,7 +284,48 @@ fn delete_file(k: u64, generation: u64, sequence: i64) -> super::super::deletes:
         rows: k * 7 + generation + 1,
         size: k * 56 + generation + 400,
         sequence,
+        // One in three as a manifest written before bounds were lists it: none.
+        paths: (!k.is_multiple_of(3)).then(|| {
+            std::sync::Arc::new((
+                format!("file:///t/_data/m=x/part-{k:04}-a.parquet"),
+                format!("file:///t/_data/m=x/part-{k:04}-{generation}-z.parquet"),
+            ))
+        }),
     }
+}
+
+/// A delete manifest's name covers its entries' `file_path` bounds: the same delete file with
+/// them and without them (as read back from a manifest written before they were) makes two
+/// manifests, so one name never stands for two contents; an entry kept without them is not
+/// reused for one with them; and they read back as written.
+#[test]
+fn delete_manifests_are_named_by_their_bounds_too() {
+    let location = TableLocation::memory("t");
+    let layout = delete_layout(&location);
+    let with = vec![delete_file(1, 0, 1)];
+    assert!(with[0].paths.is_some());
+    let mut without = with.clone();
+    without[0].paths = None;
+    let fresh = |d: &[super::super::deletes::DeleteFile]| {
+        let mut chunks =
+            assemble_delete_manifests(&layout, d, &mut DeleteEntries::default(), |_| None).unwrap();
+        assert_eq!(chunks.len(), 1);
+        let (info, bytes) = chunks.remove(0);
+        (info.key, bytes.unwrap())
+    };
+    let (a, b) = (fresh(&with), fresh(&without));
+    assert_ne!(a.0, b.0);
+    assert_ne!(a.1, b.1);
+    let back = read_delete_manifest("m", &a.1).unwrap();
+    assert_eq!(back[0].1.paths, with[0].paths);
+    assert_eq!(read_delete_manifest("m", &b.1).unwrap()[0].1.paths, None);
+    let mut kept = DeleteEntries::default();
+    assemble_delete_manifests(&layout, &without, &mut kept, |_| None).unwrap();
+    let again = assemble_delete_manifests(&layout, &with, &mut kept, |_| None).unwrap();
+    assert_eq!(
+        (&again[0].0.key, again[0].1.as_ref().unwrap()),
+        (&a.0, &a.1)
+    );
 }
 
 /// An insert that adds delete files of its own version writes the manifests they fall in,
