@@ -354,7 +354,7 @@ impl IcebergWriter {
         if let Some(spec) = &meta.merge {
             let deletes = self.position_deletes(run, snap, &info, spec).await?;
             if !deletes.is_empty() {
-                delete_totals = (deletes.len(), deletes.iter().map(|d| d.rows).sum());
+                delete_totals = (deletes.len(), deletes.iter().map(|d| d.file.rows).sum());
                 let layout = &run.layout.as_ref().expect("layout").1;
                 let t = std::time::Instant::now();
                 let chunks = manifest::assemble_delete_manifests(
@@ -693,10 +693,8 @@ impl IcebergWriter {
                     out.push(DeleteFile {
                         key: key.clone(),
                         partition_values: partition_values.clone(),
-                        rows: known.rows,
-                        size: known.size,
+                        file: known.clone(),
                         sequence,
-                        paths: known.paths.clone(),
                     });
                 }
                 kept.insert(key, known);

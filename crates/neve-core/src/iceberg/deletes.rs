@@ -39,11 +39,10 @@ pub(crate) use super::keys::{KeyIds, PreNumbered};
 pub(crate) use super::weigh::NewLosers;
 use super::weigh::Weighed;
 
-/// Iceberg's reserved field ids of a position delete file's columns.
-const FILE_PATH_ID: &str = "2147483546";
-const POS_ID: &str = "2147483545";
-/// `file_path`'s id as manifests' bounds name it.
+/// Iceberg's reserved field ids of a position delete file's columns (`file_path`'s also keys
+/// its bounds in a manifest entry).
 pub(crate) const FILE_PATH_FIELD: i32 = 2_147_483_546;
+const POS_FIELD: i32 = 2_147_483_545;
 
 /// The first and last data file URL (in byte order) a position delete file names: its entry's
 /// `file_path` bounds, by which pyiceberg and Iceberg's Java reader apply it only to the data
@@ -67,15 +66,12 @@ pub(crate) struct DeleteFile {
     /// The group's partition values (every file of a group shares them; shared by its
     /// delete files).
     pub partition_values: Arc<BTreeMap<String, Option<String>>>,
-    /// Rows deleted, and the file's size.
-    pub rows: u64,
-    pub size: u64,
+    /// Its rows, size and the data files it names.
+    pub file: Known,
     /// The highest version that added one of the group's files: the delete applies to every
     /// data file of the group (Iceberg applies a position delete to data files whose sequence
     /// number is at most its own).
     pub sequence: i64,
-    /// The data files it names, first and last (see [`PathBounds`]).
-    pub paths: PathBounds,
 }
 
 /// The groups of `snap`'s files whose rows are not all rows of the table, each in the order
@@ -539,7 +535,7 @@ pub(crate) struct DeleteFiles {
 
 impl DeleteFiles {
     pub(crate) fn new() -> Self {
-        let id = |f: Field, id: &str| {
+        let id = |f: Field, id: i32| {
             f.with_metadata(HashMap::from([(
                 crate::schema::FIELD_ID_KEY.to_string(),
                 id.to_string(),
@@ -552,9 +548,9 @@ impl DeleteFiles {
                     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
                     false,
                 ),
-                FILE_PATH_ID,
+                FILE_PATH_FIELD,
             ),
-            id(Field::new("pos", DataType::Int64, false), POS_ID),
+            id(Field::new("pos", DataType::Int64, false), POS_FIELD),
         ]));
         // Positions, sorted, as deltas (a few bits each) and file paths as a dictionary (one
         // entry per data file) compressed with Snappy, with statistics of the whole column

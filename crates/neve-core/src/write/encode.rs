@@ -324,6 +324,7 @@ pub(super) fn sample_distinct(
 ) -> bool {
     const SLOTS: usize = 2 * SAMPLE;
     let (step, size) = sample_steps(len);
+    let positions = len.div_ceil(step);
     let mut slots = [0u64; SLOTS];
     let mut used = [false; SLOTS];
     let (mut sampled, mut distinct) = (0, 0);
@@ -345,7 +346,7 @@ pub(super) fn sample_distinct(
             }
             if slots[at] == k {
                 // Even if every value still to be taken were new, the share is out of reach.
-                let left = (size - sampled).min(len.div_ceil(step) - visited);
+                let left = (size - sampled).min(positions - visited);
                 if (distinct + left) * den < (sampled + left) * num {
                     return false;
                 }

@@ -13,7 +13,7 @@ use super::{
     IntKeyBytes, Layout, ManifestInfo, PartitionRecord, ADDED, DELETES,
 };
 use crate::error::Result;
-use crate::iceberg::deletes::{DeleteFile, Known, PathBounds, FILE_PATH_FIELD};
+use crate::iceberg::deletes::{DeleteFile, Known, FILE_PATH_FIELD};
 
 /// Delete files' manifest entries, encoded once (as `ADDED`; see [`EncodedEntry`]) and kept
 /// by the writer: a table's delete files stay until a merge removes their groups' files, so
@@ -23,25 +23,25 @@ use crate::iceberg::deletes::{DeleteFile, Known, PathBounds, FILE_PATH_FIELD};
 pub(crate) struct DeleteEntries {
     /// The layout they were encoded for.
     salt: [u8; 32],
-    /// By delete file key: its size, path bounds and entry (the entry holds its rows and
+    /// By delete file key: what it was encoded from and its entry (the entry holds its
     /// sequence).
-    pub(super) by_key: HashMap<String, (u64, PathBounds, EncodedEntry), ahash::RandomState>,
+    pub(super) by_key: HashMap<String, (Known, EncodedEntry), ahash::RandomState>,
     /// The chunks named last, by their first delete file's key: a chunk of the same delete
-    /// files (compared, key, rows, size, sequence and bounds) is named without formatting and hashing
+    /// files (compared: key, rows, size, bounds and sequence) is named without formatting and hashing
     /// them again: about a millisecond a sync at 4,000 delete files (BENCHMARKS.md).
     names: HashMap<String, (Vec<DeleteId>, ChunkName), ahash::RandomState>,
 }
 
 /// What a delete manifest's name is a function of, for each of its delete files: all its entry
 /// holds.
-type DeleteId = (String, u64, u64, i64, PathBounds);
+type DeleteId = (String, Known, i64);
 
 fn delete_id(d: &DeleteFile) -> DeleteId {
-    (d.key.clone(), d.rows, d.size, d.sequence, d.paths.clone())
+    (d.key.clone(), d.file.clone(), d.sequence)
 }
 
 fn same_delete(id: &DeleteId, d: &DeleteFile) -> bool {
-    id.0 == d.key && id.1 == d.rows && id.2 == d.size && id.3 == d.sequence && id.4 == d.paths
+    id.0 == d.key && id.1 == d.file && id.2 == d.sequence
 }
 
 /// The delete manifests of a snapshot's position delete files, cut into chunks as data files
@@ -97,26 +97,15 @@ pub(crate) fn assemble_delete_manifests(
         let mut entries = Vec::with_capacity(chunk.len());
         for d in chunk {
             // Taken with its key, so a kept entry costs no copy of the key.
-            let (key, (size, paths, entry)) = match before.remove_entry(&d.key) {
-                Some((k, (size, paths, e)))
-                    if size == d.size
-                        && e.rows == d.rows
-                        && e.version == d.sequence
-                        && paths == d.paths =>
-                {
-                    (k, (size, paths, e))
-                }
+            let (key, (file, entry)) = match before.remove_entry(&d.key) {
+                Some((k, (file, e))) if file == d.file && e.version == d.sequence => (k, (file, e)),
                 _ => (
                     d.key.clone(),
-                    (
-                        d.size,
-                        d.paths.clone(),
-                        encode_delete_entry(layout, &writer, d)?,
-                    ),
+                    (d.file.clone(), encode_delete_entry(layout, &writer, d)?),
                 ),
             };
             entries.push(entry.clone());
-            kept.by_key.insert(key, (size, paths, entry));
+            kept.by_key.insert(key, (file, entry));
         }
         let refs: Vec<&EncodedEntry> = entries.iter().collect();
         let (info, bytes) = assemble(layout, DELETES, &refs, key, &digest);
@@ -136,10 +125,14 @@ fn delete_chunk_key(layout: &Layout, chunk: &[&DeleteFile]) -> (String, [u8; 32]
     let mut line = String::new();
     for d in chunk {
         line.clear();
-        let _ = write!(line, "\n{}\t{}\t{}\t{}", d.key, d.rows, d.size, d.sequence);
+        let _ = write!(
+            line,
+            "\n{}\t{}\t{}\t{}",
+            d.key, d.file.rows, d.file.size, d.sequence
+        );
         // The bounds, each after its length (a path may hold any character), or that there
         // are none (an entry read back from a manifest written before them).
-        match &d.paths {
+        match &d.file.paths {
             Some(p) => {
                 let _ = write!(line, "\t{}:{}\t{}:{}", p.0.len(), p.0, p.1.len(), p.1);
             }
@@ -176,14 +169,14 @@ fn encode_delete_entry(
             file_path: layout.location.file_url(&d.key),
             file_format: "PARQUET",
             partition: PartitionRecord::new(layout, &partition),
-            record_count: d.rows as i64,
-            file_size_in_bytes: d.size as i64,
+            record_count: d.file.rows as i64,
+            file_size_in_bytes: d.file.size as i64,
             column_sizes: None,
             value_counts: None,
             null_value_counts: None,
             nan_value_counts: None,
-            lower_bounds: d.paths.as_ref().map(|p| bound(&p.0)),
-            upper_bounds: d.paths.as_ref().map(|p| bound(&p.1)),
+            lower_bounds: d.file.paths.as_ref().map(|p| bound(&p.0)),
+            upper_bounds: d.file.paths.as_ref().map(|p| bound(&p.1)),
             key_metadata: None,
             split_offsets: None,
             equality_ids: None,
@@ -194,7 +187,7 @@ fn encode_delete_entry(
     writer.write_ser(&mut datum, &entry).map_err(avro_error)?;
     Ok(EncodedEntry {
         version: d.sequence,
-        rows: d.rows,
+        rows: d.file.rows,
         datum: datum.into(),
         partition: partition.into(),
     })

@@ -240,17 +240,8 @@ proptest::proptest! {
             }
             // Read back as written: rows, size and the paths' bounds (or none).
             listed.sort_by(|a, b| a.0.cmp(&b.0));
-            let want_listed: Vec<(String, super::super::deletes::Known)> = deletes
-                .iter()
-                .map(|d| {
-                    let known = super::super::deletes::Known {
-                        rows: d.rows,
-                        size: d.size,
-                        paths: d.paths.clone(),
-                    };
-                    (d.key.clone(), known)
-                })
-                .collect();
+            let want_listed: Vec<(String, super::super::deletes::Known)> =
+                deletes.iter().map(|d| (d.key.clone(), d.file.clone())).collect();
             proptest::prop_assert_eq!(listed, want_listed);
         }
     }
@@ -281,16 +272,18 @@ fn delete_file(k: u64, generation: u64, sequence: i64) -> super::super::deletes:
             "m".to_string(),
             (!k.is_multiple_of(5)).then(|| format!("2021-{:02}", k % 12 + 1)),
         )])),
-        rows: k * 7 + generation + 1,
-        size: k * 56 + generation + 400,
+        file: super::super::deletes::Known {
+            rows: k * 7 + generation + 1,
+            size: k * 56 + generation + 400,
+            // One in three as a manifest written before bounds were lists it: none.
+            paths: (!k.is_multiple_of(3)).then(|| {
+                std::sync::Arc::new((
+                    format!("file:///t/_data/m=x/part-{k:04}-a.parquet"),
+                    format!("file:///t/_data/m=x/part-{k:04}-{generation}-z.parquet"),
+                ))
+            }),
+        },
         sequence,
-        // One in three as a manifest written before bounds were lists it: none.
-        paths: (!k.is_multiple_of(3)).then(|| {
-            std::sync::Arc::new((
-                format!("file:///t/_data/m=x/part-{k:04}-a.parquet"),
-                format!("file:///t/_data/m=x/part-{k:04}-{generation}-z.parquet"),
-            ))
-        }),
     }
 }
 
@@ -303,9 +296,9 @@ fn delete_manifests_are_named_by_their_bounds_too() {
     let location = TableLocation::memory("t");
     let layout = delete_layout(&location);
     let with = vec![delete_file(1, 0, 1)];
-    assert!(with[0].paths.is_some());
+    assert!(with[0].file.paths.is_some());
     let mut without = with.clone();
-    without[0].paths = None;
+    without[0].file.paths = None;
     let fresh = |d: &[super::super::deletes::DeleteFile]| {
         let mut chunks =
             assemble_delete_manifests(&layout, d, &mut DeleteEntries::default(), |_| None).unwrap();
@@ -317,7 +310,7 @@ fn delete_manifests_are_named_by_their_bounds_too() {
     assert_ne!(a.0, b.0);
     assert_ne!(a.1, b.1);
     let back = read_delete_manifest("m", &a.1).unwrap();
-    assert_eq!(back[0].1.paths, with[0].paths);
+    assert_eq!(back[0].1.paths, with[0].file.paths);
     assert_eq!(read_delete_manifest("m", &b.1).unwrap()[0].1.paths, None);
     let mut kept = DeleteEntries::default();
     assemble_delete_manifests(&layout, &without, &mut kept, |_| None).unwrap();
