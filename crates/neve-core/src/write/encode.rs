@@ -13,7 +13,7 @@ use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::SchemaDescriptor;
 
-use super::gather::{gather_column, take_column};
+use super::gather::{gather_column, is_bytes, take_column, take_joined};
 use crate::error::Result;
 use crate::partition::{self, PartitionField};
 
@@ -99,15 +99,24 @@ pub(crate) fn group_by_partition(
         }
     }
     let perm = arrow::array::UInt32Array::from(perm);
-    // A pass that takes a few partitions' rows out of a resident input reads few of each
-    // column's lines; reading them all first, in every pass, would cost more than it saves.
-    let dense = 2 * at >= codes.len();
+    // A pass that takes a few partitions' rows out of a resident input reads few of its string
+    // values, and reading them all first would cost more than it saves. But one row in 16
+    // already reads 40% of an 8-byte column's cache lines, one at a time and each from memory:
+    // read in order first, those columns and the strings' offsets cost a quarter less to group
+    // in the passes over 10M taxi rows (BENCHMARKS.md, issue 15, "Fifty-fourth session").
+    let warmth = if 2 * at >= codes.len() {
+        Some(Warm::All)
+    } else if 16 * at >= codes.len() {
+        Some(Warm::Fixed)
+    } else {
+        None
+    };
     let columns = batch
         .columns()
         .iter()
         .map(|c| {
-            if dense {
-                warm(c.as_ref());
+            if let Some(w) = warmth {
+                warm(c.as_ref(), w);
             }
             take_column(c.as_ref(), &perm)
         })
@@ -122,11 +131,20 @@ pub(crate) fn group_by_partition(
     ))
 }
 
+/// What [`warm`] reads of an array.
+#[derive(Clone, Copy, PartialEq)]
+enum Warm {
+    /// Every buffer.
+    All,
+    /// Fixed-width values and the offsets of strings and binaries, not their value bytes.
+    Fixed,
+}
+
 /// Read an array's bytes front to back (one byte a cache line) before a gather reads them in
 /// random order: the hardware prefetcher brings sequential lines in at memory speed, where the
 /// gather's random reads would each wait for memory. Only the array's own range of its
 /// buffers: a part's slice is a small window of a grouped batch.
-fn warm(a: &dyn Array) {
+fn warm(a: &dyn Array, what: Warm) {
     fn touch(bytes: &[u8]) {
         let mut acc = 0u8;
         for i in (0..bytes.len()).step_by(64) {
@@ -134,11 +152,13 @@ fn warm(a: &dyn Array) {
         }
         std::hint::black_box(acc);
     }
-    /// The offsets of an array's values, then just those values' bytes.
-    fn touch_bytes(offsets: &[i32], values: &[u8]) {
+    // The offsets of an array's values, then (unless only fixed widths) those values' bytes.
+    let touch_bytes = |offsets: &[i32], values: &[u8]| {
         touch(arrow::datatypes::ToByteSlice::to_byte_slice(offsets));
-        touch(&values[offsets[0] as usize..offsets[offsets.len() - 1] as usize]);
-    }
+        if what == Warm::All {
+            touch(&values[offsets[0] as usize..offsets[offsets.len() - 1] as usize]);
+        }
+    };
     if a.is_empty() {
         return;
     }
@@ -159,7 +179,8 @@ fn warm(a: &dyn Array) {
 }
 
 /// One partition's rows, given as contiguous slices of the chunk's grouped batches, sorted by
-/// the sort keys (`order.rs`). Every column is copied once, straight into its final order.
+/// the sort keys (`order.rs`). Strings and binaries are copied once, straight into their final
+/// order; other columns are joined end to end, then taken in that order ([`take_joined`]).
 pub(crate) fn gather_sorted(
     schema: &SchemaRef,
     slices: &[RecordBatch],
@@ -177,18 +198,29 @@ pub(crate) fn gather_sorted(
     if slices.len() == 1 && order.iter().enumerate().all(|(i, &r)| i as u32 == r) {
         return Ok(slices[0].clone());
     }
-    // Position in the concatenated part -> (slice, row in slice), then in sorted order.
-    let mut owner = Vec::with_capacity(rows);
-    for (i, s) in slices.iter().enumerate() {
-        owner.extend((0..s.num_rows()).map(|r| (i, r)));
-    }
-    let order: Vec<(usize, usize)> = order.into_iter().map(|i| owner[i as usize]).collect();
-    drop(owner);
+    // Strings and binaries are copied from their slices, by (slice, row in slice).
+    let pairs = schema
+        .fields()
+        .iter()
+        .any(|f| is_bytes(f.data_type()))
+        .then(|| {
+            let mut owner = Vec::with_capacity(rows);
+            for (i, s) in slices.iter().enumerate() {
+                owner.extend((0..s.num_rows()).map(|r| (i, r)));
+            }
+            order.iter().map(|&i| owner[i as usize]).collect::<Vec<_>>()
+        });
+    let order = arrow::array::UInt32Array::from(order);
     let cols = (0..schema.fields().len())
         .map(|c| {
             let arrays: Vec<&dyn Array> = slices.iter().map(|s| s.column(c).as_ref()).collect();
-            arrays.iter().for_each(|a| warm(*a));
-            gather_column(&arrays, &order)
+            match &pairs {
+                Some(pairs) if is_bytes(arrays[0].data_type()) => {
+                    arrays.iter().for_each(|a| warm(*a, Warm::All));
+                    gather_column(&arrays, pairs)
+                }
+                _ => take_joined(&arrays, &order),
+            }
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new_with_options(
