@@ -16,7 +16,8 @@ Then the six seed queries through `t.sql` and through DuckDB over the same files
         --rows 1000000,10000000 --runs 3 [--icedb-python VENV/bin/python --icedb-repo DIR]
 
 Each insert figure is the median of --runs runs, each query's of --query-runs; every run is
-printed. neve's Python and Rust inserts run by turns, and the run prints the bound beside the
+printed. neve's Python inserts run in a row, as each peer's do, then its Rust inserts; the
+run prints the bound beside the
 insert target: the CPU time the parts' sorting and encoding take (and MinIO's, given its pid in
 NEVE_MINIO_PID), spread over the cores.
 """
@@ -114,8 +115,12 @@ def run_rust(neve_bin, target, rows):
 
 
 def run_neve(neve_bin, target, tbl, runs, stamp, rust):
-    """neve `t.insert`, and (unless `rust` is false) the same insert in Rust, run by turns so
-    both see the machine in the same state: the Python layer's cost is their difference."""
+    """neve `t.insert` --runs times in a row, as each peer's runs are, then (unless `rust` is
+    false) the same insert in Rust as many times: the Python layer's cost is their difference.
+    The Rust runs used to be taken by turns with the Python ones, but a 10M-row Rust process
+    between two Python inserts left the module's freed memory unused for over 10 s, which the
+    allocator then returns to the kernel: every Python insert was measured cold while each
+    peer's second and third were not (BENCHMARKS.md, issue 15, "Fifty-fourth session")."""
     py, rs, table = [], [], None
     for run in range(runs):
         address = f"{target}/py-neve-{tbl.num_rows}-{stamp}-{run}"
@@ -130,11 +135,11 @@ def run_neve(neve_bin, target, tbl, runs, stamp, rust):
         if table is not None:
             remove(table[0])
         table = (address, t)
-        if rust:
-            rs.append(run_rust(neve_bin, target, tbl.num_rows))
-            r = rs[-1]
-            print(f"  neve-core in Rust run {run + 1}: {r['s']:.2f}s, CPU {r['cpu_s']:.2f}s, of which sorting "
-                  f"parts {r['sort_s']:.2f}s, the Parquet encoder {r['encode_s']:.2f}s", file=sys.stderr)
+    for run in range(runs if rust else 0):
+        rs.append(run_rust(neve_bin, target, tbl.num_rows))
+        r = rs[-1]
+        print(f"  neve-core in Rust run {run + 1}: {r['s']:.2f}s, CPU {r['cpu_s']:.2f}s, of which sorting "
+              f"parts {r['sort_s']:.2f}s, the Parquet encoder {r['encode_s']:.2f}s", file=sys.stderr)
     return py, rs, table
 
 

@@ -101,9 +101,9 @@ pub(crate) fn group_by_partition(
     let perm = arrow::array::UInt32Array::from(perm);
     // A pass that takes a few partitions' rows out of a resident input reads few of its string
     // values, and reading them all first would cost more than it saves. But one row in 16
-    // already reads 40% of an 8-byte column's cache lines, one at a time and each from memory:
-    // read in order first, those columns and the strings' offsets cost a quarter less to group
-    // in the passes over 10M taxi rows (BENCHMARKS.md, issue 15, "Fifty-fourth session").
+    // already reads 40% of an 8-byte column's cache lines, one at a time and each from memory,
+    // so those columns and the strings' offsets are read in order first (with `take_joined`,
+    // 9% less CPU for a 10M-row insert: BENCHMARKS.md, issue 15, "Fifty-fourth session").
     let warmth = if 2 * at >= codes.len() {
         Some(Warm::All)
     } else if 16 * at >= codes.len() {

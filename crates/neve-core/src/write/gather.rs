@@ -45,8 +45,8 @@ pub(crate) fn gather_column(arrays: &[&dyn Array], order: &[(usize, usize)]) -> 
 /// One column of the part, of a type [`gather_column`] leaves to arrow: its slices put end to
 /// end, then taken by `order`, positions in the part. Putting them end to end reads them in
 /// order, which also brings them into the cache, and the take then reads one array by a 4-byte
-/// position: the part's gather took a fifth less CPU than through `interleave` by (slice, row)
-/// pairs (BENCHMARKS.md, issue 15, "Fifty-fourth session").
+/// position, where `interleave` looked up a (slice, row) pair of 16 bytes for every value
+/// (BENCHMARKS.md, issue 15, "Fifty-fourth session").
 pub(crate) fn take_joined(arrays: &[&dyn Array], order: &UInt32Array) -> Result<ArrayRef> {
     Ok(match arrays {
         [one] => arrow::compute::take(*one, order, None)?,
