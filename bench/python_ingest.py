@@ -16,10 +16,9 @@ Then the six seed queries through `t.sql` and through DuckDB over the same files
         --rows 1000000,10000000 --runs 3 [--icedb-python VENV/bin/python --icedb-repo DIR]
 
 Each insert figure is the median of --runs runs, each query's of --query-runs; every run is
-printed. neve's Python inserts run in a row, as each peer's do, then its Rust inserts; the
-run prints the bound beside the
-insert target: the CPU time the parts' sorting and encoding take (and MinIO's, given its pid in
-NEVE_MINIO_PID), spread over the cores.
+printed. neve's Python inserts run in a row, as each peer's do, then its Rust inserts; the run
+prints the bound beside the insert target: the CPU time the parts' sorting and encoding take
+(and MinIO's, given its pid in NEVE_MINIO_PID), spread over the cores.
 """
 
 import argparse

@@ -13,7 +13,7 @@ use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::SchemaDescriptor;
 
-use super::gather::{gather_column, is_bytes, take_column, take_joined};
+use super::gather::{gather_column, take_column, warm, Warm};
 use crate::error::Result;
 use crate::partition::{self, PartitionField};
 
@@ -102,8 +102,9 @@ pub(crate) fn group_by_partition(
     // A pass that takes a few partitions' rows out of a resident input reads few of its string
     // values, and reading them all first would cost more than it saves. But one row in 16
     // already reads 40% of an 8-byte column's cache lines, one at a time and each from memory,
-    // so those columns and the strings' offsets are read in order first (with `take_joined`,
-    // 9% less CPU for a 10M-row insert: BENCHMARKS.md, issue 15, "Fifty-fourth session").
+    // so those columns and the strings' offsets are read in order first (with the part's gather
+    // by position, 9% less CPU for a 10M-row insert: BENCHMARKS.md, issue 15, "Fifty-fourth
+    // session").
     let warmth = if 2 * at >= codes.len() {
         Some(Warm::All)
     } else if 16 * at >= codes.len() {
@@ -131,56 +132,8 @@ pub(crate) fn group_by_partition(
     ))
 }
 
-/// What [`warm`] reads of an array.
-#[derive(Clone, Copy, PartialEq)]
-enum Warm {
-    /// Every buffer.
-    All,
-    /// Fixed-width values and the offsets of strings and binaries, not their value bytes.
-    Fixed,
-}
-
-/// Read an array's bytes front to back (one byte a cache line) before a gather reads them in
-/// random order: the hardware prefetcher brings sequential lines in at memory speed, where the
-/// gather's random reads would each wait for memory. Only the array's own range of its
-/// buffers: a part's slice is a small window of a grouped batch.
-fn warm(a: &dyn Array, what: Warm) {
-    fn touch(bytes: &[u8]) {
-        let mut acc = 0u8;
-        for i in (0..bytes.len()).step_by(64) {
-            acc ^= bytes[i];
-        }
-        std::hint::black_box(acc);
-    }
-    // The offsets of an array's values, then (unless only fixed widths) those values' bytes.
-    let touch_bytes = |offsets: &[i32], values: &[u8]| {
-        touch(arrow::datatypes::ToByteSlice::to_byte_slice(offsets));
-        if what == Warm::All {
-            touch(&values[offsets[0] as usize..offsets[offsets.len() - 1] as usize]);
-        }
-    };
-    if a.is_empty() {
-        return;
-    }
-    // Typed views of the array's own range: no `ArrayData` built per call (this runs for every
-    // column of every slice of every part).
-    arrow::array::downcast_primitive_array!(
-        a => touch(arrow::datatypes::ToByteSlice::to_byte_slice(a.values().as_ref())),
-        DataType::Utf8 => {
-            let s = a.as_string::<i32>();
-            touch_bytes(s.value_offsets(), s.values());
-        }
-        DataType::Binary => {
-            let s = a.as_binary::<i32>();
-            touch_bytes(s.value_offsets(), s.values());
-        }
-        _ => {}
-    )
-}
-
 /// One partition's rows, given as contiguous slices of the chunk's grouped batches, sorted by
-/// the sort keys (`order.rs`). Strings and binaries are copied once, straight into their final
-/// order; other columns are joined end to end, then taken in that order ([`take_joined`]).
+/// the sort keys (`order.rs`), each column by [`gather_column`].
 pub(crate) fn gather_sorted(
     schema: &SchemaRef,
     slices: &[RecordBatch],
@@ -198,29 +151,13 @@ pub(crate) fn gather_sorted(
     if slices.len() == 1 && order.iter().enumerate().all(|(i, &r)| i as u32 == r) {
         return Ok(slices[0].clone());
     }
-    // Strings and binaries are copied from their slices, by (slice, row in slice).
-    let pairs = schema
-        .fields()
-        .iter()
-        .any(|f| is_bytes(f.data_type()))
-        .then(|| {
-            let mut owner = Vec::with_capacity(rows);
-            for (i, s) in slices.iter().enumerate() {
-                owner.extend((0..s.num_rows()).map(|r| (i, r)));
-            }
-            order.iter().map(|&i| owner[i as usize]).collect::<Vec<_>>()
-        });
     let order = arrow::array::UInt32Array::from(order);
+    // Each row's (slice, row in slice), worked out for the first string column, if any.
+    let pairs = std::cell::OnceCell::new();
     let cols = (0..schema.fields().len())
         .map(|c| {
             let arrays: Vec<&dyn Array> = slices.iter().map(|s| s.column(c).as_ref()).collect();
-            match &pairs {
-                Some(pairs) if is_bytes(arrays[0].data_type()) => {
-                    arrays.iter().for_each(|a| warm(*a, Warm::All));
-                    gather_column(&arrays, pairs)
-                }
-                _ => take_joined(&arrays, &order),
-            }
+            gather_column(&arrays, &order, &pairs)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new_with_options(

@@ -4,9 +4,10 @@
 //! the caches, and each string value read in the new order waited for memory: the copies
 //! here ask for the bytes of the value 16 rows ahead while they copy this one. A part takes
 //! every row of its slices once, so its output size is known before the copy. Other types go
-//! through arrow's `take` (a part's slices joined end to end first, `take_joined`): a loop of
-//! their own, tried, was no faster.
+//! through arrow's `take` (a part's slices put end to end first): a loop of their own, tried,
+//! was no faster.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, GenericByteArray, GenericByteBuilder, UInt32Array};
@@ -17,10 +18,18 @@ use arrow::datatypes::{
 use crate::error::Result;
 
 /// One column of the part: `arrays[s]` is slice `s`'s column, `order` every row of the
-/// slices once, as `(slice, row in slice)`, in output order. Strings and binaries are copied
-/// here; every other type by arrow's `interleave` (the write path takes them with
-/// [`take_joined`] instead).
-pub(crate) fn gather_column(arrays: &[&dyn Array], order: &[(usize, usize)]) -> Result<ArrayRef> {
+/// slices once, as its position in the slices put end to end, in output order. Strings and
+/// binaries are read ahead ([`warm`]) and copied here, by each row's (slice, row in slice),
+/// worked out once a part in `pairs`. Other types are put end to end and then taken by
+/// position: putting them end to end reads them in order, which also brings them into the
+/// cache, and the take then reads one array by a 4-byte position, where `interleave` looked up
+/// a (slice, row) pair of 16 bytes for every value (BENCHMARKS.md, issue 15, "Fifty-fourth
+/// session").
+pub(crate) fn gather_column(
+    arrays: &[&dyn Array],
+    order: &UInt32Array,
+    pairs: &OnceCell<Vec<(usize, usize)>>,
+) -> Result<ArrayRef> {
     fn bytes<T: ByteArrayType>(arrays: &[&dyn Array], order: &[(usize, usize)]) -> ArrayRef {
         let typed: Vec<&GenericByteArray<T>> = arrays.iter().map(|a| a.as_bytes::<T>()).collect();
         // Every row is copied once: the output holds exactly the slices' value bytes.
@@ -33,32 +42,72 @@ pub(crate) fn gather_column(arrays: &[&dyn Array], order: &[(usize, usize)]) -> 
             .sum();
         copy_bytes(&typed, order.len(), bytes, |i| order[i])
     }
+    let pairs = || {
+        arrays.iter().for_each(|a| warm(*a, Warm::All));
+        pairs.get_or_init(|| {
+            let mut owner = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+            for (s, a) in arrays.iter().enumerate() {
+                owner.extend((0..a.len()).map(|r| (s, r)));
+            }
+            order.values().iter().map(|&i| owner[i as usize]).collect()
+        })
+    };
     Ok(match arrays[0].data_type() {
-        DataType::Utf8 => bytes::<Utf8Type>(arrays, order),
-        DataType::LargeUtf8 => bytes::<LargeUtf8Type>(arrays, order),
-        DataType::Binary => bytes::<BinaryType>(arrays, order),
-        DataType::LargeBinary => bytes::<LargeBinaryType>(arrays, order),
-        _ => arrow::compute::interleave(arrays, order)?,
+        DataType::Utf8 => bytes::<Utf8Type>(arrays, pairs()),
+        DataType::LargeUtf8 => bytes::<LargeUtf8Type>(arrays, pairs()),
+        DataType::Binary => bytes::<BinaryType>(arrays, pairs()),
+        DataType::LargeBinary => bytes::<LargeBinaryType>(arrays, pairs()),
+        _ => match arrays {
+            [one] => arrow::compute::take(*one, order, None)?,
+            _ => arrow::compute::take(arrow::compute::concat(arrays)?.as_ref(), order, None)?,
+        },
     })
 }
 
-/// One column of the part, of a type [`gather_column`] leaves to arrow: its slices put end to
-/// end, then taken by `order`, positions in the part. Putting them end to end reads them in
-/// order, which also brings them into the cache, and the take then reads one array by a 4-byte
-/// position, where `interleave` looked up a (slice, row) pair of 16 bytes for every value
-/// (BENCHMARKS.md, issue 15, "Fifty-fourth session").
-pub(crate) fn take_joined(arrays: &[&dyn Array], order: &UInt32Array) -> Result<ArrayRef> {
-    Ok(match arrays {
-        [one] => arrow::compute::take(*one, order, None)?,
-        _ => arrow::compute::take(arrow::compute::concat(arrays)?.as_ref(), order, None)?,
-    })
+/// What [`warm`] reads of an array.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Warm {
+    /// Every buffer.
+    All,
+    /// Fixed-width values and the offsets of strings and binaries, not their value bytes.
+    Fixed,
 }
 
-/// Strings and binaries: the types [`gather_column`] and [`take_column`] copy themselves.
-pub(crate) fn is_bytes(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+/// Read an array's bytes front to back (one byte a cache line) before a gather reads them in
+/// random order: the hardware prefetcher brings sequential lines in at memory speed, where the
+/// gather's random reads would each wait for memory. Only the array's own range of its
+/// buffers: a part's slice is a small window of a grouped batch.
+pub(crate) fn warm(a: &dyn Array, what: Warm) {
+    fn touch(bytes: &[u8]) {
+        let mut acc = 0u8;
+        for i in (0..bytes.len()).step_by(64) {
+            acc ^= bytes[i];
+        }
+        std::hint::black_box(acc);
+    }
+    // The offsets of an array's values, then (unless only fixed widths) those values' bytes.
+    let touch_bytes = |offsets: &[i32], values: &[u8]| {
+        touch(arrow::datatypes::ToByteSlice::to_byte_slice(offsets));
+        if what == Warm::All {
+            touch(&values[offsets[0] as usize..offsets[offsets.len() - 1] as usize]);
+        }
+    };
+    if a.is_empty() {
+        return;
+    }
+    // Typed views of the array's own range: no `ArrayData` built per call (this runs for every
+    // column of every slice of every part).
+    arrow::array::downcast_primitive_array!(
+        a => touch(arrow::datatypes::ToByteSlice::to_byte_slice(a.values().as_ref())),
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            touch_bytes(s.value_offsets(), s.values());
+        }
+        DataType::Binary => {
+            let s = a.as_binary::<i32>();
+            touch_bytes(s.value_offsets(), s.values());
+        }
+        _ => {}
     )
 }
 
@@ -244,15 +293,13 @@ mod tests {
                 .collect();
             let positions =
                 UInt32Array::from_iter_values(wide.iter().map(|&(s, r)| (starts[s] + r) as u32));
+            let pairs = OnceCell::new();
             for c in 0..sliced[0].len() {
                 let arrays: Vec<&dyn Array> = sliced.iter().map(|s| s[c].as_ref()).collect();
                 let want = arrow::compute::interleave(&arrays, &wide).unwrap();
-                let got = gather_column(&arrays, &wide).unwrap();
+                let got = gather_column(&arrays, &positions, &pairs).unwrap();
                 prop_assert_eq!(got.data_type(), want.data_type());
                 prop_assert_eq!(got.to_data(), want.to_data(), "column {}", c);
-                let joined = take_joined(&arrays, &positions).unwrap();
-                prop_assert_eq!(joined.data_type(), want.data_type());
-                prop_assert_eq!(joined.to_data(), want.to_data(), "column {} joined", c);
             }
         }
 
