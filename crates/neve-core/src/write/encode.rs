@@ -3,7 +3,7 @@
 //! in `stats.rs`).
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef, UInt32Type};
 use parquet::arrow::{
     add_encoded_arrow_schema_to_metadata, arrow_writer::ArrowWriterOptions, ArrowSchemaConverter,
     ArrowWriter,
@@ -251,6 +251,17 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
                 let a = col.as_binary::<i32>();
                 bytes_distinct(a, |i| a.value(i))
             }
+            // Keyed strings (`keys.rs`): a key stands for one value (the chunk's dictionary has
+            // no repeats), so the keys are judged as the strings would be, and the file is the
+            // same either way.
+            DataType::Dictionary(..) => match col.as_dictionary_opt::<UInt32Type>() {
+                Some(d) => {
+                    let k = d.keys();
+                    let v = k.values();
+                    sample_distinct(k.len(), |i| k.is_valid(i), |i| u64::from(v[i]), (98, 100))
+                }
+                None => false,
+            },
             _ => numbers_distinct(col),
         };
         if distinct {
@@ -393,19 +404,34 @@ impl FileFormat {
     }
 }
 
-/// Encode one part (of `format`'s schema) as a Parquet file in memory; returns its bytes and
-/// its footer.
+/// Encode one part (of `format`'s schema, or its keyed form: `keys.rs`) as a Parquet file in
+/// memory; returns its bytes and its footer. A keyed column is written as the strings it
+/// stands for: the Parquet schema and the Arrow schema in the footer are the table's.
 pub(crate) fn encode_parquet(
     batch: &RecordBatch,
     format: &FileFormat,
 ) -> Result<(Vec<u8>, parquet::file::metadata::ParquetMetaData)> {
-    debug_assert_eq!(batch.schema(), format.schema, "a part of another schema");
+    debug_assert!(
+        batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(format.schema.fields())
+            .all(|(b, f)| {
+                b.name() == f.name()
+                    && match b.data_type() {
+                        DataType::Dictionary(_, v) => v.as_ref() == f.data_type(),
+                        t => t == f.data_type(),
+                    }
+            }),
+        "a part of another schema"
+    );
     let options = ArrowWriterOptions::new()
         .with_properties(tune_dictionary(batch, format.props.clone()))
         .with_parquet_schema(format.parquet.clone())
         .with_skip_arrow_metadata(true);
     let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
-    let mut w = ArrowWriter::try_new_with_options(&mut buf, format.schema.clone(), options)?;
+    let mut w = ArrowWriter::try_new_with_options(&mut buf, batch.schema(), options)?;
     w.write(batch)?;
     let metadata = w.close()?;
     Ok((buf, metadata))

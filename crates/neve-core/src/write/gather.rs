@@ -10,9 +10,12 @@
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, GenericByteArray, GenericByteBuilder, UInt32Array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, GenericByteArray, GenericByteBuilder, UInt32Array,
+};
 use arrow::datatypes::{
-    ArrowNativeType, BinaryType, ByteArrayType, DataType, LargeBinaryType, LargeUtf8Type, Utf8Type,
+    ArrowNativeType, BinaryType, ByteArrayType, DataType, LargeBinaryType, LargeUtf8Type,
+    UInt32Type, Utf8Type,
 };
 
 use crate::error::Result;
@@ -57,10 +60,35 @@ pub(crate) fn gather_column(
         DataType::LargeUtf8 => bytes::<LargeUtf8Type>(arrays, pairs()),
         DataType::Binary => bytes::<BinaryType>(arrays, pairs()),
         DataType::LargeBinary => bytes::<LargeBinaryType>(arrays, pairs()),
+        DataType::Dictionary(k, _) if **k == DataType::UInt32 && same_values(arrays) => {
+            // Keyed strings (`keys.rs`): the keys put end to end and taken, the values shared.
+            let keys: Vec<&dyn Array> = arrays
+                .iter()
+                .map(|a| a.as_dictionary::<UInt32Type>().keys() as &dyn Array)
+                .collect();
+            let keys = match keys.as_slice() {
+                [one] => arrow::compute::take(*one, order, None)?,
+                _ => arrow::compute::take(arrow::compute::concat(&keys)?.as_ref(), order, None)?,
+            };
+            let values = arrays[0].as_dictionary::<UInt32Type>().values().clone();
+            // SAFETY: the keys are taken from arrays of keys into these very values.
+            Arc::new(unsafe {
+                DictionaryArray::<UInt32Type>::new_unchecked(keys.as_primitive().clone(), values)
+            })
+        }
         _ => match arrays {
             [one] => arrow::compute::take(*one, order, None)?,
             _ => arrow::compute::take(arrow::compute::concat(arrays)?.as_ref(), order, None)?,
         },
+    })
+}
+
+/// Whether dictionary arrays share one values array (a chunk's keyed column's slices do).
+fn same_values(arrays: &[&dyn Array]) -> bool {
+    let first = arrays[0].as_dictionary::<UInt32Type>().values();
+    arrays.iter().all(|a| {
+        a.as_dictionary_opt::<UInt32Type>()
+            .is_some_and(|d| Arc::ptr_eq(d.values(), first))
     })
 }
 
@@ -93,6 +121,12 @@ pub(crate) fn warm(a: &dyn Array, what: Warm) {
         }
     };
     if a.is_empty() {
+        return;
+    }
+    if let Some(d) = a.as_dictionary_opt::<UInt32Type>() {
+        // Keyed strings: their keys (the dictionary is shared, and small).
+        let keys: &[u32] = d.keys().values();
+        touch(arrow::datatypes::ToByteSlice::to_byte_slice(keys));
         return;
     }
     // Typed views of the array's own range: no `ArrayData` built per call (this runs for every

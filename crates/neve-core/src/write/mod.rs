@@ -6,6 +6,7 @@ pub(crate) mod conform;
 mod encode;
 mod gather;
 pub mod input;
+mod keys;
 mod order;
 pub(crate) mod sink;
 mod stats;
@@ -363,9 +364,21 @@ impl DataWriter {
             tokio::sync::mpsc::channel::<Result<EncodedFile>>(self.opts.upload_concurrency.max(1));
         let encoder = tokio::task::spawn_blocking(move || {
             let Chunk {
-                batches, labels, ..
+                mut batches,
+                labels,
+                ..
             } = chunk;
             let num_parts = labels.len();
+            // The parts' schema: the table's, with few-valued strings as keys (`keys.rs`).
+            // Keyed first, so that the passes count the rows' keyed size: fewer passes, each
+            // copying as many bytes.
+            let schema = match keys::key_few_valued(&mut batches) {
+                Ok(keyed) => keyed.unwrap_or_else(|| ctx.format.schema().clone()),
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
             let passes = passes(&batches, num_parts, resident_budget);
             for pass in passes {
                 let selected = |code: usize| pass.codes.as_ref().is_none_or(|m| m[code]);
@@ -407,7 +420,7 @@ impl DataWriter {
                     .filter(|(code, (_, slices))| selected(*code) && !slices.is_empty())
                     .map(|(_, (values, slices))| (values.clone(), slices, new_id()))
                     .collect();
-                encode_parts(parts, &ctx, tx.clone());
+                encode_parts(parts, &ctx, &schema, tx.clone());
             }
         });
         let store = self.location.store.clone();
@@ -489,6 +502,11 @@ fn mean_row_bytes(batch: &RecordBatch) -> usize {
 }
 
 fn column_bytes(c: &arrow::array::ArrayRef) -> usize {
+    use arrow::array::AsArray;
+    if let Some(d) = c.as_any_dictionary_opt() {
+        // A keyed column (`keys.rs`): its dictionary is the chunk's, shared by every batch.
+        return d.keys().to_data().get_slice_memory_size().unwrap_or(0);
+    }
     c.to_data()
         .get_slice_memory_size()
         .unwrap_or_else(|_| c.get_array_memory_size())
@@ -561,10 +579,11 @@ struct Kept(Vec<arrow::array::ArrayRef>);
 
 /// Per partition (in parallel, largest first, so the last tasks on the pool are short ones):
 /// sort its slices' rows by the keys and gather them in that order, encode them and send the
-/// file to the uploads.
+/// file to the uploads. `schema` is the slices' (the table's, or its keyed form).
 fn encode_parts(
     mut parts: Vec<(Vec<Option<String>>, Vec<RecordBatch>, String)>,
     ctx: &PartContext,
+    schema: &SchemaRef,
     tx: tokio::sync::mpsc::Sender<Result<EncodedFile>>,
 ) {
     parts.sort_by_key(|(_, slices, _)| {
@@ -575,7 +594,7 @@ fn encode_parts(
         .for_each_with(tx, |tx, (values, slices, id)| {
             let res = (|| {
                 let (t, cpu) = (std::time::Instant::now(), thread_cpu());
-                let part = gather_sorted(ctx.format.schema(), &slices, &ctx.sort_cols)?;
+                let part = gather_sorted(schema, &slices, &ctx.sort_cols)?;
                 drop(slices);
                 let (t_sort, cpu_sort) = (t.elapsed(), thread_cpu());
                 let (bytes, footer) = encode_parquet(&part, &ctx.format)?;
@@ -589,7 +608,7 @@ fn encode_parts(
                     "encoded part"
                 );
                 let cpu_stats = thread_cpu();
-                let stats = file_stats(&part, &footer)?;
+                let stats = file_stats(ctx.format.schema(), &part, &footer)?;
                 tracing::trace!(
                     stats_cpu_us = (thread_cpu() - cpu_stats).as_micros() as u64,
                     "part statistics"
@@ -617,7 +636,13 @@ fn encode_parts(
                     merged: false,
                     added_version: None,
                 };
-                let kept = Kept(ctx.keep.iter().map(|&i| part.column(i).clone()).collect());
+                let table = ctx.format.schema();
+                let kept = ctx
+                    .keep
+                    .iter()
+                    .map(|&i| keys::unkeyed(part.column(i), table.field(i).data_type()))
+                    .collect::<Result<Vec<_>>>()?;
+                let kept = Kept(kept);
                 Ok((ctx.root.child(&rel), bytes, add, kept))
             })();
             let _ = tx.blocking_send(res);

@@ -135,6 +135,8 @@ fn key_codes(columns: &[&dyn Array], rows: usize) -> Option<Key> {
         bytes_ranks(columns, rows, &mut raw, &mut valid)?;
     } else if let DataType::Decimal128(..) = data_type {
         decimal128s(columns, &mut raw, &mut valid)?;
+    } else if let DataType::Dictionary(..) = data_type {
+        keyed(columns, &mut raw, &mut valid)?;
     } else {
         for a in columns {
             numbers(*a, &mut raw)?;
@@ -283,6 +285,23 @@ fn decimal128s(columns: &[&dyn Array], raw: &mut Vec<u64>, valid: &mut Vec<bool>
                 .map(|&v| (v as u128).wrapping_sub(lo) as u64),
         );
         valid.extend((0..a.len()).map(|i| a.is_valid(i)));
+    }
+    Some(())
+}
+
+/// A keyed string column's keys (`keys.rs`): its slices share one dictionary sorted
+/// ascending, so a key is its value's rank. `None` for any other dictionary array.
+fn keyed(columns: &[&dyn Array], raw: &mut Vec<u64>, valid: &mut Vec<bool>) -> Option<()> {
+    let first = columns.first()?.as_dictionary_opt::<dt::UInt32Type>()?;
+    super::keys::sorted_keys(first)?;
+    for a in columns {
+        let d = a.as_dictionary_opt::<dt::UInt32Type>()?;
+        if !std::sync::Arc::ptr_eq(d.values(), first.values()) {
+            return None;
+        }
+        let keys = d.keys();
+        raw.extend(keys.values().iter().map(|&k| u64::from(k)));
+        valid.extend((0..keys.len()).map(|i| keys.is_valid(i)));
     }
     Some(())
 }

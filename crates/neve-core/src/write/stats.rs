@@ -25,14 +25,19 @@ pub(crate) const STATISTICS_TRUNCATE_BYTES: usize = MAX_STAT_STRING * 4;
 /// Parquet encoder wrote for it (leaf columns), and from the arrays' null buffers (structs,
 /// lists and maps, which have no statistics of their own in Parquet). The one difference:
 /// Parquet writes a float bound of zero as -0.0 for a min and +0.0 for a max.
+/// `schema` is the table's: `batch` may hold keyed columns (`keys.rs`) in place of its strings.
 pub(crate) fn file_stats(
+    schema: &SchemaRef,
     batch: &RecordBatch,
     metadata: &parquet::file::metadata::ParquetMetaData,
 ) -> crate::error::Result<BTreeMap<String, ColumnStats>> {
-    walk(batch, |field, a, parent, leaf| {
+    walk(schema, batch, |field, a, parent, leaf| {
         Ok(match leaf_stats(field, leaf, metadata)? {
             Some(s) => s,
-            None => column_stats(&with_nulls(a, parent)),
+            None => column_stats(&with_nulls(
+                &super::keys::unkeyed(a, field.data_type())?,
+                parent,
+            )),
         })
     })
 }
@@ -41,6 +46,7 @@ pub(crate) fn file_stats(
 /// Parquet leaf index)` for each primitive column or field, and the null count alone (a null
 /// struct counted in each of its fields) for structs, lists and maps.
 fn walk(
+    schema: &SchemaRef,
     batch: &RecordBatch,
     mut leaf_stats: impl FnMut(
         &arrow::datatypes::Field,
@@ -51,7 +57,7 @@ fn walk(
 ) -> crate::error::Result<BTreeMap<String, ColumnStats>> {
     let mut out = BTreeMap::new();
     let mut leaf = 0;
-    for (f, a) in batch.schema().fields().iter().zip(batch.columns()) {
+    for (f, a) in schema.fields().iter().zip(batch.columns()) {
         walk_column(f.name(), f, a, None, &mut leaf, &mut leaf_stats, &mut out)?;
     }
     Ok(out)
@@ -151,7 +157,7 @@ fn leaf_stats(
 /// their path (`user.plan`), counting a null struct as a null in each of its fields. Lists
 /// and maps get null counts only (their elements' bounds say nothing of a row).
 pub(crate) fn batch_stats(batch: &RecordBatch) -> BTreeMap<String, ColumnStats> {
-    walk(batch, |_, a, parent, _| {
+    walk(&batch.schema(), batch, |_, a, parent, _| {
         Ok(column_stats(&with_nulls(a, parent)))
     })
     .expect("computing from arrays cannot fail")

@@ -545,7 +545,7 @@ proptest! {
         );
         let format = super::encode::FileFormat::new(&batch.schema(), props).unwrap();
         let (_, footer) = super::encode_parquet(&batch, &format).unwrap();
-        let from_footer = super::file_stats(&batch, &footer).unwrap();
+        let from_footer = super::file_stats(&batch.schema(), &batch, &footer).unwrap();
         let from_arrays = super::stats::batch_stats(&batch);
         prop_assert_eq!(
             from_footer.keys().collect::<Vec<_>>(),
