@@ -280,7 +280,7 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
 /// Whether a column of strings or binaries is distinct enough to go without a dictionary: at
 /// least 98% of the sample. (Fixed-size binaries, such as UUIDs, are left alone: the Parquet
 /// writer gave them no dictionary even for 40 distinct values.)
-fn bytes_distinct<'a>(a: &'a dyn Array, value: impl Fn(usize) -> &'a [u8]) -> bool {
+pub(super) fn bytes_distinct<'a>(a: &'a dyn Array, value: impl Fn(usize) -> &'a [u8]) -> bool {
     let hash = |i: usize| twox_hash::XxHash64::oneshot(0, value(i));
     sample_distinct(a.len(), |i| a.is_valid(i), hash, (98, 100))
 }

@@ -60,7 +60,9 @@ pub(crate) fn gather_column(
         DataType::LargeUtf8 => bytes::<LargeUtf8Type>(arrays, pairs()),
         DataType::Binary => bytes::<BinaryType>(arrays, pairs()),
         DataType::LargeBinary => bytes::<LargeBinaryType>(arrays, pairs()),
-        DataType::Dictionary(k, _) if **k == DataType::UInt32 && same_values(arrays) => {
+        DataType::Dictionary(k, _)
+            if **k == DataType::UInt32 && super::keys::shared_values(arrays).is_some() =>
+        {
             // Keyed strings (`keys.rs`): the keys put end to end and taken, the values shared.
             let keys: Vec<&dyn Array> = arrays
                 .iter()
@@ -80,15 +82,6 @@ pub(crate) fn gather_column(
             [one] => arrow::compute::take(*one, order, None)?,
             _ => arrow::compute::take(arrow::compute::concat(arrays)?.as_ref(), order, None)?,
         },
-    })
-}
-
-/// Whether dictionary arrays share one values array (a chunk's keyed column's slices do).
-fn same_values(arrays: &[&dyn Array]) -> bool {
-    let first = arrays[0].as_dictionary::<UInt32Type>().values();
-    arrays.iter().all(|a| {
-        a.as_dictionary_opt::<UInt32Type>()
-            .is_some_and(|d| Arc::ptr_eq(d.values(), first))
     })
 }
 

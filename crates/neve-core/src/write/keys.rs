@@ -7,7 +7,7 @@
 //! reads values through the keys. The Parquet file is the same either way: the encoder takes
 //! a dictionary array as the values it stands for (`tests.rs` compares the bytes).
 //!
-//! A column is keyed only when it pays: not when a sample of the chunk's first batch is nearly
+//! A column is keyed only when it pays: not when a sample of the chunk's largest batch is nearly
 //! all distinct (ids), nor when a batch has more than a quarter of its rows distinct, nor when
 //! the chunk's dictionary would outgrow [`MAX_VALUES`] or [`MAX_BYTES`]. Each value is hashed
 //! once (with a keyed hasher: crafted values must not make every lookup a scan).
@@ -84,20 +84,21 @@ pub(crate) fn key_few_valued(batches: &mut [(RecordBatch, Vec<u32>)]) -> Result<
     locals[judge] = judged.into_iter().map(Some).collect();
     // Per column: one sorted dictionary for the chunk and each batch's local-to-chunk key map,
     // unless a batch or the chunk's dictionary is too large.
-    let mut keyed: Vec<(usize, ArrayRef, Vec<Vec<u32>>)> = Vec::new();
+    // (candidate index, column, the chunk's dictionary, per batch its local-to-chunk keys)
+    let mut keyed: Vec<(usize, usize, ArrayRef, Vec<Vec<u32>>)> = Vec::new();
     for (i, &c) in candidates.iter().enumerate() {
         let per_batch: Option<Vec<&Local>> = locals.iter().map(|l| l[i].as_ref()).collect();
         let Some(per_batch) = per_batch else { continue };
         let arrays: Vec<&dyn Array> = batches.iter().map(|(b, _)| b.column(c).as_ref()).collect();
         if let Some((values, maps)) = chunk_dictionary(&arrays, &per_batch) {
-            keyed.push((c, values, maps));
+            keyed.push((i, c, values, maps));
         }
     }
     if keyed.is_empty() {
         return Ok(None);
     }
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    for (c, values, _) in &keyed {
+    for (_, c, values, _) in &keyed {
         let dict = DataType::Dictionary(
             Box::new(DataType::UInt32),
             Box::new(values.data_type().clone()),
@@ -111,9 +112,8 @@ pub(crate) fn key_few_valued(batches: &mut [(RecordBatch, Vec<u32>)]) -> Result<
         .enumerate()
         .try_for_each(|(b, ((batch, _), locals))| -> Result<()> {
             let mut columns = batch.columns().to_vec();
-            for (c, values, maps) in &keyed {
-                let i = candidates.iter().position(|x| x == c).expect("a candidate");
-                let local = locals[i].as_ref().expect("keyed in every batch");
+            for (i, c, values, maps) in &keyed {
+                let local = locals[*i].as_ref().expect("keyed in every batch");
                 let map = &maps[b];
                 // A null's key is 0, which a batch of nulls only has no entry for.
                 let keys: ScalarBuffer<u32> = local
@@ -159,13 +159,7 @@ fn is_bytes(t: &DataType) -> bool {
 fn mostly_distinct(a: &dyn Array) -> bool {
     fn sample<T: ByteArrayType>(a: &dyn Array) -> bool {
         let a = a.as_bytes::<T>();
-        let value = |i: usize| -> &[u8] { a.value(i).as_ref() };
-        super::encode::sample_distinct(
-            a.len(),
-            |i| a.is_valid(i),
-            |i| twox_hash::XxHash64::oneshot(0, value(i)),
-            (98, 100),
-        )
+        super::encode::bytes_distinct(a, |i| a.value(i).as_ref())
     }
     match a.data_type() {
         DataType::Utf8 => sample::<Utf8Type>(a),
@@ -316,6 +310,19 @@ fn chunk_dictionary(arrays: &[&dyn Array], locals: &[&Local]) -> Option<(ArrayRe
         DataType::LargeBinary => build::<LargeBinaryType>(arrays, locals),
         _ => None,
     }
+}
+
+/// The values array that the slices of a keyed column all share (a chunk's keyed column's
+/// slices do), or `None` when any slice is not a dictionary array into that same array.
+pub(crate) fn shared_values<'a>(arrays: &[&'a dyn Array]) -> Option<&'a ArrayRef> {
+    let first = arrays.first()?.as_dictionary_opt::<UInt32Type>()?.values();
+    arrays
+        .iter()
+        .all(|a| {
+            a.as_dictionary_opt::<UInt32Type>()
+                .is_some_and(|d| Arc::ptr_eq(d.values(), first))
+        })
+        .then_some(first)
 }
 
 /// Whether `a` is a keyed column's dictionary array: keys into values sorted strictly

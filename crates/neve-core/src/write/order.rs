@@ -292,14 +292,10 @@ fn decimal128s(columns: &[&dyn Array], raw: &mut Vec<u64>, valid: &mut Vec<bool>
 /// A keyed string column's keys (`keys.rs`): its slices share one dictionary sorted
 /// ascending, so a key is its value's rank. `None` for any other dictionary array.
 fn keyed(columns: &[&dyn Array], raw: &mut Vec<u64>, valid: &mut Vec<bool>) -> Option<()> {
-    let first = columns.first()?.as_dictionary_opt::<dt::UInt32Type>()?;
-    super::keys::sorted_keys(first)?;
+    super::keys::shared_values(columns)?;
+    super::keys::sorted_keys(columns[0])?;
     for a in columns {
-        let d = a.as_dictionary_opt::<dt::UInt32Type>()?;
-        if !std::sync::Arc::ptr_eq(d.values(), first.values()) {
-            return None;
-        }
-        let keys = d.keys();
+        let keys = a.as_dictionary::<dt::UInt32Type>().keys();
         raw.extend(keys.values().iter().map(|&k| u64::from(k)));
         valid.extend((0..keys.len()).map(|i| keys.is_valid(i)));
     }
