@@ -89,6 +89,24 @@ def server_cpu_s():
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_for_idle_server(limit_s=60.0, busy=0.05):
+    """Wait (up to `limit_s`) until the object store's server has used under `busy` of a core
+    for a whole second. After a round deletes its 10M-row tables, MinIO goes on working for a
+    while, and in the fifty-eighth session that work landed in some of the next round's 1M-row
+    inserts (BENCHMARKS.md, issue 15): each size's runs start on an idle server instead."""
+    if not os.environ.get("NEVE_MINIO_PID"):
+        return 0.0
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit_s:
+        before = server_cpu_s()
+        time.sleep(1.0)
+        if server_cpu_s() - before < busy:
+            break
+    waited = time.perf_counter() - started
+    print(f"  waited {waited:.1f}s for the object store's server to go idle", file=sys.stderr)
+    return waited
+
+
 def remove(address):
     """Delete a finished run's table, so a 10M-row run does not fill the disk under MinIO."""
     if address.startswith("s3://"):
@@ -298,6 +316,7 @@ def main():
         tbl = pa.Table.from_batches(pq.read_table(parquet).to_batches(max_chunksize=65_536))
         print(f"{rows:,} rows into {target}", file=sys.stderr)
         result = {"rows": rows, "target": target, "runs": a.runs}
+        result["idle_wait_s"] = wait_for_idle_server()
         py, rs, (address, t) = run_neve(a.neve_bin, target, tbl, a.runs, stamp, "rust" not in skip)
         result["neve_runs_s"] = [r["s"] for r in py]
         result["neve_cpu_runs_s"] = [r["cpu_s"] for r in py]
