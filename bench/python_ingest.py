@@ -91,9 +91,9 @@ def server_cpu_s():
 
 def wait_for_idle_server(limit_s=60.0, busy=0.05):
     """Wait (up to `limit_s`) until the object store's server has used under `busy` of a core
-    for a whole second. After a round deletes its 10M-row tables, MinIO goes on working for a
-    while, and in the fifty-eighth session that work landed in some of the next round's 1M-row
-    inserts (BENCHMARKS.md, issue 15): each size's runs start on an idle server instead."""
+    for a whole second, so that work it still does for the runs before (MinIO goes on working
+    after a round deletes its tables: once for 27 s in BENCHMARKS.md, issue 15, "Fifty-eighth
+    session") does not land in the first runs of the next size."""
     if not os.environ.get("NEVE_MINIO_PID"):
         return 0.0
     started = time.perf_counter()
