@@ -4,9 +4,10 @@
 //! GET twice (open, then read). A query over 1,320 small files makes about 4,000 such reads:
 //! the thread hand-offs cost more CPU than the reads (a third of a `count(*) ... GROUP BY`
 //! was the kernel switching threads). Reading a few MB from the page cache takes
-//! microseconds, so reads up to [`INLINE_MAX`] bytes are done in place; bigger ones, and every
-//! write, list and delete, go to `LocalFileSystem` unchanged. Results are the same as its own:
-//! same metadata, same e-tags, same errors.
+//! microseconds, so reads up to [`INLINE_MAX`] bytes are done in place; bigger ones, lists and
+//! deletes go to `LocalFileSystem` unchanged. Results are the same as its own: same metadata,
+//! same e-tags, same errors. A PUT is its own (`durable.rs`): on disk before it is visible and
+//! before it returns, where `LocalFileSystem` never flushes.
 
 use std::fs::{File, Metadata};
 use std::io::ErrorKind;
@@ -71,7 +72,7 @@ fn open(path: &std::path::Path) -> object_store::Result<(File, Metadata)> {
 
 /// The object's metadata, spelled as `LocalFileSystem` spells it (its e-tag is
 /// inode-mtime-size in hex), so a caller mixing both sees the same values.
-fn object_meta(meta: &Metadata, location: Path) -> ObjectMeta {
+pub(super) fn object_meta(meta: &Metadata, location: Path) -> ObjectMeta {
     use std::os::unix::fs::MetadataExt;
     let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
     let mtime = modified
@@ -116,7 +117,17 @@ impl ObjectStore for LocalStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
+        if !opts.attributes.is_empty() {
+            return Err(object_store::Error::NotImplemented {
+                operation: "`put_opts` with `opts.attributes` specified".into(),
+                implementer: self.to_string(),
+            });
+        }
+        let path = self.inner.path_to_filesystem(location)?;
+        let location = location.clone();
+        tokio::task::spawn_blocking(move || super::durable::put(&location, &path, payload, &opts))
+            .await
+            .map_err(|e| object_store::Error::JoinError { source: e })?
     }
 
     async fn put_multipart_opts(
@@ -311,5 +322,101 @@ mod tests {
         ));
         assert!(ours.get_ranges(&small, &[990..1010]).await.is_err());
         assert!(ours.get_range(&small, 2000..2001).await.is_err());
+    }
+
+    /// Every file name under `dir`, recursively.
+    fn names(dir: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                out.extend(names(&e.path()));
+            } else {
+                out.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        out
+    }
+
+    /// The durable PUT does what `LocalFileSystem`'s does: folders made as needed, create-only
+    /// refused over an existing object with `AlreadyExists` (the commit protocol's answer), an
+    /// overwrite replacing it, the e-tag the object's own, no staging file left behind.
+    #[tokio::test]
+    async fn puts_match_local_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = LocalStore::new();
+        let root = Path::from_absolute_path(dir.path()).unwrap();
+        let deep = root
+            .clone()
+            .join("t")
+            .join("_data")
+            .join("d=2021-08")
+            .join("a.parquet");
+        let create = || PutOptions::from(object_store::PutMode::Create);
+        let put = ours
+            .put_opts(&deep, b"one".to_vec().into(), create())
+            .await
+            .unwrap();
+        assert_eq!(put.e_tag, ours.head(&deep).await.unwrap().e_tag);
+        let again = ours.put_opts(&deep, b"two".to_vec().into(), create()).await;
+        assert!(
+            matches!(again, Err(object_store::Error::AlreadyExists { .. })),
+            "{again:?}"
+        );
+        assert_eq!(ours.get(&deep).await.unwrap().bytes().await.unwrap(), "one");
+        let put = ours.put(&deep, b"three".to_vec().into()).await.unwrap();
+        assert_eq!(put.e_tag, ours.head(&deep).await.unwrap().e_tag);
+        assert_eq!(
+            ours.get(&deep).await.unwrap().bytes().await.unwrap(),
+            "three"
+        );
+        let attrs = PutOptions {
+            attributes: [(
+                object_store::Attribute::ContentType,
+                object_store::AttributeValue::from("x/y"),
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            ours.put_opts(&deep, b"four".to_vec().into(), attrs).await,
+            Err(object_store::Error::NotImplemented { .. })
+        ));
+        assert_eq!(names(dir.path()), ["a.parquet"]);
+    }
+
+    /// Many writers racing to create one object (a commit's log entry): exactly one wins, the
+    /// object holds its bytes, and no staging file is left.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn racing_creates_one_winner() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = std::sync::Arc::new(LocalStore::new());
+        let path = Path::from_absolute_path(dir.path())
+            .unwrap()
+            .join("_log")
+            .join("7.json");
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let (ours, path) = (ours.clone(), path.clone());
+                tokio::spawn(async move {
+                    let body = format!("writer {i}").into_bytes();
+                    let opts = PutOptions::from(object_store::PutMode::Create);
+                    (i, ours.put_opts(&path, body.into(), opts).await)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                (i, Ok(_)) => winners.push(i),
+                (_, Err(object_store::Error::AlreadyExists { .. })) => {}
+                (_, Err(e)) => panic!("{e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "{winners:?}");
+        let got = ours.get(&path).await.unwrap().bytes().await.unwrap();
+        assert_eq!(got, format!("writer {}", winners[0]).into_bytes());
+        assert_eq!(names(dir.path()), ["7.json"]);
     }
 }

@@ -15,6 +15,7 @@ use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, Result};
 
+mod durable;
 mod local;
 pub use local::LocalStore;
 
