@@ -287,7 +287,7 @@ pub(super) fn bytes_distinct<'a>(a: &'a dyn Array, value: impl Fn(usize) -> &'a 
 
 /// Values sampled to judge a column's dictionary: at most [`SAMPLE`], and a quarter of a
 /// smaller part's rows, but no fewer than [`SMALL_SAMPLE`] (all of a part that small).
-const SAMPLE: usize = 1024;
+pub(super) const SAMPLE: usize = 1024;
 const SMALL_SAMPLE: usize = 128;
 
 /// Whether at least `num/den` of a sample of an array of `len` values are distinct, as 64-bit

@@ -49,7 +49,7 @@ pub(crate) fn key_few_valued(batches: &mut [(RecordBatch, Vec<u32>)]) -> Result<
     let schema = batches[judge].0.schema();
     let candidates: Vec<usize> = (0..schema.fields().len())
         .filter(|&c| is_bytes(schema.field(c).data_type()))
-        .filter(|&c| !mostly_distinct(batches[judge].0.column(c).as_ref()))
+        .filter(|&c| !mostly_distinct(sample_column(batches, judge, c).as_ref()))
         .collect();
     if candidates.is_empty() {
         return Ok(None);
@@ -152,6 +152,29 @@ fn is_bytes(t: &DataType) -> bool {
         t,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
     )
+}
+
+/// Column `c` as its distinctness is judged: the largest batch's, or, when that batch is
+/// smaller than a full sample (a chunk of many small inserts), the first batches' rows
+/// together up to one: judged on a batch of a few dozen rows, ids looked few-valued, and each
+/// batch's own handful of them passed the share, so an id column was keyed.
+fn sample_column(batches: &[(RecordBatch, Vec<u32>)], judge: usize, c: usize) -> ArrayRef {
+    let largest = batches[judge].0.column(c);
+    if largest.len() >= super::encode::SAMPLE {
+        return largest.clone();
+    }
+    let mut parts: Vec<&dyn Array> = Vec::new();
+    let mut rows = 0;
+    for (b, _) in batches {
+        if rows >= super::encode::SAMPLE {
+            break;
+        }
+        parts.push(b.column(c).as_ref());
+        rows += b.num_rows();
+    }
+    // The batches of a chunk share a schema, so this cannot fail; the largest alone is the
+    // judgement before this one if it did.
+    arrow::compute::concat(&parts).unwrap_or_else(|_| largest.clone())
 }
 
 /// Whether a sample of the column is nearly all distinct (ids, hashes): the same test as the

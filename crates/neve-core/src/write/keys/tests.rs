@@ -182,6 +182,32 @@ fn columns_of_many_values_stay_strings() {
     ));
 }
 
+/// A chunk of many small batches (many small inserts) judges a column on their rows
+/// together: ids stay strings, though each batch of 20 has only 20 of them, while a column of
+/// few values is keyed.
+#[test]
+fn small_batches_are_judged_together() {
+    let batches: Vec<(RecordBatch, Vec<u32>)> = (0..200)
+        .map(|b| {
+            let id = StringArray::from_iter_values((0..20).map(|i| format!("id-{b}-{i}")));
+            let kind = StringArray::from_iter_values((0..20).map(|i| format!("kind-{}", i % 3)));
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Utf8, false),
+                Field::new("kind", DataType::Utf8, false),
+            ]));
+            let columns: Vec<ArrayRef> = vec![Arc::new(id), Arc::new(kind)];
+            (RecordBatch::try_new(schema, columns).unwrap(), vec![0; 20])
+        })
+        .collect();
+    let mut c = batches.clone();
+    let keyed = key_few_valued(&mut c).unwrap().expect("kind is keyed");
+    assert_eq!(keyed.field(0).data_type(), &DataType::Utf8);
+    assert!(matches!(
+        keyed.field(1).data_type(),
+        DataType::Dictionary(..)
+    ));
+}
+
 /// A chunk whose distinct values would outgrow the dictionary's bound stays strings, even
 /// when each batch has few.
 #[test]
