@@ -7,8 +7,9 @@
 //! reads values through the keys. The Parquet file is the same either way: the encoder takes
 //! a dictionary array as the values it stands for (`tests.rs` compares the bytes).
 //!
-//! A column is keyed only when it pays: not when a sample of the chunk's largest batch is nearly
-//! all distinct (ids), nor when a batch has more than a quarter of its rows distinct, nor when
+//! A column is keyed only when it pays: not when a sample of the chunk's largest batch (of its
+//! first batches together, when the largest is smaller than a sample) is nearly all distinct
+//! (ids), nor when a batch has more than a quarter of its rows distinct, nor when
 //! the chunk's dictionary would outgrow [`MAX_VALUES`] or [`MAX_BYTES`]. Each value is hashed
 //! once (with a keyed hasher: crafted values must not make every lookup a scan).
 
