@@ -6,6 +6,8 @@
 //!   and merges), once older than the grace period. The grace period must exceed the longest
 //!   write, from reading the snapshot to committing: a file being written is an orphan until
 //!   its commit lands.
+//! - On a local folder, PUTs a crash or a kill cut off: their staging files
+//!   (`<name>#<digits>`, which no listing shows), once older than the grace period.
 //! - Log entries before the newest checkpoint that is itself older than the retention (and the
 //!   grace period): every version from that checkpoint on stays readable.
 //!
@@ -13,6 +15,7 @@
 //! Deleting is idempotent (a missing file is fine), so any number of GCs may run at once.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
@@ -20,7 +23,22 @@ use object_store::{ObjectMeta, ObjectStoreExt};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::storage::StoreKind;
 use crate::table::Table;
+
+/// The staging files of a local table's PUTs last written before `cutoff_ms`, in the folders
+/// neve writes.
+async fn interrupted_uploads(dir: &std::path::Path, cutoff_ms: i64) -> Result<Vec<(PathBuf, u64)>> {
+    let dirs: Vec<PathBuf> = ["_data", "_log", "metadata"]
+        .iter()
+        .map(|d| dir.join(d))
+        .collect();
+    let root = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::storage::stale_staging(&dirs, cutoff_ms))
+        .await
+        .map_err(|e| Error::TaskFailed(e.to_string()))?
+        .map_err(|source| Error::Io { path: root, source })
+}
 
 /// How aggressive a GC run is.
 #[derive(Debug, Clone)]
@@ -56,6 +74,9 @@ pub struct GcReport {
     pub orphan_bytes: u64,
     /// Unreferenced files younger than the grace period (maybe an insert in flight).
     pub orphans_kept: u64,
+    /// Staging files of PUTs cut off by a crash or a kill (local folders).
+    pub interrupted_uploads_deleted: u64,
+    pub interrupted_upload_bytes: u64,
     pub log_entries_deleted: u64,
     /// Iceberg metadata files no retained snapshot needs (tables with `iceberg=true`).
     pub iceberg_files_deleted: u64,
@@ -134,6 +155,20 @@ impl Table {
                     doomed.push(obj.location);
                 }
                 None => report.orphans_kept += 1,
+            }
+        }
+        if let StoreKind::Local { dir } = &self.location.kind {
+            for (path, size) in interrupted_uploads(dir, orphan_cutoff).await? {
+                report.interrupted_uploads_deleted += 1;
+                report.interrupted_upload_bytes += size;
+                if !opts.dry_run {
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(Error::Io { path, source: e })
+                        }
+                        _ => {}
+                    }
+                }
             }
         }
 

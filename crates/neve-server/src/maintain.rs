@@ -132,8 +132,8 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
     match table.gc(&gc).await {
         Ok(r) => {
             metrics.gcs.inc();
-            if r.tombstones_deleted + r.orphans_deleted > 0 {
-                tracing::info!(table = %address, tombstones = r.tombstones_deleted, orphans = r.orphans_deleted, "gc");
+            if r.tombstones_deleted + r.orphans_deleted + r.interrupted_uploads_deleted > 0 {
+                tracing::info!(table = %address, tombstones = r.tombstones_deleted, orphans = r.orphans_deleted, interrupted_uploads = r.interrupted_uploads_deleted, "gc");
             }
         }
         Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: gc failed"),

@@ -30,8 +30,21 @@ fn generic(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> object_sto
     }
 }
 
+/// An I/O error as the store's error of its kind, naming the path: a missing or forbidden
+/// path as `NotFound` or `PermissionDenied` (as `LocalFileSystem` and reads here report them).
 fn io(path: &FsPath, e: std::io::Error) -> object_store::Error {
-    generic(format!("{}: {e}", path.display()))
+    let path_text = path.display().to_string();
+    match e.kind() {
+        ErrorKind::NotFound => object_store::Error::NotFound {
+            path: path_text,
+            source: Box::new(e),
+        },
+        ErrorKind::PermissionDenied => object_store::Error::PermissionDenied {
+            path: path_text,
+            source: Box::new(e),
+        },
+        _ => generic(format!("{path_text}: {e}")),
+    }
 }
 
 /// Flushes a directory's entries (a file linked or a folder made in it). A file system that
@@ -136,4 +149,81 @@ pub(super) fn put(
         e_tag: super::local::object_meta(&meta, location.clone()).e_tag,
         version: None,
     })
+}
+
+/// Whether a file name is a staging name: digits, and nothing else, after its first `#`.
+/// Exactly the names `LocalFileSystem` refuses as object keys and skips in listings, so no
+/// object has one.
+fn is_staging(name: &std::ffi::OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    name.iter().position(|&b| b == b'#').is_some_and(|at| {
+        let digits = &name[at + 1..];
+        !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+    })
+}
+
+/// The staging files under `dirs` (walked through, symbolic links not followed) last written
+/// before `cutoff_ms` (Unix milliseconds), with their sizes: PUTs cut off by a crash or a
+/// kill, which no listing shows and nothing else removes. A PUT takes seconds at most, so one
+/// older than a gc's grace is not in flight. A folder or file gone meanwhile is skipped.
+pub(crate) fn stale_staging(
+    dirs: &[PathBuf],
+    cutoff_ms: i64,
+) -> std::io::Result<Vec<(PathBuf, u64)>> {
+    let gone = |e: &std::io::Error| e.kind() == ErrorKind::NotFound;
+    let mut out = Vec::new();
+    let mut todo: Vec<PathBuf> = dirs.to_vec();
+    while let Some(dir) = todo.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let meta = match entry.metadata() {
+                Ok(m) => m,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            if meta.is_dir() {
+                todo.push(entry.path());
+                continue;
+            }
+            if !meta.is_file() || !is_staging(&entry.file_name()) {
+                continue;
+            }
+            let written = meta
+                .modified()?
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            if written < cutoff_ms {
+                out.push((entry.path(), meta.len()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staging_names() {
+        for (name, staging) in [
+            ("part-1.parquet#42", true),
+            ("00000000000000000001.json#18446744073709551615", true),
+            ("#12", true),
+            // An object's name (a `#` followed by more than digits): never removed.
+            ("a#b#7", false),
+            ("part-1.parquet", false),
+            ("part#", false),
+            ("part#1a", false),
+            ("part#12.parquet", false),
+        ] {
+            assert_eq!(is_staging(std::ffi::OsStr::new(name)), staging, "{name}");
+        }
+    }
 }

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 
 mod durable;
 mod local;
+pub(crate) use durable::stale_staging;
 pub use local::LocalStore;
 
 /// The HTTP client for an endpoint reached over plain http (MinIO on loopback or inside a

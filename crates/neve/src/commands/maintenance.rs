@@ -148,11 +148,20 @@ pub async fn gc(a: GcArgs) -> Result<()> {
     }
     let verb = if r.dry_run { "would delete" } else { "deleted" };
     say!(
-        "{verb} {} removed files ({}), {} orphaned files ({}), {} log entries; kept {} removed files for time travel and {} recent unreferenced files; oldest readable version {}",
+        "{verb} {} removed files ({}), {} orphaned files ({}){}, {} log entries; kept {} removed files for time travel and {} recent unreferenced files; oldest readable version {}",
         r.tombstones_deleted,
         bytes(r.tombstone_bytes),
         r.orphans_deleted,
         bytes(r.orphan_bytes),
+        if r.interrupted_uploads_deleted > 0 {
+            format!(
+                ", {} files of interrupted uploads ({})",
+                r.interrupted_uploads_deleted,
+                bytes(r.interrupted_upload_bytes)
+            )
+        } else {
+            String::new()
+        },
         r.log_entries_deleted,
         r.tombstones_kept,
         r.orphans_kept,
