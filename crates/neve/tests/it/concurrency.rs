@@ -176,8 +176,31 @@ async fn killed_mid_insert(addr: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_insert_local() {
-    let (_d, addr) = local_table("killed");
+    let (d, addr) = local_table("killed");
     killed_mid_insert(&addr).await;
+    // What the kills left, staging files of cut-off PUTs among it, goes with gc; the table
+    // stays whole.
+    let rows = info(&addr)["rows"].as_u64().unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&neve_ok(&["gc", &addr, "--grace", "0s", "--json"])).unwrap();
+    assert_eq!(r["orphans_kept"].as_u64(), Some(0), "{r}");
+    let mut todo = vec![std::path::PathBuf::from(d.path())];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().to_string();
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            } else if let Some((_, digits)) = name.split_once('#') {
+                assert!(
+                    digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()),
+                    "a staging file is left: {}",
+                    e.path().display()
+                );
+            }
+        }
+    }
+    assert_eq!(info(&addr)["rows"].as_u64(), Some(rows));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
