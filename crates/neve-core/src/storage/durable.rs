@@ -119,6 +119,7 @@ pub(super) fn put(
         }
         // The bytes (and the size) first: once linked, anyone may read it.
         file.sync_data().map_err(|e| io(&staging, e))?;
+        crate::failpoint::hit("local-put:staged");
         match opts.mode {
             PutMode::Overwrite => std::fs::rename(&staging, path).map_err(|e| io(path, e)),
             PutMode::Create => match std::fs::hard_link(&staging, path) {
