@@ -33,11 +33,10 @@ async fn interrupted_uploads(dir: &std::path::Path, cutoff_ms: i64) -> Result<Ve
         .iter()
         .map(|d| dir.join(d))
         .collect();
-    let root = dir.to_path_buf();
     tokio::task::spawn_blocking(move || crate::storage::stale_staging(&dirs, cutoff_ms))
         .await
         .map_err(|e| Error::TaskFailed(e.to_string()))?
-        .map_err(|source| Error::Io { path: root, source })
+        .map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// How aggressive a GC run is.

@@ -167,10 +167,11 @@ fn is_staging(name: &std::ffi::OsStr) -> bool {
 /// before `cutoff_ms` (Unix milliseconds), with their sizes: PUTs cut off by a crash or a
 /// kill, which no listing shows and nothing else removes. A PUT takes seconds at most, so one
 /// older than a gc's grace is not in flight. A folder or file gone meanwhile is skipped.
+/// An error names the path it happened on.
 pub(crate) fn stale_staging(
     dirs: &[PathBuf],
     cutoff_ms: i64,
-) -> std::io::Result<Vec<(PathBuf, u64)>> {
+) -> Result<Vec<(PathBuf, u64)>, (PathBuf, std::io::Error)> {
     let gone = |e: &std::io::Error| e.kind() == ErrorKind::NotFound;
     let mut out = Vec::new();
     let mut todo: Vec<PathBuf> = dirs.to_vec();
@@ -178,14 +179,14 @@ pub(crate) fn stale_staging(
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if gone(&e) => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err((dir, e)),
         };
         for entry in entries {
-            let entry = entry?;
+            let entry = entry.map_err(|e| (dir.clone(), e))?;
             let meta = match entry.metadata() {
                 Ok(m) => m,
                 Err(e) if gone(&e) => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err((entry.path(), e)),
             };
             if meta.is_dir() {
                 todo.push(entry.path());
@@ -195,7 +196,8 @@ pub(crate) fn stale_staging(
                 continue;
             }
             let written = meta
-                .modified()?
+                .modified()
+                .map_err(|e| (entry.path(), e))?
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64);
             if written < cutoff_ms {
@@ -226,5 +228,16 @@ mod tests {
         ] {
             assert_eq!(is_staging(std::ffi::OsStr::new(name)), staging, "{name}");
         }
+    }
+
+    #[test]
+    fn a_walk_names_where_it_failed_and_skips_what_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_a_folder = dir.path().join("_data");
+        std::fs::write(&not_a_folder, b"x").unwrap();
+        let (path, _) = stale_staging(std::slice::from_ref(&not_a_folder), i64::MAX).unwrap_err();
+        assert_eq!(path, not_a_folder);
+        let missing = dir.path().join("metadata");
+        assert_eq!(stale_staging(&[missing], i64::MAX).unwrap(), vec![]);
     }
 }
