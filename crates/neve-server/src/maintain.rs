@@ -15,7 +15,7 @@ use neve_core::write::NoProgress;
 use neve_core::{Table, TableLocation};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Metrics;
+use crate::metrics::{KindLabels, Metrics, TaskLabels};
 
 /// The maintenance policy (`[maintenance]` in the config).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -87,12 +87,20 @@ pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Metr
     }
 }
 
+fn failed(metrics: &Metrics, task: &'static str) {
+    metrics
+        .maintenance_failures
+        .get_or_create(&TaskLabels { task })
+        .inc();
+}
+
 /// Merge then gc one table under its own policy (its settings over `policy`); returns how
 /// long until it is due again.
 async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) -> Duration {
     let table = match Table::at(address) {
         Ok(t) => t,
         Err(e) => {
+            failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot open");
             return policy.interval;
         }
@@ -100,6 +108,7 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
     let settings = match table.metadata().await {
         Ok(m) => m.settings,
         Err(e) => {
+            failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot read");
             return policy.interval;
         }
@@ -123,7 +132,15 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             tracing::info!(table = %address, files_in = r.files_in, files_out = r.files_out, version = r.version, "merged");
         }
         Ok(_) => {}
-        Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: merge failed"),
+        // Another merger, a delete or a drop took the same files: theirs stands, nothing
+        // failed (servers beside each other meet this in the normal course).
+        Err(e) if e.kind() == neve_core::ErrorKind::Conflict => {
+            tracing::info!(table = %address, error = %e, "maintenance: merge lost a race")
+        }
+        Err(e) => {
+            failed(metrics, "merge");
+            tracing::warn!(table = %address, error = %e, "maintenance: merge failed")
+        }
     }
     let gc = GcOptions {
         grace_ms: grace.as_millis() as i64,
@@ -132,11 +149,31 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
     match table.gc(&gc).await {
         Ok(r) => {
             metrics.gcs.inc();
+            for (kind, n) in [
+                ("removed", r.tombstones_deleted),
+                ("orphan", r.orphans_deleted),
+                ("interrupted_upload", r.interrupted_uploads_deleted),
+                ("log_entry", r.log_entries_deleted),
+                ("iceberg", r.iceberg_files_deleted),
+            ] {
+                if n > 0 {
+                    metrics
+                        .gc_deleted_files
+                        .get_or_create(&KindLabels { kind })
+                        .inc_by(n);
+                }
+            }
+            metrics
+                .gc_deleted_bytes
+                .inc_by(r.tombstone_bytes + r.orphan_bytes + r.interrupted_upload_bytes);
             if r.tombstones_deleted + r.orphans_deleted + r.interrupted_uploads_deleted > 0 {
                 tracing::info!(table = %address, tombstones = r.tombstones_deleted, orphans = r.orphans_deleted, interrupted_uploads = r.interrupted_uploads_deleted, "gc");
             }
         }
-        Err(e) => tracing::warn!(table = %address, error = %e, "maintenance: gc failed"),
+        Err(e) => {
+            failed(metrics, "gc");
+            tracing::warn!(table = %address, error = %e, "maintenance: gc failed")
+        }
     }
     settings
         .maintenance_interval_seconds

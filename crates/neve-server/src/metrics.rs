@@ -12,6 +12,19 @@ pub struct CodeLabels {
     pub code: String,
 }
 
+/// What a background gc deleted: `removed` (merged-away or deleted files past the retention),
+/// `orphan`, `interrupted_upload` (a local PUT's staging file), `log_entry`, `iceberg`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
+/// A background maintenance task: `open`, `merge` or `gc`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TaskLabels {
+    pub task: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     pub route: String,
@@ -41,6 +54,9 @@ pub struct Metrics {
     pub ack_seconds: Histogram,
     pub merges: Counter,
     pub gcs: Counter,
+    pub gc_deleted_files: Family<KindLabels, Counter>,
+    pub gc_deleted_bytes: Counter,
+    pub maintenance_failures: Family<TaskLabels, Counter>,
     pub queries_ok: Counter,
     pub queries_failed: Family<CodeLabels, Counter>,
     pub queries_refused: Counter,
@@ -81,6 +97,9 @@ impl Metrics {
             ack_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             merges: Counter::default(),
             gcs: Counter::default(),
+            gc_deleted_files: Family::default(),
+            gc_deleted_bytes: Counter::default(),
+            maintenance_failures: Family::default(),
             queries_ok: Counter::default(),
             queries_failed: Family::default(),
             queries_refused: Counter::default(),
@@ -175,6 +194,21 @@ impl Metrics {
             m.merges.clone(),
         );
         registry.register("gc_runs", "Background gc runs", m.gcs.clone());
+        registry.register(
+            "gc_deleted_files",
+            "Files background gc deleted, by kind",
+            m.gc_deleted_files.clone(),
+        );
+        registry.register(
+            "gc_deleted_bytes",
+            "Bytes of data files and interrupted uploads background gc deleted",
+            m.gc_deleted_bytes.clone(),
+        );
+        registry.register(
+            "maintenance_failures",
+            "Background maintenance steps that failed, by task",
+            m.maintenance_failures.clone(),
+        );
         registry.register(
             "queries_ok",
             "SQL queries answered to the end",

@@ -28,6 +28,61 @@ async fn the_server_merges_small_files_in_the_background() {
     assert!(metric(&metrics, "neve_merges_total") > 0.0, "{metrics}");
 }
 
+/// The background gc counts what it deletes by kind: an orphan and, on a local folder, the
+/// staging file of an upload a crash cut off, each once past the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_gc_counts_what_it_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().display().to_string();
+    let s = merging_server(&w);
+    let c = client();
+    create(&c, &s.url, "t", "events").await;
+    let (st, v) = insert(&c, &s.url, "t", "events", rows(0, 30), None).await;
+    assert_eq!(st, 200, "{v}");
+    let data = dir.path().join("events/_data");
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let orphan = data.join("part-orphan.parquet");
+    let staging = data.join("part-cut.parquet#4294967297");
+    for (p, n) in [(&orphan, 100), (&staging, 1000)] {
+        std::fs::write(p, vec![0u8; n]).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+    let mut metrics = String::new();
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        metrics = metrics_text(&c, &s.url).await;
+        if metrics.contains("kind=\"interrupted_upload\"") && metrics.contains("kind=\"orphan\"") {
+            break;
+        }
+    }
+    let deleted = |kind: &str| {
+        metric(
+            &metrics,
+            &format!("neve_gc_deleted_files_total{{kind=\"{kind}\"}}"),
+        )
+    };
+    assert_eq!(
+        (deleted("orphan"), deleted("interrupted_upload")),
+        (1.0, 1.0),
+        "{metrics}"
+    );
+    assert!(
+        metric(&metrics, "neve_gc_deleted_bytes_total") >= 1100.0,
+        "{metrics}"
+    );
+    assert!(!orphan.exists() && !staging.exists());
+    assert!(
+        !metrics.contains("neve_maintenance_failures_total{"),
+        "{metrics}"
+    );
+    assert_eq!(counts(&format!("{w}/events")), (30, 30));
+}
+
 #[test]
 fn neve_maintain_merges_every_table_of_a_warehouse() {
     let dir = tempfile::tempdir().unwrap();
