@@ -27,16 +27,37 @@ use crate::storage::StoreKind;
 use crate::table::Table;
 
 /// The staging files of a local table's PUTs last written before `cutoff_ms`, in the folders
-/// neve writes.
-async fn interrupted_uploads(dir: &std::path::Path, cutoff_ms: i64) -> Result<Vec<(PathBuf, u64)>> {
+/// neve writes, with their sizes; deleted unless `dry_run`. On the blocking pool: a walk and
+/// deletes of the file system.
+async fn interrupted_uploads(
+    dir: &std::path::Path,
+    cutoff_ms: i64,
+    dry_run: bool,
+) -> Result<Vec<(PathBuf, u64)>> {
     let dirs: Vec<PathBuf> = ["_data", "_log", "metadata"]
         .iter()
         .map(|d| dir.join(d))
         .collect();
-    tokio::task::spawn_blocking(move || crate::storage::stale_staging(&dirs, cutoff_ms))
-        .await
-        .map_err(|e| Error::TaskFailed(e.to_string()))?
-        .map_err(|(path, source)| Error::Io { path, source })
+    tokio::task::spawn_blocking(move || {
+        let found = crate::storage::stale_staging(&dirs, cutoff_ms)
+            .map_err(|(path, source)| Error::Io { path, source })?;
+        if !dry_run {
+            for (path, _) in &found {
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::Io {
+                            path: path.clone(),
+                            source: e,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(found)
+    })
+    .await
+    .map_err(|e| Error::TaskFailed(e.to_string()))?
 }
 
 /// How aggressive a GC run is.
@@ -157,17 +178,9 @@ impl Table {
             }
         }
         if let StoreKind::Local { dir } = &self.location.kind {
-            for (path, size) in interrupted_uploads(dir, orphan_cutoff).await? {
+            for (_, size) in interrupted_uploads(dir, orphan_cutoff, opts.dry_run).await? {
                 report.interrupted_uploads_deleted += 1;
                 report.interrupted_upload_bytes += size;
-                if !opts.dry_run {
-                    match std::fs::remove_file(&path) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(Error::Io { path, source: e })
-                        }
-                        _ => {}
-                    }
-                }
             }
         }
 
