@@ -18,6 +18,8 @@ pub struct ProxyConfig {
     pub tenants: Vec<TenantKeys>,
     /// The one key pair of the no-config mode (`--access-key-id`, `--secret-access-key`).
     pub single_key: Option<AccessKeyConfig>,
+    /// HTTPS instead of HTTP: the shared file's `[tls]`, or `--tls-cert` and `--tls-key`.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// The `[proxy]` section.
@@ -134,6 +136,7 @@ struct SharedFile {
     warehouse: Option<String>,
     proxy: ProxySettings,
     tenants: Vec<SharedTenant>,
+    tls: Option<crate::tls::TlsFiles>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,6 +167,7 @@ impl ProxyConfig {
                 })
                 .collect(),
             single_key: None,
+            tls: f.tls,
         })
     }
 
@@ -174,6 +178,7 @@ impl ProxyConfig {
             settings: ProxySettings::default(),
             tenants: Vec::new(),
             single_key: None,
+            tls: None,
         }
     }
 

@@ -16,6 +16,13 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A TLS certificate or key that cannot be read or used.
+    #[error("TLS: {}: {reason}", path.display())]
+    Tls {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+
     /// Refused by policy: anonymous, SigV2, a write, a bucket the key may not read, a path
     /// that tries to leave its bucket.
     #[error("access denied: {reason}")]
@@ -56,6 +63,7 @@ impl From<Error> for S3Error {
             Error::Storage(object_store::Error::NotFound { .. }) => S3ErrorCode::NoSuchKey,
             Error::InvalidConfig { .. }
             | Error::Listen { .. }
+            | Error::Tls { .. }
             | Error::Table(_)
             | Error::Storage(_) => S3ErrorCode::InternalError,
         };

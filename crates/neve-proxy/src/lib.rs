@@ -14,6 +14,7 @@ pub mod metrics;
 mod range_route;
 mod s3;
 pub mod serve;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -126,6 +127,7 @@ impl s3s::route::S3Route for Routes {
 pub struct Proxy {
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     cache: Option<Arc<cache::BlockCache>>,
     sweeper: Option<cache::sweep::Sweeper>,
     forgetter: Forgetter,
@@ -176,6 +178,10 @@ impl Proxy {
     pub async fn bind_on(config: ProxyConfig, warehouse: TableLocation) -> Result<Self> {
         config.validate()?;
         let keys = Arc::new(auth::Keys::new(&config)?);
+        let tls = match &config.tls {
+            Some(files) => Some(tls::Certificates::load(files.clone())?.acceptor(&[b"http/1.1"])?),
+            None => None,
+        };
         let metrics = Arc::new(metrics::Metrics::new());
         let catalog = Arc::new(catalog::Catalog::new(
             warehouse,
@@ -252,6 +258,7 @@ impl Proxy {
         Ok(Self {
             listener,
             app,
+            tls,
             cache,
             sweeper,
             forgetter,
@@ -262,16 +269,32 @@ impl Proxy {
         self.listener.local_addr().expect("a bound socket")
     }
 
+    /// `https` with TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     /// Serve until `shutdown` resolves, then finish the requests in flight.
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
         let addr = self.local_addr();
-        tracing::info!(%addr, "neve proxy listening");
+        tracing::info!(%addr, tls = self.tls.is_some(), "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let forgetting = tokio::spawn(self.forgetter.run());
-        serve::serve(self.listener, self.app, serve::Limits::default(), shutdown).await;
+        serve::serve(
+            self.listener,
+            self.app,
+            serve::Limits::default(),
+            self.tls,
+            shutdown,
+        )
+        .await;
         if let Some(s) = sweeping {
             s.abort();
         }

@@ -48,10 +48,15 @@ impl Default for Limits {
 /// `limits.header_read` for its headers, after which it is closed, and a body that fails
 /// once it has been silent for `limits.body_idle`. With `limits.max_connections` open, no
 /// more is accepted until one closes.
+///
+/// With `tls`, each connection's handshake comes first, in the connection's own task and
+/// within `limits.header_read`; a client that cannot complete it (plain HTTP, a certificate
+/// it does not trust) is closed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     limits: Limits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -99,13 +104,21 @@ pub async fn serve(
                     // A Router is always ready: `call` needs no `poll_ready` first.
                     async move { tower_service::Service::call(&mut app, req).await }
                 });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_read)
-                    .serve_connection(TokioIo::new(tcp), service);
-                let conn = graceful.watch(conn);
+                let mut http = hyper::server::conn::http1::Builder::new();
+                http.timer(TokioTimer::new()).header_read_timeout(limits.header_read);
+                let watcher = graceful.watcher();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    let served = match tls {
+                        None => watcher.watch(http.serve_connection(TokioIo::new(tcp), service)).await,
+                        Some(acceptor) => {
+                            let Some(stream) = crate::tls::handshake(&acceptor, tcp, limits.header_read).await else {
+                                return;
+                            };
+                            watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await
+                        }
+                    };
+                    if let Err(e) = served {
                         tracing::trace!(error = %e, "connection ended");
                     }
                     drop(slot);
@@ -220,7 +233,7 @@ mod tests {
             ..Limits::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, app, limits, async {
+        let server = tokio::spawn(serve(listener, app, limits, None, async {
             let _ = stopped.await;
         }));
         let mut first = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub admin_token: Option<String>,
     /// `neve proxy`'s section of the shared file (read by the proxy, see docs/PROXY.md).
     pub proxy: neve_proxy::ProxySettings,
+    /// HTTPS and Flight SQL over TLS (and the S3 port's HTTPS): `[tls]` in the file, or
+    /// `--tls-cert` and `--tls-key`.
+    pub tls: Option<neve_proxy::tls::TlsFiles>,
 }
 
 impl Default for ServerConfig {
@@ -72,6 +75,7 @@ impl Default for ServerConfig {
             tenants: Vec::new(),
             admin_token: None,
             proxy: Default::default(),
+            tls: None,
         }
     }
 }

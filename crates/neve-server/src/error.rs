@@ -76,6 +76,13 @@ pub enum Error {
     #[error(transparent)]
     Table(#[from] neve_core::Error),
 
+    /// A TLS certificate or key that cannot be read or used.
+    #[error("TLS: {}: {reason}", path.display())]
+    Tls {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -85,10 +92,24 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<neve_proxy::Error> for Error {
+    /// The proxy's errors the server meets: starting its TLS.
+    fn from(e: neve_proxy::Error) -> Self {
+        match e {
+            neve_proxy::Error::Tls { path, reason } => Error::Tls { path, reason },
+            other => Error::InvalidConfig {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
 impl Error {
     pub fn status(&self) -> StatusCode {
         match self {
-            Error::InvalidConfig { .. } | Error::Listen { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::InvalidConfig { .. } | Error::Listen { .. } | Error::Tls { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::Forbidden { .. } => StatusCode::FORBIDDEN,
             Error::TableNotFound { .. } => StatusCode::NOT_FOUND,
@@ -129,6 +150,7 @@ impl Error {
         match self {
             Error::InvalidConfig { .. } => "invalid_config",
             Error::Listen { .. } => "listen",
+            Error::Tls { .. } => "tls",
             Error::Unauthorized => "unauthorized",
             Error::Forbidden { .. } => "forbidden",
             Error::TableNotFound { .. } => "table_not_found",

@@ -35,6 +35,9 @@ pub fn valid_name(name: &str) -> bool {
 pub struct Server {
     listener: tokio::net::TcpListener,
     flight: Option<tokio::net::TcpListener>,
+    /// The acceptors of the HTTP and the Flight SQL ports (ALPN `http/1.1` and `h2`), sharing
+    /// one certificate, with TLS.
+    tls: Option<(tokio_rustls::TlsAcceptor, tokio_rustls::TlsAcceptor)>,
     state: Arc<http::AppState>,
 }
 
@@ -43,6 +46,13 @@ impl Server {
     pub async fn bind(config: ServerConfig) -> Result<Self> {
         config.validate()?;
         let auth = auth::Auth::new(&config)?;
+        let tls = match &config.tls {
+            Some(files) => {
+                let certs = neve_proxy::tls::Certificates::load(files.clone())?;
+                Some((certs.acceptor(&[b"http/1.1"])?, certs.acceptor(&[b"h2"])?))
+            }
+            None => None,
+        };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| Error::Listen {
@@ -62,12 +72,22 @@ impl Server {
         Ok(Self {
             listener,
             flight,
+            tls,
             state,
         })
     }
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.listener.local_addr().expect("a bound socket")
+    }
+
+    /// `https` with TLS, else `http` (Flight SQL: `grpc+tls` or `grpc`).
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Where Flight SQL listens, if it does.
@@ -106,6 +126,8 @@ impl Server {
                 stop_rx,
             ))
         });
+        let (http_tls, flight_tls) = self.tls.unzip();
+        let handshake_timeout = state.config.header_read_timeout;
         let flight = self.flight.map(|listener| {
             let service = arrow_flight::flight_service_server::FlightServiceServer::new(
                 redact::RedactedFlight::new(
@@ -115,19 +137,31 @@ impl Server {
             );
             let mut rx = flight_stop;
             tokio::spawn(async move {
-                let served = tonic::transport::Server::builder()
-                    .add_service(service)
-                    .serve_with_incoming_shutdown(
-                        // Without TCP_NODELAY, h2's 16 KiB frames (the most a Go client takes) wait
-                        // for ACKs (Nagle): the first batch came 50 ms late and a 4 GB stream
-                        // took 20% longer.
-                        tonic::transport::server::TcpIncoming::from(listener)
-                            .with_nodelay(Some(true)),
-                        async move {
-                            let _ = rx.wait_for(|s| s.is_some()).await;
-                        },
-                    )
-                    .await;
+                let stopped = async move {
+                    let _ = rx.wait_for(|s| s.is_some()).await;
+                };
+                let router = tonic::transport::Server::builder().add_service(service);
+                // Without TCP_NODELAY, h2's 16 KiB frames (the most a Go client takes) wait
+                // for ACKs (Nagle): the first batch came 50 ms late and a 4 GB stream took
+                // 20% longer. `tls::Incoming` sets it too.
+                let served = match flight_tls {
+                    None => {
+                        router
+                            .serve_with_incoming_shutdown(
+                                tonic::transport::server::TcpIncoming::from(listener)
+                                    .with_nodelay(Some(true)),
+                                stopped,
+                            )
+                            .await
+                    }
+                    Some(acceptor) => {
+                        use futures::StreamExt;
+                        let incoming =
+                            neve_proxy::tls::Incoming::new(listener, acceptor, handshake_timeout)
+                                .map(|c| c.map(query::flight::TlsConn));
+                        router.serve_with_incoming_shutdown(incoming, stopped).await
+                    }
+                };
                 if let Err(e) = served {
                     tracing::error!(error = %e, "flight sql server failed");
                 }
@@ -143,6 +177,7 @@ impl Server {
                 body_idle: state.config.body_read_timeout,
                 max_connections: state.config.max_connections,
             },
+            http_tls,
             async move {
                 shutdown.await;
                 st.ready.store(false, Ordering::SeqCst);

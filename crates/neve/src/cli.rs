@@ -175,7 +175,34 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub s3_key: ProxyKeyArgs,
     #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
     pub policy: MaintenanceArgs,
+}
+
+/// HTTPS (and Flight SQL over TLS) instead of plain HTTP.
+#[derive(Debug, Args, Clone)]
+pub struct TlsArgs {
+    /// The certificate (then any intermediates) in PEM: every port of the process speaks TLS.
+    /// Read again when it changes: a renewed certificate needs no restart.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Its private key in PEM.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+impl TlsArgs {
+    /// The files the flags name, if they do.
+    pub fn files(&self) -> Option<neve_proxy::tls::TlsFiles> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(neve_proxy::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The single S3 key pair of a proxy without tenants.
@@ -203,6 +230,8 @@ pub struct ProxyArgs {
     pub config: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub key: ProxyKeyArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// A listing re-reads its table's log tail when the snapshot in memory is older than
     /// this (default 0s: always).
     #[arg(long)]

@@ -32,9 +32,11 @@ impl CliError {
             CliError::PeerFailed { .. } => 69,
             CliError::Server(neve_server::Error::Table(e)) => e.exit_code(),
             CliError::Server(neve_server::Error::InvalidConfig { .. }) => 78,
+            CliError::Server(neve_server::Error::Tls { .. }) => 78,
             CliError::Server(_) => 71,
             CliError::Proxy(neve_proxy::Error::Table(e)) => e.exit_code(),
             CliError::Proxy(neve_proxy::Error::InvalidConfig { .. }) => 78,
+            CliError::Proxy(neve_proxy::Error::Tls { .. }) => 78,
             CliError::Proxy(_) => 71,
         }
     }

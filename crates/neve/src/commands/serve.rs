@@ -122,6 +122,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(b) = a.max_body_bytes {
         config.ingest.max_body_bytes = b.as_u64();
     }
+    if let Some(files) = a.tls.files() {
+        config.tls = Some(files);
+    }
     let proxy = match a.s3_listen {
         Some(listen) => {
             let mut p = proxy_config(
@@ -130,20 +133,35 @@ pub async fn run(a: ServeArgs) -> Result<()> {
                 &a.s3_key,
             )?;
             p.settings.listen = listen;
+            // One process, one certificate for its ports.
+            p.tls = config.tls.clone();
             Some(neve_proxy::Proxy::bind(p).await?)
         }
         None => None,
     };
     let server = Server::bind(config.clone()).await?;
     // One line on stdout, for scripts and tests that start the server on port 0.
-    println!("neve serve listening on http://{}", server.local_addr());
+    println!(
+        "neve serve listening on {}://{}",
+        server.scheme(),
+        server.local_addr()
+    );
     if let Some(f) = server.flight_addr() {
-        println!("neve flight sql listening on grpc://{f}");
+        let scheme = if config.tls.is_some() {
+            "grpc+tls"
+        } else {
+            "grpc"
+        };
+        println!("neve flight sql listening on {scheme}://{f}");
     }
     tracing::info!(warehouse = %config.warehouse, listen = %server.local_addr(), "serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let proxy_task = proxy.map(|p| {
-        println!("neve proxy listening on http://{}", p.local_addr());
+        println!(
+            "neve proxy listening on {}://{}",
+            p.scheme(),
+            p.local_addr()
+        );
         let mut rx = stop_rx.clone();
         tokio::spawn(p.run(async move {
             let _ = rx.wait_for(|s| *s).await;
@@ -214,8 +232,15 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
     if let Some(d) = a.cache_dir {
         cache.dir = Some(d);
     }
+    if let Some(files) = a.tls.files() {
+        config.tls = Some(files);
+    }
     let proxy = neve_proxy::Proxy::bind(config.clone()).await?;
-    println!("neve proxy listening on http://{}", proxy.local_addr());
+    println!(
+        "neve proxy listening on {}://{}",
+        proxy.scheme(),
+        proxy.local_addr()
+    );
     tracing::info!(warehouse = %config.warehouse, listen = %proxy.local_addr(), "serving S3");
     proxy.run(shutdown_signal()).await?;
     Ok(())

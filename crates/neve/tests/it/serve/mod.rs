@@ -14,6 +14,7 @@ mod line_protocol;
 mod maintain;
 mod sql;
 mod stop;
+mod tls;
 
 /// A running `neve serve`.
 struct ServerProc {

@@ -1,0 +1,362 @@
+//! TLS for the processes' listeners (`neve serve`'s HTTP, Flight SQL and S3 ports, `neve
+//! proxy`): a PEM certificate chain and key, read at start and again whenever either file
+//! changes, so a renewed certificate (cert-manager, certbot) is served to new connections
+//! without a restart. A renewal caught half-written keeps the certificate served before.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The `[tls]` section of the shared config file, or `--tls-cert` and `--tls-key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The server's certificate, then any intermediates, in PEM.
+    pub cert: PathBuf,
+    /// Its private key in PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// What a file looked like when it was last read: a rewrite, a rename over it or a swapped
+/// symlink (a Kubernetes secret's update) changes one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<std::time::SystemTime>,
+    len: u64,
+    #[cfg(unix)]
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        modified: m.modified().ok(),
+        len: m.len(),
+        #[cfg(unix)]
+        inode: std::os::unix::fs::MetadataExt::ino(&m),
+    })
+}
+
+/// The certificate served, and the files' stamps it was read at.
+#[derive(Debug)]
+struct Loaded {
+    stamps: (Option<Stamp>, Option<Stamp>),
+    key: Arc<CertifiedKey>,
+}
+
+/// Serves the certificate of [`TlsFiles`], reading the files again when they change.
+#[derive(Debug)]
+pub struct Certificates {
+    files: TlsFiles,
+    provider: Arc<CryptoProvider>,
+    loaded: Mutex<Loaded>,
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl Certificates {
+    /// Reads the certificate and key; an error names the file and what is wrong with it.
+    pub fn load(files: TlsFiles) -> Result<Arc<Self>> {
+        let provider = provider();
+        let stamps = (stamp(&files.cert), stamp(&files.key));
+        let key = Arc::new(read(&files, &provider)?);
+        Ok(Arc::new(Self {
+            files,
+            provider,
+            loaded: Mutex::new(Loaded { stamps, key }),
+        }))
+    }
+
+    /// The certificate to serve now: read again first if a file changed since. A read that
+    /// fails (a renewal half-written, a key that does not match yet) is logged once and the
+    /// certificate served before stays, until the files change again.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        let stamps = (stamp(&self.files.cert), stamp(&self.files.key));
+        let mut loaded = self.loaded.lock().expect("tls state");
+        if stamps != loaded.stamps {
+            loaded.stamps = stamps;
+            match read(&self.files, &self.provider) {
+                Ok(key) => {
+                    tracing::info!(cert = %self.files.cert.display(), "TLS certificate read again: new connections get it");
+                    loaded.key = Arc::new(key);
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "TLS certificate files changed but cannot be used; serving the one read before"
+                ),
+            }
+        }
+        loaded.key.clone()
+    }
+
+    /// An acceptor offering `alpn` (e.g. `h2` for gRPC, `http/1.1`).
+    pub fn acceptor(self: &Arc<Self>, alpn: &[&[u8]]) -> Result<tokio_rustls::TlsAcceptor> {
+        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::Tls {
+                path: self.files.cert.clone(),
+                reason: e.to_string(),
+            })?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(Resolver(self.clone())));
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
+#[derive(Debug)]
+struct Resolver(Arc<Certificates>);
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.current())
+    }
+}
+
+fn read(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey> {
+    let bad = |path: &Path, reason: String| Error::Tls {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let text = |path: &Path| std::fs::read(path).map_err(|e| bad(path, e.to_string()));
+    let cert_pem = text(&files.cert)?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(&files.cert, format!("not a PEM certificate: {e}")))?;
+    if chain.is_empty() {
+        return Err(bad(&files.cert, "holds no PEM certificate".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&text(&files.key)?)
+        .map_err(|e| bad(&files.key, format!("not a PEM private key: {e}")))?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| {
+        bad(
+            &files.key,
+            format!(
+                "cannot be used with the certificate {}: {e}",
+                files.cert.display()
+            ),
+        )
+    })
+}
+
+/// Accepted connections after their TLS handshake, for a server that takes a stream of them
+/// (tonic's). Handshakes run in their own tasks, each bounded by a timeout, so a client that
+/// stalls one holds up no other; the accepting stops when this is dropped.
+pub struct Incoming {
+    rx: tokio::sync::mpsc::Receiver<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+    accepting: tokio::task::AbortHandle,
+}
+
+impl Incoming {
+    pub fn new(
+        listener: tokio::net::TcpListener,
+        acceptor: tokio_rustls::TlsAcceptor,
+        handshake_timeout: Duration,
+    ) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let accepting = tokio::spawn(async move {
+            loop {
+                let tcp = match listener.accept().await {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY");
+                }
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    if let Some(tls) = handshake(&acceptor, tcp, handshake_timeout).await {
+                        let _ = tx.send(tls).await;
+                    }
+                });
+            }
+        })
+        .abort_handle();
+        Self { rx, accepting }
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+impl futures::Stream for Incoming {
+    type Item = std::io::Result<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx).map(|c| c.map(Ok))
+    }
+}
+
+/// The TLS handshake of an accepted connection, within `timeout`; `None` (logged at debug)
+/// when it fails: a plain-HTTP client, an untrusting one, a scanner.
+pub async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    timeout: Duration,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(?timeout, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test certificates of `tests/tls` (gen.sh).
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/tls")
+            .join(name)
+    }
+
+    fn copy_pair(dir: &Path, n: u32) -> TlsFiles {
+        let files = TlsFiles {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+        };
+        // A rename over each file, as a renewal writes it: never a half-copied file.
+        for (from, to) in [
+            (format!("server{n}.pem"), &files.cert),
+            (format!("server{n}.key"), &files.key),
+        ] {
+            let tmp = to.with_extension("tmp");
+            std::fs::copy(fixture(&from), &tmp).unwrap();
+            std::fs::rename(&tmp, to).unwrap();
+        }
+        files
+    }
+
+    fn served(c: &Certificates) -> Vec<u8> {
+        c.current().cert[0].as_ref().to_vec()
+    }
+
+    fn der(name: &str) -> Vec<u8> {
+        CertificateDer::from_pem_file(fixture(name))
+            .unwrap()
+            .as_ref()
+            .to_vec()
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_file_and_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = TlsFiles {
+            cert: dir.path().join("nope.pem"),
+            key: fixture("server1.key"),
+        };
+        let e = Certificates::load(missing).unwrap_err().to_string();
+        assert!(e.contains("nope.pem") && e.contains("No such file"), "{e}");
+
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "hello").unwrap();
+        let e = Certificates::load(TlsFiles {
+            cert: garbage.clone(),
+            key: fixture("server1.key"),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("garbage.pem") && e.contains("no PEM certificate"),
+            "{e}"
+        );
+
+        let e = Certificates::load(TlsFiles {
+            cert: fixture("server1.pem"),
+            key: garbage,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("garbage.pem") && e.contains("not a PEM private key"),
+            "{e}"
+        );
+
+        // Server 2's key with server 1's certificate.
+        let e = Certificates::load(TlsFiles {
+            cert: fixture("server1.pem"),
+            key: fixture("server2.key"),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("server2.key") && e.contains("cannot be used with the certificate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_renewed_certificate_is_served_and_a_broken_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = copy_pair(dir.path(), 1);
+        let certs = Certificates::load(files.clone()).unwrap();
+        assert_eq!(served(&certs), der("server1.pem"));
+        assert_eq!(served(&certs), der("server1.pem"));
+
+        copy_pair(dir.path(), 2);
+        assert_eq!(served(&certs), der("server2.pem"));
+
+        // Half of a renewal: server 1's certificate beside server 2's key. The one served
+        // before stays, and stays when asked again.
+        let tmp = files.cert.with_extension("tmp");
+        std::fs::copy(fixture("server1.pem"), &tmp).unwrap();
+        std::fs::rename(&tmp, &files.cert).unwrap();
+        assert_eq!(served(&certs), der("server2.pem"));
+        assert_eq!(served(&certs), der("server2.pem"));
+        // Its other half arrives.
+        let tmp = files.key.with_extension("tmp");
+        std::fs::copy(fixture("server1.key"), &tmp).unwrap();
+        std::fs::rename(&tmp, &files.key).unwrap();
+        assert_eq!(served(&certs), der("server1.pem"));
+
+        // Files gone: the certificate served stays.
+        std::fs::remove_file(&files.cert).unwrap();
+        assert_eq!(served(&certs), der("server1.pem"));
+    }
+
+    #[test]
+    fn a_chain_is_served_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = dir.path().join("chain.pem");
+        let mut pem = std::fs::read(fixture("server1.pem")).unwrap();
+        pem.extend(std::fs::read(fixture("ca1.pem")).unwrap());
+        std::fs::write(&chain, pem).unwrap();
+        let certs = Certificates::load(TlsFiles {
+            cert: chain,
+            key: fixture("server1.key"),
+        })
+        .unwrap();
+        let served = certs.current();
+        assert_eq!(served.cert.len(), 2);
+        assert_eq!(served.cert[1].as_ref(), der("ca1.pem"));
+    }
+}

@@ -1,0 +1,255 @@
+//! `neve serve` and `neve proxy` over TLS, the built binary with the test certificates of
+//! `tests/tls`: every port speaks TLS only, a renewed certificate is served without a restart,
+//! and files that cannot be used stop the start with the file named.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/tls")
+        .join(name)
+}
+
+/// Puts test pair `n` at `dir/tls.crt` and `dir/tls.key`, each by a rename, as a renewal does.
+fn install_pair(dir: &Path, n: u32) {
+    for (from, to) in [("pem", "tls.crt"), ("key", "tls.key")] {
+        let tmp = dir.join(format!("{to}.tmp"));
+        std::fs::copy(fixture(&format!("server{n}.{from}")), &tmp).unwrap();
+        std::fs::rename(&tmp, dir.join(to)).unwrap();
+    }
+}
+
+/// A client trusting only test CA `n` (a new one per call: no connection kept from before).
+fn trusting(n: u32) -> reqwest::Client {
+    let ca = std::fs::read(fixture(&format!("ca{n}.pem"))).unwrap();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// The server's lines on stdout (its ports), read on a thread that keeps reading, so the
+/// server never writes into a closed pipe.
+fn start(args: &[&str]) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(neve_bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+fn url_after(rx: &std::sync::mpsc::Receiver<String>, prefix: &str) -> String {
+    let line = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    line.strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("expected '{prefix}…', got {line:?}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
+    let certs = tempfile::tempdir().unwrap();
+    install_pair(certs.path(), 1);
+    let (_dir, warehouse) = crate::common::local_table("lake");
+    let (cert, key) = (
+        certs.path().join("tls.crt").display().to_string(),
+        certs.path().join("tls.key").display().to_string(),
+    );
+    let (mut child, lines) = start(&[
+        "serve",
+        "--warehouse",
+        &warehouse,
+        "--listen",
+        "127.0.0.1:0",
+        "--no-maintenance",
+        "--flush-interval",
+        "50ms",
+        "--token",
+        "t",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--s3-listen",
+        "127.0.0.1:0",
+        "--access-key-id",
+        "AKIDTLS",
+        "--secret-access-key",
+        "secret-tls",
+    ]);
+    let url = url_after(&lines, "neve serve listening on ");
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let s3 = url_after(&lines, "neve proxy listening on ");
+    assert!(s3.starts_with("https://127.0.0.1:"), "{s3}");
+
+    let c = trusting(1);
+    create(&c, &url, "t", "events").await;
+    let (status, body) = insert(&c, &url, "t", "events", rows(0, 300), None).await;
+    assert_eq!(status, 200, "{body}");
+    let count = |c: reqwest::Client| {
+        let url = url.clone();
+        async move {
+            let r = c
+                .post(format!("{url}/v1/sql"))
+                .bearer_auth("t")
+                .header("accept", "application/x-ndjson")
+                .body("SELECT count(*) AS n FROM events")
+                .send()
+                .await?;
+            assert_eq!(r.status(), 200);
+            let v: serde_json::Value = serde_json::from_slice(&r.bytes().await?).unwrap();
+            Ok::<_, reqwest::Error>(v["n"].as_u64().unwrap())
+        }
+    };
+    assert_eq!(count(trusting(1)).await.unwrap(), 300);
+    // The S3 port answers over TLS with the same certificate.
+    let health = trusting(1)
+        .get(format!("{s3}/_neve/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+
+    // Nothing in the clear: plain HTTP to either port gets no answer, and the token sent
+    // with it reaches no handler.
+    for port_url in [&url, &s3] {
+        let plain = port_url.replacen("https://", "http://", 1);
+        let r = client()
+            .get(format!("{plain}/v1/tables/events"))
+            .bearer_auth("t")
+            .send()
+            .await;
+        assert!(
+            r.is_err(),
+            "plain HTTP answered: {:?}",
+            r.map(|r| r.status())
+        );
+    }
+    // A client that does not trust the certificate's CA refuses the server.
+    assert!(count(trusting(2)).await.is_err());
+
+    // A renewal by another CA: new connections get it, with no restart.
+    install_pair(certs.path(), 2);
+    assert_eq!(count(trusting(2)).await.unwrap(), 300);
+    assert!(count(trusting(1)).await.is_err());
+    let health = trusting(2)
+        .get(format!("{s3}/_neve/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+
+    // A renewal caught half-written (a certificate without its key): the one served stays.
+    let tmp = certs.path().join("tls.crt.tmp");
+    std::fs::copy(fixture("server1.pem"), &tmp).unwrap();
+    std::fs::rename(&tmp, certs.path().join("tls.crt")).unwrap();
+    let c2 = trusting(2);
+    let (status, body) = insert(&c2, &url, "t", "events", rows(300, 200), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(count(trusting(2)).await.unwrap(), 500);
+
+    let _ = child.kill();
+    let _ = child.wait();
+    // Every acknowledged row, read from the folder without the server.
+    let out = neve_ok(&[
+        "sql",
+        "SELECT count(*) AS n FROM t",
+        "--table",
+        &format!("t={warehouse}/events"),
+        "--format",
+        "ndjson",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["n"], 500, "{out}");
+}
+
+#[test]
+fn certificates_that_cannot_be_used_stop_the_start_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().display().to_string();
+    let (server1_pem, server2_key) = (
+        fixture("server1.pem").display().to_string(),
+        fixture("server2.key").display().to_string(),
+    );
+    let missing = dir.path().join("nope.pem").display().to_string();
+    let server1_key = fixture("server1.key").display().to_string();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                &server1_pem,
+                "--tls-key",
+                &server2_key,
+            ],
+            "cannot be used with the certificate",
+        ),
+        (
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                &missing,
+                "--tls-key",
+                &server1_key,
+            ],
+            "nope.pem",
+        ),
+        (
+            &[
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--access-key-id",
+                "AKIDTLS",
+                "--secret-access-key",
+                "secret-of-the-test",
+                "--tls-cert",
+                &server1_pem,
+                "--tls-key",
+                &server2_key,
+            ],
+            "cannot be used with the certificate",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = Command::new(neve_bin())
+            .args(args)
+            .args(["--warehouse", &warehouse])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} started listening");
+    }
+    // One file without the other is a usage error.
+    let out = Command::new(neve_bin())
+        .args([
+            "serve",
+            "--warehouse",
+            &warehouse,
+            "--tls-cert",
+            &server1_pem,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-key"));
+}
