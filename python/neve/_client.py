@@ -8,6 +8,7 @@ ways: results are read batch by batch as they arrive, never buffered whole by th
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -74,13 +75,17 @@ def _error(status: int, body: bytes) -> NeveError:
 
 class Client:
     """A connection to `neve serve` at `url` with `token` (the server's `--token`, or a
-    tenant's token). Tables are named as the server names them (`events`, or `ns/cpu`)."""
+    tenant's token). Tables are named as the server names them (`events`, or `ns/cpu`).
+    For an `https://` server whose certificate a private CA signed, `ca_cert` is that CA's
+    PEM file (else the system's CAs are trusted)."""
 
-    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5):
+    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
+                 ca_cert: Optional[str] = None):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.retries = retries
+        self._tls = ssl.create_default_context(cafile=ca_cert) if ca_cert else None
 
     def __repr__(self) -> str:
         return f"neve.Client({self.url!r})"
@@ -98,7 +103,7 @@ class Client:
         for attempt in range(self.retries + 1):
             req = urllib.request.Request(self.url + path, data=body, method=method, headers=h)
             try:
-                return urllib.request.urlopen(req, timeout=self.timeout)
+                return urllib.request.urlopen(req, timeout=self.timeout, context=self._tls)
             except urllib.error.HTTPError as e:
                 data = e.read()
                 # Overloaded or restarting: come back when told to. With the request's
@@ -221,6 +226,8 @@ def _cut_short(e: Exception) -> NeveError:
     )
 
 
-def connect(url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5) -> Client:
-    """A client of `neve serve` at `url` (e.g. `http://127.0.0.1:8080`)."""
-    return Client(url, token, timeout, retries)
+def connect(url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
+            ca_cert: Optional[str] = None) -> Client:
+    """A client of `neve serve` at `url` (e.g. `http://127.0.0.1:8080`, or `https://…` for a
+    server started with `--tls-cert`; `ca_cert`: the PEM file of a private CA to trust)."""
+    return Client(url, token, timeout, retries, ca_cert)

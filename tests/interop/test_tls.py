@@ -1,0 +1,102 @@
+"""`neve serve --tls-cert … --tls-key …` read by real clients over TLS with the test CA of
+`tests/tls`: `neve.connect` (https), the ADBC Flight SQL driver (grpc+tls) and boto3 through
+the S3 port (https). A client that does not trust the CA gets nothing."""
+import pathlib
+import ssl
+import subprocess
+import urllib.error
+
+import pyarrow as pa
+import pytest
+
+TLS = pathlib.Path(__file__).resolve().parent.parent / "tls"
+TOKEN = "tls-interop-token"
+KEY_ID, SECRET = "AKIDTLSINTEROP", "tls-interop-secret"
+
+
+@pytest.fixture(scope="module")
+def server(neve_bin, tmp_path_factory):
+    warehouse = tmp_path_factory.mktemp("tls") / "lake"
+    p = subprocess.Popen(
+        [neve_bin, "serve", "--warehouse", str(warehouse), "--listen", "127.0.0.1:0",
+         "--flight-listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0", "--no-maintenance",
+         "--flush-interval", "50ms", "--token", TOKEN,
+         "--access-key-id", KEY_ID, "--secret-access-key", SECRET,
+         "--tls-cert", str(TLS / "server1.pem"), "--tls-key", str(TLS / "server1.key")],
+        stdout=subprocess.PIPE, text=True,
+    )
+    lines = [p.stdout.readline().strip() for _ in range(3)]
+    urls = {line.split(" listening on ")[0]: line.rsplit(" ", 1)[1] for line in lines if " listening on " in line}
+    assert set(urls) == {"neve serve", "neve flight sql", "neve proxy"}, lines
+    yield urls, warehouse
+    p.terminate()
+    p.wait(30)
+
+
+def test_the_python_client_over_https(server):
+    import neve
+
+    urls, warehouse = server
+    url = urls["neve serve"]
+    assert url.startswith("https://")
+    c = neve.connect(url, token=TOKEN, ca_cert=str(TLS / "ca1.pem"))
+    c.create_table("events", partition_by="identity(region)", sort_by=["id"])
+    ack = c.insert("events", pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"]}))
+    assert ack["rows"] == 3
+    assert c.sql("SELECT sum(id) AS s FROM events").column("s").to_pylist() == [6]
+    # The system's CAs do not include the test CA; another CA is not it either.
+    for ca in (None, str(TLS / "ca2.pem")):
+        with pytest.raises(urllib.error.URLError) as e:
+            neve.connect(url, token=TOKEN, ca_cert=ca).tables()
+        assert isinstance(e.value.reason, ssl.SSLCertVerificationError), e.value
+
+
+def test_flight_sql_over_tls(server):
+    import adbc_driver_flightsql.dbapi as flight_sql
+    import adbc_driver_manager
+    import neve
+
+    urls, _ = server
+    grpc = urls["neve flight sql"]
+    assert grpc.startswith("grpc+tls://")
+    c = neve.connect(urls["neve serve"], token=TOKEN, ca_cert=str(TLS / "ca1.pem"))
+    c.create_table("flights")
+    c.insert("flights", pa.table({"n": list(range(100))}))
+    kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {TOKEN}",
+              "adbc.flight.sql.client_option.tls_root_certs": (TLS / "ca1.pem").read_text()}
+    with flight_sql.connect(grpc, db_kwargs=kwargs, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) AS c, sum(n) AS s FROM flights")
+        assert cur.fetchall() == [(100, 4950)]
+    kwargs["adbc.flight.sql.client_option.tls_root_certs"] = (TLS / "ca2.pem").read_text()
+    with pytest.raises(adbc_driver_manager.Error):
+        with flight_sql.connect(grpc, db_kwargs=kwargs, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute("SELECT 1")
+            cur.fetchall()
+
+
+def test_boto3_through_the_s3_port_over_https(server):
+    import boto3
+    import botocore.config
+    import botocore.exceptions
+    import neve
+
+    urls, warehouse = server
+    endpoint = urls["neve proxy"]
+    assert endpoint.startswith("https://")
+    c = neve.connect(urls["neve serve"], token=TOKEN, ca_cert=str(TLS / "ca1.pem"))
+    c.create_table("files")
+    c.insert("files", pa.table({"k": ["a", "b"], "v": [1, 2]}))
+
+    def s3(verify):
+        return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID,
+                            aws_secret_access_key=SECRET, region_name="us-east-1", verify=verify,
+                            config=botocore.config.Config(s3={"addressing_style": "path"},
+                                                          retries={"max_attempts": 1}))
+
+    client = s3(str(TLS / "ca1.pem"))
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="files")["Contents"]]
+    assert len(keys) == 1 and keys[0].endswith(".parquet")
+    body = client.get_object(Bucket="files", Key=keys[0])["Body"].read()
+    assert body == (warehouse / "files" / "_data" / keys[0]).read_bytes()
+    with pytest.raises(botocore.exceptions.SSLError):
+        s3(str(TLS / "ca2.pem")).list_objects_v2(Bucket="files")
