@@ -127,7 +127,7 @@ impl s3s::route::S3Route for Routes {
 pub struct Proxy {
     listener: tokio::net::TcpListener,
     app: axum::Router,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<tls::Acceptor>,
     cache: Option<Arc<cache::BlockCache>>,
     sweeper: Option<cache::sweep::Sweeper>,
     forgetter: Forgetter,
@@ -178,11 +178,14 @@ impl Proxy {
     pub async fn bind_on(config: ProxyConfig, warehouse: TableLocation) -> Result<Self> {
         config.validate()?;
         let keys = Arc::new(auth::Keys::new(&config)?);
+        let metrics = Arc::new(metrics::Metrics::new());
         let tls = match &config.tls {
-            Some(files) => Some(tls::Certificates::load(files.clone())?.acceptor(&[b"http/1.1"])?),
+            Some(files) => Some(
+                tls::Certificates::load(files.clone(), metrics.tls.clone())?
+                    .acceptor(&[b"http/1.1"])?,
+            ),
             None => None,
         };
-        let metrics = Arc::new(metrics::Metrics::new());
         let catalog = Arc::new(catalog::Catalog::new(
             warehouse,
             config.settings.refresh_interval,

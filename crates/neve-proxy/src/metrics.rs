@@ -31,6 +31,7 @@ pub struct Metrics {
     pub list_seconds: Histogram,
     pub tables_in_memory: Gauge,
     pub tables_forgotten: Counter,
+    pub tls: crate::tls::TlsMetrics,
 }
 
 impl Default for Metrics {
@@ -56,6 +57,7 @@ impl Metrics {
             list_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             tables_in_memory: Gauge::default(),
             tables_forgotten: Counter::default(),
+            tls: Default::default(),
             registry: Default::default(),
         };
         r.register("requests", "S3 operations served", m.requests.clone());
@@ -115,6 +117,7 @@ impl Metrics {
             "Tables dropped from memory after keep_idle_tables without a request",
             m.tables_forgotten.clone(),
         );
+        m.tls.register(&mut r);
         Self {
             registry: std::sync::Arc::new(parking_lot::Mutex::new(r)),
             ..m

@@ -56,7 +56,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     limits: Limits,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<crate::tls::Acceptor>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -112,7 +112,7 @@ pub async fn serve(
                     let served = match tls {
                         None => watcher.watch(http.serve_connection(TokioIo::new(tcp), service)).await,
                         Some(acceptor) => {
-                            let Some(stream) = crate::tls::handshake(&acceptor, tcp, limits.header_read).await else {
+                            let Some(stream) = acceptor.handshake(tcp, limits.header_read).await else {
                                 return;
                             };
                             watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await

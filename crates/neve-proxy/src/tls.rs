@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -46,6 +48,40 @@ fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
+/// What TLS counts, for the process's Prometheus registry.
+#[derive(Debug, Clone, Default)]
+pub struct TlsMetrics {
+    /// Certificates read again after their files changed.
+    pub reloads: Counter,
+    /// Changed files that could not be used (the certificate served before stays): the one to
+    /// alert on, or the old certificate is served until it expires.
+    pub reload_failures: Counter,
+    /// Connections closed in their handshake: plain HTTP, an untrusting client, a timeout.
+    pub handshake_failures: Counter,
+}
+
+impl TlsMetrics {
+    /// Registers the counters as `<prefix>_tls_…`.
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("tls");
+        r.register(
+            "certificate_reloads",
+            "TLS certificates read again after their files changed",
+            self.reloads.clone(),
+        );
+        r.register(
+            "certificate_reload_failures",
+            "Changed TLS certificate files that could not be used (the certificate before is still served)",
+            self.reload_failures.clone(),
+        );
+        r.register(
+            "handshake_failures",
+            "Connections closed during their TLS handshake",
+            self.handshake_failures.clone(),
+        );
+    }
+}
+
 /// The certificate served, and the files' stamps it was read at.
 #[derive(Debug)]
 struct Loaded {
@@ -59,6 +95,7 @@ pub struct Certificates {
     files: TlsFiles,
     provider: Arc<CryptoProvider>,
     loaded: Mutex<Loaded>,
+    metrics: TlsMetrics,
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -67,7 +104,7 @@ fn provider() -> Arc<CryptoProvider> {
 
 impl Certificates {
     /// Reads the certificate and key; an error names the file and what is wrong with it.
-    pub fn load(files: TlsFiles) -> Result<Arc<Self>> {
+    pub fn load(files: TlsFiles, metrics: TlsMetrics) -> Result<Arc<Self>> {
         let provider = provider();
         let stamps = (stamp(&files.cert), stamp(&files.key));
         let key = Arc::new(read(&files, &provider)?);
@@ -75,6 +112,7 @@ impl Certificates {
             files,
             provider,
             loaded: Mutex::new(Loaded { stamps, key }),
+            metrics,
         }))
     }
 
@@ -89,19 +127,23 @@ impl Certificates {
             match read(&self.files, &self.provider) {
                 Ok(key) => {
                     tracing::info!(cert = %self.files.cert.display(), "TLS certificate read again: new connections get it");
+                    self.metrics.reloads.inc();
                     loaded.key = Arc::new(key);
                 }
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "TLS certificate files changed but cannot be used; serving the one read before"
-                ),
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "TLS certificate files changed but cannot be used; serving the one read before"
+                    );
+                    self.metrics.reload_failures.inc();
+                }
             }
         }
         loaded.key.clone()
     }
 
     /// An acceptor offering `alpn` (e.g. `h2` for gRPC, `http/1.1`).
-    pub fn acceptor(self: &Arc<Self>, alpn: &[&[u8]]) -> Result<tokio_rustls::TlsAcceptor> {
+    pub fn acceptor(self: &Arc<Self>, alpn: &[&[u8]]) -> Result<Acceptor> {
         let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::Tls {
@@ -111,7 +153,36 @@ impl Certificates {
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(Resolver(self.clone())));
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+        Ok(Acceptor {
+            inner: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            failures: self.metrics.handshake_failures.clone(),
+        })
+    }
+}
+
+/// Completes accepted connections' TLS handshakes, counting those that fail.
+#[derive(Clone)]
+pub struct Acceptor {
+    inner: tokio_rustls::TlsAcceptor,
+    failures: Counter,
+}
+
+impl Acceptor {
+    /// The TLS handshake of an accepted connection, within `timeout`; `None` (logged at
+    /// debug, counted) when it fails: a plain-HTTP client, an untrusting one, a scanner.
+    pub async fn handshake(
+        &self,
+        tcp: tokio::net::TcpStream,
+        timeout: Duration,
+    ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+        let failed = match tokio::time::timeout(timeout, self.inner.accept(tcp)).await {
+            Ok(Ok(tls)) => return Some(tls),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("not done within {}", humantime::format_duration(timeout)),
+        };
+        tracing::debug!(error = %failed, "TLS handshake failed");
+        self.failures.inc();
+        None
     }
 }
 
@@ -161,7 +232,7 @@ pub struct Incoming {
 impl Incoming {
     pub fn new(
         listener: tokio::net::TcpListener,
-        acceptor: tokio_rustls::TlsAcceptor,
+        acceptor: Acceptor,
         handshake_timeout: Duration,
     ) -> Self {
         let (tx, rx) = tokio::sync::mpsc::channel(64);
@@ -180,7 +251,7 @@ impl Incoming {
                 }
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
-                    if let Some(tls) = handshake(&acceptor, tcp, handshake_timeout).await {
+                    if let Some(tls) = acceptor.handshake(tcp, handshake_timeout).await {
                         let _ = tx.send(tls).await;
                     }
                 });
@@ -205,26 +276,6 @@ impl futures::Stream for Incoming {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx).map(|c| c.map(Ok))
-    }
-}
-
-/// The TLS handshake of an accepted connection, within `timeout`; `None` (logged at debug)
-/// when it fails: a plain-HTTP client, an untrusting one, a scanner.
-pub async fn handshake(
-    acceptor: &tokio_rustls::TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    timeout: Duration,
-) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-    match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
-        Ok(Ok(tls)) => Some(tls),
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "TLS handshake failed");
-            None
-        }
-        Err(_) => {
-            tracing::debug!(?timeout, "TLS handshake timed out");
-            None
-        }
     }
 }
 
@@ -274,15 +325,20 @@ mod tests {
             cert: dir.path().join("nope.pem"),
             key: fixture("server1.key"),
         };
-        let e = Certificates::load(missing).unwrap_err().to_string();
+        let e = Certificates::load(missing, TlsMetrics::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nope.pem") && e.contains("No such file"), "{e}");
 
         let garbage = dir.path().join("garbage.pem");
         std::fs::write(&garbage, "hello").unwrap();
-        let e = Certificates::load(TlsFiles {
-            cert: garbage.clone(),
-            key: fixture("server1.key"),
-        })
+        let e = Certificates::load(
+            TlsFiles {
+                cert: garbage.clone(),
+                key: fixture("server1.key"),
+            },
+            TlsMetrics::default(),
+        )
         .unwrap_err()
         .to_string();
         assert!(
@@ -290,10 +346,13 @@ mod tests {
             "{e}"
         );
 
-        let e = Certificates::load(TlsFiles {
-            cert: fixture("server1.pem"),
-            key: garbage,
-        })
+        let e = Certificates::load(
+            TlsFiles {
+                cert: fixture("server1.pem"),
+                key: garbage,
+            },
+            TlsMetrics::default(),
+        )
         .unwrap_err()
         .to_string();
         assert!(
@@ -302,10 +361,13 @@ mod tests {
         );
 
         // Server 2's key with server 1's certificate.
-        let e = Certificates::load(TlsFiles {
-            cert: fixture("server1.pem"),
-            key: fixture("server2.key"),
-        })
+        let e = Certificates::load(
+            TlsFiles {
+                cert: fixture("server1.pem"),
+                key: fixture("server2.key"),
+            },
+            TlsMetrics::default(),
+        )
         .unwrap_err()
         .to_string();
         assert!(
@@ -318,7 +380,8 @@ mod tests {
     fn a_renewed_certificate_is_served_and_a_broken_one_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let files = copy_pair(dir.path(), 1);
-        let certs = Certificates::load(files.clone()).unwrap();
+        let metrics = TlsMetrics::default();
+        let certs = Certificates::load(files.clone(), metrics.clone()).unwrap();
         assert_eq!(served(&certs), der("server1.pem"));
         assert_eq!(served(&certs), der("server1.pem"));
 
@@ -341,6 +404,9 @@ mod tests {
         // Files gone: the certificate served stays.
         std::fs::remove_file(&files.cert).unwrap();
         assert_eq!(served(&certs), der("server1.pem"));
+        // Read again twice; two changes that could not be used, each counted once.
+        assert_eq!(metrics.reloads.get(), 2);
+        assert_eq!(metrics.reload_failures.get(), 2);
     }
 
     #[test]
@@ -350,10 +416,13 @@ mod tests {
         let mut pem = std::fs::read(fixture("server1.pem")).unwrap();
         pem.extend(std::fs::read(fixture("ca1.pem")).unwrap());
         std::fs::write(&chain, pem).unwrap();
-        let certs = Certificates::load(TlsFiles {
-            cert: chain,
-            key: fixture("server1.key"),
-        })
+        let certs = Certificates::load(
+            TlsFiles {
+                cert: chain,
+                key: fixture("server1.key"),
+            },
+            TlsMetrics::default(),
+        )
         .unwrap();
         let served = certs.current();
         assert_eq!(served.cert.len(), 2);

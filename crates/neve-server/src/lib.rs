@@ -37,7 +37,7 @@ pub struct Server {
     flight: Option<tokio::net::TcpListener>,
     /// The acceptors of the HTTP and the Flight SQL ports (ALPN `http/1.1` and `h2`), sharing
     /// one certificate, with TLS.
-    tls: Option<(tokio_rustls::TlsAcceptor, tokio_rustls::TlsAcceptor)>,
+    tls: Option<(neve_proxy::tls::Acceptor, neve_proxy::tls::Acceptor)>,
     state: Arc<http::AppState>,
 }
 
@@ -46,9 +46,11 @@ impl Server {
     pub async fn bind(config: ServerConfig) -> Result<Self> {
         config.validate()?;
         let auth = auth::Auth::new(&config)?;
+        let metrics = Arc::new(metrics::Metrics::new());
         let tls = match &config.tls {
             Some(files) => {
-                let certs = neve_proxy::tls::Certificates::load(files.clone())?;
+                let certs =
+                    neve_proxy::tls::Certificates::load(files.clone(), metrics.tls.clone())?;
                 Some((certs.acceptor(&[b"http/1.1"])?, certs.acceptor(&[b"h2"])?))
             }
             None => None,
@@ -67,7 +69,6 @@ impl Server {
             ),
             None => None,
         };
-        let metrics = Arc::new(metrics::Metrics::new());
         let state = Arc::new(http::AppState::new(config, auth, metrics));
         Ok(Self {
             listener,

@@ -65,6 +65,8 @@ pub struct Metrics {
     pub query_rows: Counter,
     pub query_bytes: Counter,
     pub query_read_bytes: Counter,
+    /// Certificate reloads and handshake failures, with `--tls-cert`.
+    pub tls: neve_proxy::tls::TlsMetrics,
 }
 
 impl Default for Metrics {
@@ -108,6 +110,7 @@ impl Metrics {
             query_rows: Counter::default(),
             query_bytes: Counter::default(),
             query_read_bytes: Counter::default(),
+            tls: Default::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -249,6 +252,7 @@ impl Metrics {
             "Bytes SQL queries read from storage",
             m.query_read_bytes.clone(),
         );
+        m.tls.register(&mut registry);
         Self { registry, ..m }
     }
 
