@@ -65,6 +65,8 @@ curl -sf "http://127.0.0.1:$PORT/minio/health/live" >/dev/null || { cat "$DATA.l
 export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
 export AWS_ACCESS_KEY_ID=$MINIO_ROOT_USER AWS_SECRET_ACCESS_KEY=$MINIO_ROOT_PASSWORD AWS_REGION=us-east-1
 export NEVE_TEST_BUCKET=neve-test NEVE_TEST_PYTHON=$PY
+# For tests that start a MinIO of their own (over TLS: tests/it/https_store.rs).
+export NEVE_MINIO_BIN=$MINIO_BIN
 "$PY" -c "import boto3; boto3.client('s3', endpoint_url='$AWS_ENDPOINT_URL').create_bucket(Bucket='$NEVE_TEST_BUCKET')"
 log "MinIO on $AWS_ENDPOINT_URL, bucket $NEVE_TEST_BUCKET"
 

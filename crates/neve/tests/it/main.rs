@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod concurrency;
 mod conformance;
+mod https_store;
 mod maintenance;
 mod semantics;
 mod serve;

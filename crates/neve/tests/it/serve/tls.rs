@@ -142,9 +142,15 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
     assert!(count(trusting(2)).await.is_err());
     // Both refused handshakes counted on the HTTP port, the plain request on the S3 port.
     let text = metrics_text(&trusting(1), &url).await;
-    assert!(metric(&text, "neve_tls_handshake_failures_total") >= 2.0, "{text}");
+    assert!(
+        metric(&text, "neve_tls_handshake_failures_total") >= 2.0,
+        "{text}"
+    );
     let text = metrics_text(&trusting(1), &format!("{s3}/_neve")).await;
-    assert!(metric(&text, "neve_proxy_tls_handshake_failures_total") >= 1.0, "{text}");
+    assert!(
+        metric(&text, "neve_proxy_tls_handshake_failures_total") >= 1.0,
+        "{text}"
+    );
 
     // A renewal by another CA: new connections get it, with no restart.
     install_pair(certs.path(), 2);
@@ -167,7 +173,10 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
     assert_eq!(count(trusting(2)).await.unwrap(), 500);
     let text = metrics_text(&trusting(2), &url).await;
     assert_eq!(metric(&text, "neve_tls_certificate_reloads_total"), 1.0);
-    assert_eq!(metric(&text, "neve_tls_certificate_reload_failures_total"), 1.0);
+    assert_eq!(
+        metric(&text, "neve_tls_certificate_reload_failures_total"),
+        1.0
+    );
 
     let _ = child.kill();
     let _ = child.wait();
