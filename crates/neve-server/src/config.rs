@@ -325,4 +325,34 @@ mod tests {
         let e = shared.validate().unwrap_err().to_string();
         assert!(e.contains("same folder 'acme'"), "{e}");
     }
+
+    /// One `[tls]` section, read by the server and by the proxy from the shared file.
+    #[test]
+    fn the_tls_section_is_read_by_both_processes() {
+        let text = "warehouse = 's3://lake'\n[tls]\ncert = '/etc/neve/tls.crt'\nkey = '/etc/neve/tls.key'\n";
+        let want = neve_proxy::tls::TlsFiles {
+            cert: "/etc/neve/tls.crt".into(),
+            key: "/etc/neve/tls.key".into(),
+        };
+        assert_eq!(
+            ServerConfig::from_toml(text).unwrap().tls,
+            Some(want.clone())
+        );
+        assert_eq!(
+            neve_proxy::ProxyConfig::from_toml(text).unwrap().tls,
+            Some(want)
+        );
+        assert_eq!(ServerConfig::default().tls, None);
+        // A key without its certificate, or a misspelt field: refused by name.
+        let e = ServerConfig::from_toml("[tls]\nkey = 'k'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cert"), "{e}");
+        let e = ServerConfig::from_toml("[tls]\ncert = 'c'\nkey = 'k'\nca = 'x'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ca"), "{e}");
+        let e = neve_proxy::ProxyConfig::from_toml("[tls]\ncert = 'c'\n").unwrap_err();
+        assert!(e.to_string().contains("key"), "{e}");
+    }
 }
