@@ -100,7 +100,17 @@ pub async fn client(a: BenchStreamClientArgs) -> Result<()> {
                 )))
             }
         };
-        let mut r = reqwest::Client::new()
+        let mut http = reqwest::Client::builder();
+        if let Some(ca) = &a.ca_cert {
+            let pem = std::fs::read(ca)?;
+            let ca = reqwest::Certificate::from_pem(&pem)
+                .map_err(|e| CliError::Usage(format!("--ca-cert {}: {e}", ca.display())))?;
+            http = http.tls_built_in_root_certs(false).add_root_certificate(ca);
+        }
+        let http = http
+            .build()
+            .map_err(|e| served_failed(format!("client: {e}")))?;
+        let mut r = http
             .post(format!("{url}/v1/sql"))
             .bearer_auth(&a.token)
             .header("accept", accept)

@@ -89,6 +89,9 @@ pub struct BenchStreamClientArgs {
     /// arrow or ndjson.
     #[arg(long, default_value = "arrow")]
     pub format: String,
+    /// For an `https://` URL: the PEM file of the CA to trust (only it).
+    #[arg(long)]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// A Flight SQL endpoint (`grpc://host:port`): run `--sql` there with arrow-flight's
     /// client and read every endpoint's stream.
     #[arg(long)]
