@@ -98,8 +98,28 @@ pub struct Certificates {
     metrics: TlsMetrics,
 }
 
+/// rustls's ring provider, its AES-128-GCM suites first (the server's order decides, see
+/// `acceptor`): TLS 1.3's mandatory suite, as Go's servers prefer it, and cheaper per byte than
+/// AES-256, which rustls's clients ask for first (BENCHMARKS.md, "TLS").
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    use rustls::CipherSuite as C;
+    let mut p = rustls::crypto::ring::default_provider();
+    let rank = |s: &rustls::SupportedCipherSuite| {
+        let version = match s.version().version {
+            rustls::ProtocolVersion::TLSv1_3 => 0,
+            _ => 1,
+        };
+        let aes128 = matches!(
+            s.suite(),
+            C::TLS13_AES_128_GCM_SHA256
+                | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+                | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        );
+        (version, !aes128)
+    };
+    // Stable: the provider's order otherwise (AES-256, then ChaCha20).
+    p.cipher_suites.sort_by_key(rank);
+    Arc::new(p)
 }
 
 impl Certificates {
@@ -153,6 +173,7 @@ impl Certificates {
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(Resolver(self.clone())));
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        config.ignore_client_order = true;
         Ok(Acceptor {
             inner: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
             failures: self.metrics.handshake_failures.clone(),
