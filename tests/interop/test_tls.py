@@ -90,7 +90,7 @@ def test_boto3_through_the_s3_port_over_https(server):
     def s3(verify):
         return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID,
                             aws_secret_access_key=SECRET, region_name="us-east-1", verify=verify,
-                            config=botocore.config.Config(s3={"addressing_style": "path"},
+                            config=botocore.config.Config(s3={"addressing_style": "path"}, signature_version="s3v4",
                                                           retries={"max_attempts": 1}))
 
     client = s3(str(TLS / "ca1.pem"))
@@ -98,5 +98,12 @@ def test_boto3_through_the_s3_port_over_https(server):
     assert len(keys) == 1 and keys[0].endswith(".parquet")
     body = client.get_object(Bucket="files", Key=keys[0])["Body"].read()
     assert body == (warehouse / "files" / "_data" / keys[0]).read_bytes()
+    # A presigned URL over https, fetched by a plain HTTP client trusting the CA.
+    import urllib.request
+    url = client.generate_presigned_url("get_object", Params={"Bucket": "files", "Key": keys[0]}, ExpiresIn=300)
+    assert url.startswith("https://")
+    ctx = ssl.create_default_context(cafile=str(TLS / "ca1.pem"))
+    with urllib.request.urlopen(url, context=ctx, timeout=30) as r:
+        assert r.read() == body
     with pytest.raises(botocore.exceptions.SSLError):
         s3(str(TLS / "ca2.pem")).list_objects_v2(Bucket="files")
