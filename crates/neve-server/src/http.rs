@@ -27,7 +27,8 @@ use crate::redact::Redact;
 /// What every handler shares.
 pub struct AppState {
     pub config: ServerConfig,
-    pub auth: Auth,
+    /// The tokens in force: replaced whole when the config file's tokens are read again.
+    auth: std::sync::RwLock<Arc<Auth>>,
     pub ingest: Ingest,
     pub metrics: Arc<Metrics>,
     pub queries: crate::query::Queries,
@@ -77,11 +78,52 @@ impl AppState {
             queries: crate::query::Queries::new(config.query.clone()),
             redact: Arc::new(Redact::new(&config.table_roots())),
             config,
-            auth,
+            auth: std::sync::RwLock::new(Arc::new(auth)),
             metrics,
             tables: Default::default(),
             ready: AtomicBool::new(false),
         }
+    }
+
+    /// The tokens in force.
+    pub fn auth(&self) -> Arc<Auth> {
+        self.auth.read().expect("tokens").clone()
+    }
+
+    /// Puts the tokens of `new` in force, for requests from now on. Only tokens change this
+    /// way: tenants (their names and folders) are what the maintenance loop, the queues and
+    /// the proxy were started with, so a file that changes them is refused, as is one with
+    /// no tenants (the single admin token comes from `--token`).
+    pub fn reload_tokens(&self, new: &ServerConfig) -> Result<usize> {
+        let folders = |c: &ServerConfig| {
+            let mut f: Vec<(String, String)> = c
+                .tenants
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        t.prefix.clone().unwrap_or_else(|| t.name.clone()),
+                    )
+                })
+                .collect();
+            f.sort();
+            f
+        };
+        if self.config.tenants.is_empty() {
+            return Err(Error::InvalidConfig {
+                reason: "no tenants: the admin token comes from --token (or NEVE_TOKEN) and changes with a restart".into(),
+            });
+        }
+        if folders(new) != folders(&self.config) {
+            return Err(Error::InvalidConfig {
+                reason: "the tenants (names or prefixes) changed: that needs a restart; the tokens in force are kept".into(),
+            });
+        }
+        new.validate()?;
+        let auth = Auth::new(new)?;
+        let n = auth.len();
+        *self.auth.write().expect("tokens") = Arc::new(auth);
+        Ok(n)
     }
 
     /// Where table `name` lives for the request's caller, if the caller's role allows
@@ -93,7 +135,7 @@ impl AppState {
         action: &str,
         name: &str,
     ) -> Result<String> {
-        let caller = self.auth.caller(headers, None)?;
+        let caller = self.auth().caller(headers, None)?;
         caller.require(needed, action)?;
         self.address(&caller, name)
     }
@@ -318,7 +360,7 @@ async fn create_table(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, None)?;
+    let caller = state.auth().caller(&headers, None)?;
     caller.require(Role::Admin, "create tables")?;
     let address = state.address(&caller, &name)?;
     let spec: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
@@ -365,7 +407,7 @@ async fn create_table(
 }
 
 async fn list_tables(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response> {
-    let caller = state.auth.caller(&headers, None)?;
+    let caller = state.auth().caller(&headers, None)?;
     caller.require(Role::Read, "list tables")?;
     let root = state.tenant_root(&caller);
     let mut engine = neve_core::QueryEngine::new();
@@ -542,7 +584,7 @@ async fn write_lines(
     precision: Option<String>,
     body: Bytes,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, token.as_deref())?;
+    let caller = state.auth().caller(&headers, token.as_deref())?;
     caller.require(Role::Write, "write")?;
     if !crate::valid_name(&namespace) {
         return Err(Error::InvalidTableName { name: namespace });
@@ -703,7 +745,7 @@ async fn influx_query(
     Query(q): Query<InfluxQuery>,
     headers: HeaderMap,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, q.p.as_deref())?;
+    let caller = state.auth().caller(&headers, q.p.as_deref())?;
     let words: Vec<String> =
         q.q.split_whitespace()
             .map(|w| w.to_ascii_uppercase())

@@ -31,6 +31,40 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Puts a config file's tokens in force in a running server (`neve serve` on SIGHUP).
+#[derive(Clone)]
+pub struct Tokens(Arc<http::AppState>);
+
+impl Tokens {
+    /// The tokens of `new` for requests from now on; refused, the ones in force kept, when
+    /// `new` changes anything but tokens that a running server can take (see
+    /// `AppState::reload_tokens`). Counted in the metrics either way.
+    pub fn reload(&self, new: &ServerConfig) -> Result<usize> {
+        self.counted(self.0.reload_tokens(new))
+    }
+
+    /// As [`Tokens::reload`], from the config file at `path`.
+    pub fn reload_file(&self, path: &std::path::Path) -> Result<usize> {
+        let read = std::fs::read_to_string(path)
+            .map_err(|e| Error::InvalidConfig {
+                reason: format!("{}: {e}", path.display()),
+            })
+            .and_then(|text| ServerConfig::from_toml(&text));
+        match read {
+            Ok(config) => self.reload(&config),
+            Err(e) => self.counted(Err(e)),
+        }
+    }
+
+    fn counted(&self, done: Result<usize>) -> Result<usize> {
+        match &done {
+            Ok(_) => self.0.metrics.token_reloads.inc(),
+            Err(_) => self.0.metrics.token_reload_failures.inc(),
+        };
+        done
+    }
+}
+
 /// A server bound to its address, not yet serving.
 pub struct Server {
     listener: tokio::net::TcpListener,
@@ -80,6 +114,11 @@ impl Server {
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.listener.local_addr().expect("a bound socket")
+    }
+
+    /// What puts a changed config file's tokens in force while the server runs.
+    pub fn tokens(&self) -> Tokens {
+        Tokens(self.state.clone())
     }
 
     /// `https` with TLS, else `http` (Flight SQL: `grpc+tls` or `grpc`).

@@ -65,6 +65,9 @@ pub struct Metrics {
     pub query_rows: Counter,
     pub query_bytes: Counter,
     pub query_read_bytes: Counter,
+    /// Token lists read again from the config file (SIGHUP), and files refused then.
+    pub token_reloads: Counter,
+    pub token_reload_failures: Counter,
     /// Certificate reloads and handshake failures, with `--tls-cert`.
     pub tls: neve_proxy::tls::TlsMetrics,
 }
@@ -110,6 +113,8 @@ impl Metrics {
             query_rows: Counter::default(),
             query_bytes: Counter::default(),
             query_read_bytes: Counter::default(),
+            token_reloads: Counter::default(),
+            token_reload_failures: Counter::default(),
             tls: Default::default(),
             registry: Registry::default(),
         };
@@ -251,6 +256,16 @@ impl Metrics {
             "query_read_bytes",
             "Bytes SQL queries read from storage",
             m.query_read_bytes.clone(),
+        );
+        registry.register(
+            "token_reloads",
+            "Tokens read again from the config file (SIGHUP)",
+            m.token_reloads.clone(),
+        );
+        registry.register(
+            "token_reload_failures",
+            "Config files refused when reading tokens again (the tokens before stay in force)",
+            m.token_reload_failures.clone(),
         );
         m.tls.register(&mut registry);
         Self { registry, ..m }

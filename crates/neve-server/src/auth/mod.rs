@@ -136,6 +136,15 @@ impl Auth {
         Ok(Self { tokens, open: None })
     }
 
+    /// Tokens known.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
     /// The caller of a request: `Authorization: Bearer T` (or `Token T`, as InfluxDB clients
     /// send it), or `token` given by the caller from elsewhere (InfluxDB v1's `p=` parameter).
     pub fn caller(&self, headers: &HeaderMap, token: Option<&str>) -> Result<Caller> {

@@ -62,7 +62,7 @@ impl FlightSqlServer {
     /// The caller a request's bearer token names, if it may read.
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let headers = request.metadata().clone().into_headers();
-        let caller = self.state.auth.caller(&headers, None)?;
+        let caller = self.state.auth().caller(&headers, None)?;
         caller.require(Role::Read, "query tables")?;
         Ok(caller)
     }
@@ -324,7 +324,7 @@ impl FlightSqlService for FlightSqlServer {
         let value = axum::http::HeaderValue::from_str(&bearer)
             .map_err(|_| Status::unauthenticated("malformed token"))?;
         headers.insert("authorization", value);
-        self.state.auth.caller(&headers, None)?;
+        self.state.auth().caller(&headers, None)?;
         let out = futures::stream::once(async move {
             Ok(HandshakeResponse {
                 protocol_version: 0,

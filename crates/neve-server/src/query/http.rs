@@ -117,7 +117,7 @@ pub async fn sql(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response> {
-    let caller = state.auth.caller(&headers, None)?;
+    let caller = state.auth().caller(&headers, None)?;
     caller.require(Role::Read, "query tables")?;
     let format = negotiate(&headers)?;
     let sql = sql_text(&headers, &body)?;

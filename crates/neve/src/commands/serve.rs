@@ -140,6 +140,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
         None => None,
     };
     let server = Server::bind(config.clone()).await?;
+    if let Some(path) = a.config.clone() {
+        reload_tokens_on_hangup(path, server.tokens());
+    }
     // One line on stdout, for scripts and tests that start the server on port 0.
     println!(
         "neve serve listening on {}://{}",
@@ -244,6 +247,36 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
     tracing::info!(warehouse = %config.warehouse, listen = %proxy.local_addr(), "serving S3");
     proxy.run(shutdown_signal()).await?;
     Ok(())
+}
+
+/// On each SIGHUP, the config file's tokens put in force (revoking a token, adding one)
+/// without a restart; a file that cannot be used leaves the tokens as they were.
+///
+/// The handler is in place when this returns (before the server says it listens): a SIGHUP
+/// sent as soon as it does must not end the process, as the default action would.
+fn reload_tokens_on_hangup(path: std::path::PathBuf, tokens: neve_server::Tokens) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("no SIGHUP handler: tokens change with a restart");
+            return;
+        };
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match tokens.reload_file(&path) {
+                    Ok(n) => {
+                        tracing::info!(tokens = n, file = %path.display(), "tokens read again: in force for new requests")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, file = %path.display(), "tokens not read again; those in force are kept")
+                    }
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = (path, tokens);
 }
 
 /// SIGTERM or Ctrl-C.

@@ -15,6 +15,7 @@ mod maintain;
 mod sql;
 mod stop;
 mod tls;
+mod tokens;
 
 /// A running `neve serve`.
 struct ServerProc {
