@@ -84,3 +84,17 @@ async fn sighup_puts_the_files_tokens_in_force_and_a_bad_file_changes_nothing() 
         1.0
     );
 }
+
+#[tokio::test]
+async fn without_tenants_the_admin_token_stays_what_the_flag_gave() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_lake, warehouse) = crate::common::local_table("lake");
+    let config = config_file(&dir, "[ingest]\nflush_interval = \"100ms\"\n");
+    let s = ServerProc::start(&warehouse, &["--config", &config, "--token", "flag-token"]);
+    let c = client();
+    assert_eq!(status(&c, &s.url, "flag-token").await, 200);
+    hangup(&s);
+    metric_reaches(&c, &s.url, "neve_token_reload_failures_total", 1.0).await;
+    assert_eq!(status(&c, &s.url, "flag-token").await, 200);
+    assert_eq!(status(&c, &s.url, "other").await, 401);
+}
