@@ -95,32 +95,7 @@ impl AppState {
     /// the proxy were started with, so a file that changes them is refused, as is one with
     /// no tenants (the single admin token comes from `--token`).
     pub fn reload_tokens(&self, new: &ServerConfig) -> Result<usize> {
-        let folders = |c: &ServerConfig| {
-            let mut f: Vec<(String, String)> = c
-                .tenants
-                .iter()
-                .map(|t| {
-                    (
-                        t.name.clone(),
-                        t.prefix.clone().unwrap_or_else(|| t.name.clone()),
-                    )
-                })
-                .collect();
-            f.sort();
-            f
-        };
-        if self.config.tenants.is_empty() {
-            return Err(Error::InvalidConfig {
-                reason: "no tenants: the admin token comes from --token (or NEVE_TOKEN) and changes with a restart".into(),
-            });
-        }
-        if folders(new) != folders(&self.config) {
-            return Err(Error::InvalidConfig {
-                reason: "the tenants (names or prefixes) changed: that needs a restart; the tokens in force are kept".into(),
-            });
-        }
-        new.validate()?;
-        let auth = Auth::new(new)?;
+        let auth = Auth::reloaded(&self.config, new)?;
         let n = auth.len();
         *self.auth.write().expect("tokens") = Arc::new(auth);
         Ok(n)

@@ -136,6 +136,37 @@ impl Auth {
         Ok(Self { tokens, open: None })
     }
 
+    /// The tokens of `new`, a config file read again by a server started with `current`:
+    /// refused when `new` would not start a server, has no tenants, or changes them.
+    pub fn reloaded(current: &ServerConfig, new: &ServerConfig) -> Result<Self> {
+        let folders = |c: &ServerConfig| {
+            let mut f: Vec<(String, String)> = c
+                .tenants
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        t.prefix.clone().unwrap_or_else(|| t.name.clone()),
+                    )
+                })
+                .collect();
+            f.sort();
+            f
+        };
+        if current.tenants.is_empty() {
+            return Err(Error::InvalidConfig {
+                reason: "no tenants: the admin token comes from --token (or NEVE_TOKEN) and changes with a restart".into(),
+            });
+        }
+        if folders(new) != folders(current) {
+            return Err(Error::InvalidConfig {
+                reason: "the tenants (names or prefixes) changed: that needs a restart; the tokens in force are kept".into(),
+            });
+        }
+        new.validate()?;
+        Self::new(new)
+    }
+
     /// Tokens known.
     pub fn len(&self) -> usize {
         self.tokens.len()
