@@ -800,3 +800,62 @@ def test_a_data_file_shorter_than_its_log_fails_cleanly(neve_bin, tmp_path):
     finally:
         proxy.stop()
     assert "panicked" not in proxy.proc.stderr.read()
+
+
+def test_sighup_puts_the_files_access_keys_in_force_and_a_bad_file_changes_nothing(neve_bin, lake, tmp_path):
+    import botocore.exceptions
+    import signal
+    import urllib.request
+
+    new_key = ("AKIAACMENEW", "acme-new-secret-1")
+    config = tmp_path / "neve.toml"
+
+    def write(keys, tenant="acme"):
+        listed = ", ".join(f'{{ id = "{k}", secret = "{s}" }}' for k, s in keys)
+        config.write_text(f'warehouse = "{lake["base"]}"\n[[tenants]]\nname = "{tenant}"\naccess_keys = [{listed}]\n')
+
+    def metric(url, name):
+        with urllib.request.urlopen(f"{url}/_neve/metrics", timeout=30) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[-1])
+        raise AssertionError(name)
+
+    def reaches(url, name, value):
+        deadline = time.time() + 20
+        while metric(url, name) != value:
+            assert time.time() < deadline, f"{name} never reached {value}"
+            time.sleep(0.05)
+
+    def lists(url, key):
+        try:
+            s3({"url": url}, key=key).list_objects_v2(Bucket="events")
+            return True
+        except botocore.exceptions.ClientError as e:
+            assert code_of(e) in ("InvalidAccessKeyId", "AccessDenied"), e
+            return False
+
+    def code_of(e):
+        return e.response["Error"]["Code"]
+
+    write([ACME])
+    proxy = Proxy(neve_bin, "--config", config)
+    try:
+        assert lists(proxy.url, ACME) and not lists(proxy.url, new_key)
+        # The old key revoked, a new one in its place: no restart.
+        write([new_key])
+        proxy.proc.send_signal(signal.SIGHUP)
+        reaches(proxy.url, "neve_proxy_key_reloads_total", 1)
+        assert lists(proxy.url, new_key) and not lists(proxy.url, ACME)
+        # A file that does not parse, and one with a short secret: refused, keys kept.
+        config.write_text("[[tenants]\nname =")
+        proxy.proc.send_signal(signal.SIGHUP)
+        reaches(proxy.url, "neve_proxy_key_reload_failures_total", 1)
+        write([("AKIASHORT", "short")])
+        proxy.proc.send_signal(signal.SIGHUP)
+        reaches(proxy.url, "neve_proxy_key_reload_failures_total", 2)
+        assert lists(proxy.url, new_key) and not lists(proxy.url, ACME)
+        assert not lists(proxy.url, ("AKIASHORT", "short"))
+        assert metric(proxy.url, "neve_proxy_key_reloads_total") == 1
+    finally:
+        proxy.stop()

@@ -123,11 +123,46 @@ impl s3s::route::S3Route for Routes {
     }
 }
 
+/// Puts a config file's access keys in force in a running proxy (`neve proxy` and `neve
+/// serve --s3-listen` on SIGHUP): revoking a key, adding one, changing a key's buckets.
+#[derive(Clone)]
+pub struct KeyReloader {
+    keys: Arc<auth::Keys>,
+    /// What the file does not say: the warehouse and the flags' single key, as started.
+    warehouse: String,
+    single_key: Option<AccessKeyConfig>,
+    metrics: Arc<metrics::Metrics>,
+}
+
+impl KeyReloader {
+    /// The keys of the file at `path` for requests from now on; a file that would not start
+    /// the proxy is refused and the keys in force stay. Counted in the metrics either way.
+    pub fn reload_file(&self, path: &std::path::Path) -> Result<usize> {
+        let done = std::fs::read_to_string(path)
+            .map_err(|e| Error::InvalidConfig {
+                reason: format!("{}: {e}", path.display()),
+            })
+            .and_then(|text| ProxyConfig::from_toml(&text))
+            .and_then(|mut config| {
+                config.warehouse = self.warehouse.clone();
+                config.single_key = self.single_key.clone();
+                config.validate()?;
+                self.keys.replace(&config)
+            });
+        match &done {
+            Ok(_) => self.metrics.key_reloads.inc(),
+            Err(_) => self.metrics.key_reload_failures.inc(),
+        };
+        done
+    }
+}
+
 /// A proxy bound to its address, not yet serving.
 pub struct Proxy {
     listener: tokio::net::TcpListener,
     app: axum::Router,
     tls: Option<tls::Acceptor>,
+    reloader: KeyReloader,
     cache: Option<Arc<cache::BlockCache>>,
     sweeper: Option<cache::sweep::Sweeper>,
     forgetter: Forgetter,
@@ -178,7 +213,9 @@ impl Proxy {
     pub async fn bind_on(config: ProxyConfig, warehouse: TableLocation) -> Result<Self> {
         config.validate()?;
         let keys = Arc::new(auth::Keys::new(&config)?);
+        let keys_handle = keys.clone();
         let metrics = Arc::new(metrics::Metrics::new());
+        let metrics_handle = metrics.clone();
         let tls = match &config.tls {
             Some(files) => Some(
                 tls::Certificates::load(files.clone(), metrics.tls.clone())?
@@ -258,10 +295,17 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| Error::Listen { addr, source })?;
+        let reloader = KeyReloader {
+            keys: keys_handle,
+            warehouse: config.warehouse.clone(),
+            single_key: config.single_key.clone(),
+            metrics: metrics_handle,
+        };
         Ok(Self {
             listener,
             app,
             tls,
+            reloader,
             cache,
             sweeper,
             forgetter,
@@ -270,6 +314,11 @@ impl Proxy {
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.listener.local_addr().expect("a bound socket")
+    }
+
+    /// What reads the config file's access keys again while the proxy runs.
+    pub fn keys(&self) -> KeyReloader {
+        self.reloader.clone()
     }
 
     /// `https` with TLS, else `http`.

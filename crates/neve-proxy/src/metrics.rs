@@ -31,6 +31,9 @@ pub struct Metrics {
     pub list_seconds: Histogram,
     pub tables_in_memory: Gauge,
     pub tables_forgotten: Counter,
+    /// Access keys read again from the config file (SIGHUP), and files refused then.
+    pub key_reloads: Counter,
+    pub key_reload_failures: Counter,
     pub tls: crate::tls::TlsMetrics,
 }
 
@@ -57,6 +60,8 @@ impl Metrics {
             list_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             tables_in_memory: Gauge::default(),
             tables_forgotten: Counter::default(),
+            key_reloads: Counter::default(),
+            key_reload_failures: Counter::default(),
             tls: Default::default(),
             registry: Default::default(),
         };
@@ -116,6 +121,16 @@ impl Metrics {
             "tables_forgotten",
             "Tables dropped from memory after keep_idle_tables without a request",
             m.tables_forgotten.clone(),
+        );
+        r.register(
+            "key_reloads",
+            "Access keys read again from the config file (SIGHUP)",
+            m.key_reloads.clone(),
+        );
+        r.register(
+            "key_reload_failures",
+            "Config files refused when reading access keys again (the keys before stay in force)",
+            m.key_reload_failures.clone(),
         );
         m.tls.register(&mut r);
         Self {

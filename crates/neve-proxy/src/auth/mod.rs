@@ -52,13 +52,26 @@ impl KeyInfo {
     }
 }
 
-/// The access keys, by id.
+/// The access keys, by id: replaced whole when the config file is read again (SIGHUP), so a
+/// request sees the keys before or after, never a mix.
 #[derive(Debug, Default)]
 pub struct Keys {
-    by_id: HashMap<String, Arc<KeyInfo>>,
+    by_id: std::sync::RwLock<Arc<HashMap<String, Arc<KeyInfo>>>>,
 }
 
 impl Keys {
+    /// Puts the keys of `config` in force for requests from now on.
+    pub fn replace(&self, config: &ProxyConfig) -> Result<usize> {
+        let new = Self::new(config)?.by_id.into_inner().expect("keys");
+        let n = new.len();
+        *self.by_id.write().expect("keys") = new;
+        Ok(n)
+    }
+
+    fn current(&self) -> Arc<HashMap<String, Arc<KeyInfo>>> {
+        self.by_id.read().expect("keys").clone()
+    }
+
     pub fn new(config: &ProxyConfig) -> Result<Self> {
         let mut by_id = HashMap::new();
         let mut add = |k: &crate::config::AccessKeyConfig, prefix: &str| -> Result<()> {
@@ -86,18 +99,19 @@ impl Keys {
                 add(k, t.prefix.trim_matches('/'))?;
             }
         }
-        Ok(Self { by_id })
+        Ok(Self {
+            by_id: std::sync::RwLock::new(Arc::new(by_id)),
+        })
     }
 
-    pub fn get(&self, id: &str) -> Option<&Arc<KeyInfo>> {
-        self.by_id.get(id)
+    pub fn get(&self, id: &str) -> Option<Arc<KeyInfo>> {
+        self.current().get(id).cloned()
     }
 
     /// The key a verified request was signed with.
     pub fn caller(&self, credentials: Option<&s3s::auth::Credentials>) -> Result<Arc<KeyInfo>> {
         credentials
-            .and_then(|c| self.by_id.get(&c.access_key))
-            .cloned()
+            .and_then(|c| self.get(&c.access_key))
             .ok_or_else(|| Error::AccessDenied {
                 reason: "the request is not signed with a known key".into(),
             })
@@ -110,7 +124,7 @@ pub struct KeyStore(pub Arc<Keys>);
 #[async_trait::async_trait]
 impl S3Auth for KeyStore {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        match self.0.by_id.get(access_key) {
+        match self.0.get(access_key) {
             Some(k) => Ok(SecretKey::from(k.secret.as_str())),
             None => Err(s3_error!(
                 InvalidAccessKeyId,

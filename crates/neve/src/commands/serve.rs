@@ -141,7 +141,19 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     };
     let server = Server::bind(config.clone()).await?;
     if let Some(path) = a.config.clone() {
-        reload_tokens_on_hangup(path, server.tokens());
+        let tokens = server.tokens();
+        let mut reloads: Vec<Reload> = vec![Box::new(move |p| match tokens.reload_file(p) {
+            Ok(n) => {
+                tracing::info!(tokens = n, file = %p.display(), "tokens read again: in force for new requests")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, file = %p.display(), "tokens not read again; those in force are kept")
+            }
+        })];
+        if let Some(p) = &proxy {
+            reloads.push(key_reload(p.keys()));
+        }
+        reload_on_hangup(path, reloads);
     }
     // One line on stdout, for scripts and tests that start the server on port 0.
     println!(
@@ -239,6 +251,9 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
         config.tls = Some(files);
     }
     let proxy = neve_proxy::Proxy::bind(config.clone()).await?;
+    if let Some(path) = a.config.clone() {
+        reload_on_hangup(path, vec![key_reload(proxy.keys())]);
+    }
     println!(
         "neve proxy listening on {}://{}",
         proxy.scheme(),
@@ -249,34 +264,43 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
     Ok(())
 }
 
-/// On each SIGHUP, the config file's tokens put in force (revoking a token, adding one)
-/// without a restart; a file that cannot be used leaves the tokens as they were.
+/// What a SIGHUP does with the config file read again.
+type Reload = Box<dyn Fn(&std::path::Path) + Send>;
+
+fn key_reload(keys: neve_proxy::KeyReloader) -> Reload {
+    Box::new(move |p| match keys.reload_file(p) {
+        Ok(n) => {
+            tracing::info!(keys = n, file = %p.display(), "S3 access keys read again: in force for new requests")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, file = %p.display(), "S3 access keys not read again; those in force are kept")
+        }
+    })
+}
+
+/// On each SIGHUP, the config file's tokens and access keys put in force (revoking one,
+/// adding one) without a restart; a file that cannot be used leaves them as they were.
 ///
-/// The handler is in place when this returns (before the server says it listens): a SIGHUP
+/// The handler is in place when this returns (before the process says it listens): a SIGHUP
 /// sent as soon as it does must not end the process, as the default action would.
-fn reload_tokens_on_hangup(path: std::path::PathBuf, tokens: neve_server::Tokens) {
+fn reload_on_hangup(path: std::path::PathBuf, reloads: Vec<Reload>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("no SIGHUP handler: tokens change with a restart");
+            tracing::warn!("no SIGHUP handler: tokens and keys change with a restart");
             return;
         };
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                match tokens.reload_file(&path) {
-                    Ok(n) => {
-                        tracing::info!(tokens = n, file = %path.display(), "tokens read again: in force for new requests")
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, file = %path.display(), "tokens not read again; those in force are kept")
-                    }
+                for reload in &reloads {
+                    reload(&path);
                 }
             }
         });
     }
     #[cfg(not(unix))]
-    let _ = (path, tokens);
+    let _ = (path, reloads);
 }
 
 /// SIGTERM or Ctrl-C.
