@@ -82,20 +82,7 @@ pub async fn serve(
             }
         };
         tokio::select! {
-            accepted = listener.accept() => {
-                let tcp = match accepted {
-                    Ok((tcp, _)) => tcp,
-                    Err(e) => {
-                        // Out of file descriptors, or a connection reset while queued: wait a
-                        // moment rather than spin.
-                        tracing::debug!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                };
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY");
-                }
+            tcp = accept(&listener) => {
                 let app = app.clone();
                 let idle = limits.body_idle;
                 let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
@@ -129,6 +116,26 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// The next connection, with `TCP_NODELAY` set (results leave as soon as they are written).
+/// A failed accept (out of file descriptors, a connection reset while queued) is retried after
+/// a moment rather than in a spin. Cancel-safe: no connection is lost when a `select!` drops it.
+pub(crate) async fn accept(listener: &tokio::net::TcpListener) -> tokio::net::TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((tcp, _)) => {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY");
+                }
+                return tcp;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
 }
 
 /// A request body that fails with [`BodyIdle`] when no frame has come for `idle` since the

@@ -259,17 +259,7 @@ impl Incoming {
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let accepting = tokio::spawn(async move {
             loop {
-                let tcp = match listener.accept().await {
-                    Ok((tcp, _)) => tcp,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                };
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY");
-                }
+                let tcp = crate::serve::accept(&listener).await;
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     if let Some(tls) = acceptor.handshake(tcp, handshake_timeout).await {

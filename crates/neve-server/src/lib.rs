@@ -121,12 +121,21 @@ impl Server {
         Tokens(self.state.clone())
     }
 
-    /// `https` with TLS, else `http` (Flight SQL: `grpc+tls` or `grpc`).
+    /// `https` with TLS, else `http`.
     pub fn scheme(&self) -> &'static str {
         if self.tls.is_some() {
             "https"
         } else {
             "http"
+        }
+    }
+
+    /// Flight SQL's: `grpc+tls` with TLS, else `grpc`.
+    pub fn flight_scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "grpc+tls"
+        } else {
+            "grpc"
         }
     }
 

@@ -141,15 +141,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     };
     let server = Server::bind(config.clone()).await?;
     if let Some(path) = a.config.clone() {
-        let tokens = server.tokens();
-        let mut reloads: Vec<Reload> = vec![Box::new(move |p| match tokens.reload_file(p) {
-            Ok(n) => {
-                tracing::info!(tokens = n, file = %p.display(), "tokens read again: in force for new requests")
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, file = %p.display(), "tokens not read again; those in force are kept")
-            }
-        })];
+        let mut reloads = vec![token_reload(server.tokens())];
         if let Some(p) = &proxy {
             reloads.push(key_reload(p.keys()));
         }
@@ -162,12 +154,10 @@ pub async fn run(a: ServeArgs) -> Result<()> {
         server.local_addr()
     );
     if let Some(f) = server.flight_addr() {
-        let scheme = if config.tls.is_some() {
-            "grpc+tls"
-        } else {
-            "grpc"
-        };
-        println!("neve flight sql listening on {scheme}://{f}");
+        println!(
+            "neve flight sql listening on {}://{f}",
+            server.flight_scheme()
+        );
     }
     tracing::info!(warehouse = %config.warehouse, listen = %server.local_addr(), "serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -266,6 +256,17 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
 
 /// What a SIGHUP does with the config file read again.
 type Reload = Box<dyn Fn(&std::path::Path) + Send>;
+
+fn token_reload(tokens: neve_server::Tokens) -> Reload {
+    Box::new(move |p| match tokens.reload_file(p) {
+        Ok(n) => {
+            tracing::info!(tokens = n, file = %p.display(), "tokens read again: in force for new requests")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, file = %p.display(), "tokens not read again; those in force are kept")
+        }
+    })
+}
 
 fn key_reload(keys: neve_proxy::KeyReloader) -> Reload {
     Box::new(move |p| match keys.reload_file(p) {
