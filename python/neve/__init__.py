@@ -56,6 +56,7 @@ __all__ = [
     "AuthError",
     "ServerBusyError",
     "QueryTimeoutError",
+    "UnreachableError",
 ]
 
 AsOf = Union[int, str, None]
@@ -480,4 +481,4 @@ def sql_stream(
     return _reader(_neve._sql_stream(query, _resolve(tables, storage_options), _as_of(as_of), raw))
 
 
-from neve._client import AuthError, Client, QueryTimeoutError, ServerBusyError, connect  # noqa: E402
+from neve._client import AuthError, Client, QueryTimeoutError, ServerBusyError, UnreachableError, connect  # noqa: E402

@@ -7,7 +7,9 @@ ways: results are read batch by batch as they arrive, never buffered whole by th
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import ssl
 import time
 import urllib.error
@@ -41,6 +43,14 @@ class ServerBusyError(NeveError):
 
 class QueryTimeoutError(NeveError, TimeoutError):
     """The query ran longer than its timeout (the server's `query.timeout` or the call's)."""
+
+
+class UnreachableError(NeveError, ConnectionError):
+    """No answer from the server: the connection was refused (not running, restarting) and
+    retries ran out, the name does not resolve, its TLS certificate is not trusted (a private
+    CA's: pass `ca_cert`), nothing came within `timeout`, or the connection broke before the
+    answer. The call may or may not have been done when the connection broke; an insert is
+    safe to repeat with the same `idempotency_key`."""
 
 
 _BY_CODE = {
@@ -90,13 +100,21 @@ class Client:
     def __repr__(self) -> str:
         return f"neve.Client({self.url!r})"
 
-    def _call(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None) -> Any:
-        with self._open(method, path, body, headers) as r:
-            data = r.read()
+    def _call(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
+              repeatable: bool = True) -> Any:
+        with self._open(method, path, body, headers, repeatable) as r:
+            try:
+                data = r.read()
+            except (http.client.HTTPException, OSError) as e:
+                raise UnreachableError(f"{self.url}: the connection broke during the answer ({e})") from e
             return json.loads(data) if data else None
 
-    def _open(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None):
-        """The response of a successful call, its body not read yet."""
+    def _open(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
+              repeatable: bool = True):
+        """The response of a successful call, its body not read yet. `repeatable`: whether the
+        call may be sent again after a connection broke with it under way (reads, and inserts,
+        which carry an idempotency key); a refused connection is always retried, as the
+        request never reached the server."""
         h = dict(headers or {})
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
@@ -113,7 +131,35 @@ class Client:
                     time.sleep(min(wait, 30.0))
                     continue
                 raise _error(e.code, data) from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
+                broke = isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+                                            http.client.RemoteDisconnected))
+                # A server restarting refuses for a moment (a rolling update): back off and
+                # come back, from a quarter of a second up to 5 s between tries.
+                if (isinstance(reason, ConnectionRefusedError) or (broke and repeatable)) and attempt < self.retries:
+                    time.sleep(min(0.25 * 2**attempt, 5.0))
+                    continue
+                if not isinstance(reason, BaseException):
+                    reason = OSError(str(reason))
+                raise UnreachableError(self._unreachable(reason, attempt + 1)) from reason
         raise AssertionError("unreachable")
+
+    def _unreachable(self, reason: BaseException, tries: int) -> str:
+        host = urllib.parse.urlsplit(self.url).netloc
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return (f"{self.url}: the server's TLS certificate is not trusted ({reason.verify_message}); "
+                    "for a certificate a private CA signed, pass ca_cert='<the CA's PEM file>'")
+        if isinstance(reason, ssl.SSLError):
+            return f"{self.url}: the TLS handshake failed ({reason}); is it an https:// server?"
+        if isinstance(reason, socket.gaierror):
+            return f"{host}: the name does not resolve ({reason.strerror or reason})"
+        if isinstance(reason, TimeoutError):
+            return f"{self.url}: no answer within {self.timeout} s (the client's timeout)"
+        if isinstance(reason, ConnectionRefusedError):
+            return f"{self.url}: connection refused, {tries} tries (is neve serve running and listening there?)"
+        return (f"{self.url}: the connection broke before the server answered ({reason or type(reason).__name__}); "
+                "an https:// server closes a plain http:// connection")
 
     def tables(self) -> list:
         """The names of the tables this token sees."""
@@ -146,15 +192,17 @@ class Client:
             from neve import _text_map
 
             spec["settings"] = _text_map(settings)
+        # Not sent again after a broken connection: had the first one created the table, the
+        # second would answer ConflictError.
         return self._call("PUT", f"/v1/tables/{urllib.parse.quote(name, safe='/')}", json.dumps(spec).encode(),
-                          {"Content-Type": "application/json"})
+                          {"Content-Type": "application/json"}, repeatable=False)
 
     def insert(self, name: str, data: Any, idempotency_key: Optional[str] = None) -> dict:
         """Insert rows and wait until they are committed: `{"version", "rows", "commit_id"}`,
         with `"duplicate": true` when the key was committed before (nothing added).
 
         `data` is anything `Table.insert` takes. Without `idempotency_key` one is made, so the
-        client's own retries (429, 503) never insert twice."""
+        client's own retries (429, 503, a connection refused or broken) never insert twice."""
         from neve import _arrow_stream
 
         reader = pa.RecordBatchReader.from_stream(_arrow_stream(data))

@@ -160,3 +160,64 @@ def test_a_stalled_query_client_holds_neither_a_slot_past_the_timeout_nor_the_se
         assert time.monotonic() - started < 15
     finally:
         p.kill()
+
+
+def _serve(neve_bin, warehouse, listen="127.0.0.1:0"):
+    p = subprocess.Popen(
+        [neve_bin, "serve", "--warehouse", str(warehouse), "--listen", listen, "--token", "s3cret",
+         "--flush-interval", "50ms", "--no-maintenance"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    line = p.stdout.readline().strip()
+    assert line.startswith("neve serve listening on "), line
+    return p, line.rsplit(" ", 1)[1]
+
+
+def test_a_server_not_there_raises_unreachable_error(neve_bin, tmp_path):
+    p, url = _serve(neve_bin, tmp_path / "w")
+    p.terminate()
+    assert p.wait(30) == 0
+    # Nothing listens on the port now: refused at once, each of the client's tries.
+    started = time.monotonic()
+    with pytest.raises(neve.UnreachableError) as e:
+        neve.connect(url, token="s3cret", retries=2).tables()
+    assert isinstance(e.value, ConnectionError) and isinstance(e.value, neve.NeveError)
+    assert "connection refused, 3 tries" in str(e.value), e.value
+    assert isinstance(e.value.__cause__, ConnectionRefusedError)
+    # Backed off between the tries: 0.25 s, then 0.5 s.
+    assert time.monotonic() - started >= 0.7
+
+
+def test_an_insert_waits_out_a_restart_of_the_server(neve_bin, tmp_path):
+    warehouse = tmp_path / "w"
+    p, url = _serve(neve_bin, warehouse)
+    c = neve.connect(url, token="s3cret")
+    c.create_table("events", sort_by=["id"])
+    c.insert("events", pa.table({"id": [1, 2]}))
+    p.terminate()
+    assert p.wait(30) == 0
+    # The server comes back on the same port a second later (a rolling restart); the insert
+    # sent meanwhile is refused, retried, and lands once.
+    listen = url.removeprefix("http://")
+    restarted = {}
+
+    def restart():
+        time.sleep(1.0)
+        restarted["p"], _ = _serve(neve_bin, warehouse, listen)
+
+    import threading
+
+    t = threading.Thread(target=restart)
+    t.start()
+    try:
+        ack = c.insert("events", pa.table({"id": [3, 4, 5]}))
+        assert ack["rows"] == 3 and ack["version"] == 2
+        t.join()
+        assert c.info("events")["rows"] == 5
+        assert neve.Table(warehouse / "events").sql("SELECT count(DISTINCT id) AS n FROM events").column(
+            "n").to_pylist() == [5]
+    finally:
+        t.join()
+        if "p" in restarted:
+            restarted["p"].terminate()
+            restarted["p"].wait(30)

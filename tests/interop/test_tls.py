@@ -4,7 +4,6 @@ the S3 port (https). A client that does not trust the CA gets nothing."""
 import pathlib
 import ssl
 import subprocess
-import urllib.error
 
 import pyarrow as pa
 import pytest
@@ -46,9 +45,14 @@ def test_the_python_client_over_https(server):
     assert c.sql("SELECT sum(id) AS s FROM events").column("s").to_pylist() == [6]
     # The system's CAs do not include the test CA; another CA is not it either.
     for ca in (None, str(TLS / "ca2.pem")):
-        with pytest.raises(urllib.error.URLError) as e:
+        with pytest.raises(neve.UnreachableError) as e:
             neve.connect(url, token=TOKEN, ca_cert=ca).tables()
-        assert isinstance(e.value.reason, ssl.SSLCertVerificationError), e.value
+        assert isinstance(e.value.__cause__, ssl.SSLCertVerificationError), e.value
+        assert "not trusted" in str(e.value) and "ca_cert=" in str(e.value), e.value
+    # Plain HTTP to the TLS port: the server closes the connection, and the client says so.
+    with pytest.raises(neve.UnreachableError) as e:
+        neve.connect(url.replace("https://", "http://"), token=TOKEN, retries=0).tables()
+    assert "https:// server closes a plain http:// connection" in str(e.value), e.value
 
 
 def test_flight_sql_over_tls(server):

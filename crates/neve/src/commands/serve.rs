@@ -147,6 +147,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
         }
         reload_on_hangup(path, reloads);
     }
+    let stop = shutdown_signal();
     // One line on stdout, for scripts and tests that start the server on port 0.
     println!(
         "neve serve listening on {}://{}",
@@ -174,7 +175,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     });
     server
         .run(async move {
-            shutdown_signal().await;
+            stop.await;
             let _ = stop_tx.send(true);
         })
         .await?;
@@ -244,13 +245,14 @@ pub async fn proxy(a: ProxyArgs) -> Result<()> {
     if let Some(path) = a.config.clone() {
         reload_on_hangup(path, vec![key_reload(proxy.keys())]);
     }
+    let stop = shutdown_signal();
     println!(
         "neve proxy listening on {}://{}",
         proxy.scheme(),
         proxy.local_addr()
     );
     tracing::info!(warehouse = %config.warehouse, listen = %proxy.local_addr(), "serving S3");
-    proxy.run(shutdown_signal()).await?;
+    proxy.run(stop).await?;
     Ok(())
 }
 
@@ -304,19 +306,24 @@ fn reload_on_hangup(path: std::path::PathBuf, reloads: Vec<Reload>) {
     let _ = (path, reloads);
 }
 
-/// SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
+/// SIGTERM or Ctrl-C (SIGINT). The handlers are in place when this returns, not when the
+/// future is first polled: a SIGTERM sent as soon as the process says it listens (a supervisor
+/// stopping it at once) starts the graceful shutdown instead of killing it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        let mut int = signal(SignalKind::interrupt()).expect("a SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    {
+    async {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
