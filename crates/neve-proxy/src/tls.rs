@@ -242,54 +242,6 @@ fn read(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey> {
     })
 }
 
-/// Accepted connections after their TLS handshake, for a server that takes a stream of them
-/// (tonic's). Handshakes run in their own tasks, each bounded by a timeout, so a client that
-/// stalls one holds up no other; the accepting stops when this is dropped.
-pub struct Incoming {
-    rx: tokio::sync::mpsc::Receiver<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
-    accepting: tokio::task::AbortHandle,
-}
-
-impl Incoming {
-    pub fn new(
-        listener: tokio::net::TcpListener,
-        acceptor: Acceptor,
-        handshake_timeout: Duration,
-    ) -> Self {
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let accepting = tokio::spawn(async move {
-            loop {
-                let tcp = crate::serve::accept(&listener).await;
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    if let Some(tls) = acceptor.handshake(tcp, handshake_timeout).await {
-                        let _ = tx.send(tls).await;
-                    }
-                });
-            }
-        })
-        .abort_handle();
-        Self { rx, accepting }
-    }
-}
-
-impl Drop for Incoming {
-    fn drop(&mut self) {
-        self.accepting.abort();
-    }
-}
-
-impl futures::Stream for Incoming {
-    type Item = std::io::Result<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx).map(|c| c.map(Ok))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

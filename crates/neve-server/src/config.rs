@@ -35,9 +35,9 @@ pub struct ServerConfig {
     /// (400) and the memory reserved for it is freed.
     #[serde(with = "duration_text")]
     pub body_read_timeout: Duration,
-    /// HTTP connections served at once; more wait in the listen queue until one closes. Keep
-    /// it below the process's open-file limit (`ulimit -n`), which the store's connections
-    /// share.
+    /// Connections served at once on each port (HTTP, Flight SQL); more wait in the listen
+    /// queue until one closes. Keep the sum below the process's open-file limit (`ulimit -n`),
+    /// which the store's connections share.
     pub max_connections: usize,
     /// A table no request has used this long leaves memory: its handle (with its snapshot)
     /// and its insert queue's task. The next request opens it again.

@@ -177,6 +177,7 @@ impl Server {
         });
         let (http_tls, flight_tls) = self.tls.unzip();
         let handshake_timeout = state.config.header_read_timeout;
+        let max_connections = state.config.max_connections;
         let flight = self.flight.map(|listener| {
             let service = arrow_flight::flight_service_server::FlightServiceServer::new(
                 redact::RedactedFlight::new(
@@ -190,27 +191,18 @@ impl Server {
                     let _ = rx.wait_for(|s| s.is_some()).await;
                 };
                 let router = tonic::transport::Server::builder().add_service(service);
-                // Without TCP_NODELAY, h2's 16 KiB frames (the most a Go client takes) wait
-                // for ACKs (Nagle): the first batch came 50 ms late and a 4 GB stream took
-                // 20% longer. `tls::Incoming` sets it too.
-                let served = match flight_tls {
-                    None => {
-                        router
-                            .serve_with_incoming_shutdown(
-                                tonic::transport::server::TcpIncoming::from(listener)
-                                    .with_nodelay(Some(true)),
-                                stopped,
-                            )
-                            .await
-                    }
-                    Some(acceptor) => {
-                        use futures::StreamExt;
-                        let incoming =
-                            neve_proxy::tls::Incoming::new(listener, acceptor, handshake_timeout)
-                                .map(|c| c.map(query::flight::TlsConn));
-                        router.serve_with_incoming_shutdown(incoming, stopped).await
-                    }
-                };
+                // The HTTP port's connection cap and handshake timeout, and TCP_NODELAY:
+                // without it, h2's 16 KiB frames (the most a Go client takes) wait for ACKs
+                // (Nagle): the first batch came 50 ms late and a 4 GB stream took 20% longer.
+                use futures::StreamExt;
+                let incoming = neve_proxy::serve::Incoming::new(
+                    listener,
+                    flight_tls,
+                    handshake_timeout,
+                    max_connections,
+                )
+                .map(|c| c.map(query::flight::FlightConn));
+                let served = router.serve_with_incoming_shutdown(incoming, stopped).await;
                 if let Err(e) = served {
                     tracing::error!(error = %e, "flight sql server failed");
                 }

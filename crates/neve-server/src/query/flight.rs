@@ -618,16 +618,17 @@ impl FlightSqlServer {
     }
 }
 
-/// A Flight SQL connection after its TLS handshake, as tonic serves it (tonic's own TLS would
-/// not read a renewed certificate; `neve_proxy::tls` does).
-pub(crate) struct TlsConn(pub(crate) tokio_rustls::server::TlsStream<tokio::net::TcpStream>);
+/// A Flight SQL connection as tonic serves it: accepted under the connection cap, past its
+/// TLS handshake when there is one (tonic's own TLS would not read a renewed certificate;
+/// `neve_proxy::tls` does).
+pub(crate) struct FlightConn(pub(crate) neve_proxy::serve::Conn);
 
-impl tonic::transport::server::Connected for TlsConn {
+impl tonic::transport::server::Connected for FlightConn {
     type ConnectInfo = ();
     fn connect_info(&self) {}
 }
 
-impl tokio::io::AsyncRead for TlsConn {
+impl tokio::io::AsyncRead for FlightConn {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -637,7 +638,7 @@ impl tokio::io::AsyncRead for TlsConn {
     }
 }
 
-impl tokio::io::AsyncWrite for TlsConn {
+impl tokio::io::AsyncWrite for FlightConn {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

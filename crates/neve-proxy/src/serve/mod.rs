@@ -12,6 +12,9 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
+mod incoming;
+pub use incoming::{Conn, Incoming};
+
 /// How long a client may take to send a request's headers, from its first byte (or from the
 /// end of the previous response on a kept-alive connection) to the blank line.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,25 +64,11 @@ pub async fn serve(
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
-    let mut full_since: Option<std::time::Instant> = None;
+    let mut slots = Slots::new(limits.max_connections);
     loop {
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(s) => s,
-            Err(_) => {
-                // Said once a minute while it lasts, not per connection.
-                if full_since.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
-                    tracing::warn!(
-                        max_connections = limits.max_connections,
-                        "every connection slot is taken: new connections wait until one closes"
-                    );
-                    full_since = Some(std::time::Instant::now());
-                }
-                tokio::select! {
-                    s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
-                    _ = &mut shutdown => break,
-                }
-            }
+        let slot = tokio::select! {
+            s = slots.next() => s,
+            _ = &mut shutdown => break,
         };
         tokio::select! {
             tcp = accept(&listener) => {
@@ -116,6 +105,45 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// A listener's connection slots: `max_connections` at most are served at once.
+pub(crate) struct Slots {
+    free: std::sync::Arc<tokio::sync::Semaphore>,
+    max: usize,
+    full_since: Option<std::time::Instant>,
+}
+
+impl Slots {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            free: std::sync::Arc::new(tokio::sync::Semaphore::new(max.max(1))),
+            max,
+            full_since: None,
+        }
+    }
+
+    /// A free slot, waiting for one to be given back when all are taken (said in the log once
+    /// a minute while it lasts, not per connection). Cancel-safe.
+    pub(crate) async fn next(&mut self) -> tokio::sync::OwnedSemaphorePermit {
+        if let Ok(s) = self.free.clone().try_acquire_owned() {
+            return s;
+        }
+        if self
+            .full_since
+            .is_none_or(|t| t.elapsed() > Duration::from_secs(60))
+        {
+            tracing::warn!(
+                max_connections = self.max,
+                "every connection slot is taken: new connections wait until one closes"
+            );
+            self.full_since = Some(std::time::Instant::now());
+        }
+        let free = self.free.clone();
+        free.acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
 }
 
 /// The next connection, with `TCP_NODELAY` set (results leave as soon as they are written).
