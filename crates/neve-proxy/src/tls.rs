@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -58,6 +59,9 @@ pub struct TlsMetrics {
     pub reload_failures: Counter,
     /// Connections closed in their handshake: plain HTTP, an untrusting client, a timeout.
     pub handshake_failures: Counter,
+    /// When the certificate served stops being valid (its `notAfter`, Unix seconds): alert
+    /// when it nears, as a renewal that never came shows nowhere else until clients refuse.
+    pub expiry: Gauge,
 }
 
 impl TlsMetrics {
@@ -79,7 +83,102 @@ impl TlsMetrics {
             "Connections closed during their TLS handshake",
             self.handshake_failures.clone(),
         );
+        r.register(
+            "certificate_expiry_timestamp_seconds",
+            "When the TLS certificate served expires (its notAfter), in Unix seconds",
+            self.expiry.clone(),
+        );
     }
+
+    /// Records the expiry of the certificate now served, warning when it has passed.
+    fn served(&self, files: &TlsFiles, key: &CertifiedKey) {
+        match key
+            .end_entity_cert()
+            .ok()
+            .and_then(|c| not_after(c.as_ref()))
+        {
+            Some(t) => {
+                self.expiry.set(t);
+                if t < chrono::Utc::now().timestamp() {
+                    tracing::warn!(
+                        cert = %files.cert.display(),
+                        expired = %chrono::DateTime::from_timestamp(t, 0).unwrap_or_default(),
+                        "the TLS certificate served has expired: clients will refuse it"
+                    );
+                }
+            }
+            None => tracing::warn!(
+                cert = %files.cert.display(),
+                "the TLS certificate's expiry could not be read: not exported"
+            ),
+        }
+    }
+}
+
+/// A DER certificate's `notAfter`, in Unix seconds: the validity that follows the version,
+/// serial number, signature algorithm and issuer of its `TBSCertificate` (RFC 5280, 4.1).
+/// rustls has checked the certificate's form; this reads one date of it.
+fn not_after(der: &[u8]) -> Option<i64> {
+    /// The tag, content and the bytes after one TLV.
+    fn tlv(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = b.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n]
+                .iter()
+                .fold(0usize, |l, &b| l << 8 | usize::from(b));
+            (len, &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+    const SEQUENCE: u8 = 0x30;
+    let (SEQUENCE, cert, _) = tlv(der)? else {
+        return None;
+    };
+    let (SEQUENCE, tbs, _) = tlv(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    // `[0] EXPLICIT Version`, absent for v1.
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    for _ in 0..3 {
+        // serialNumber, signature, issuer.
+        rest = tlv(rest)?.2;
+    }
+    let (SEQUENCE, validity, _) = tlv(rest)? else {
+        return None;
+    };
+    let (_, _, after) = tlv(validity)?; // past notBefore
+    let (tag, time, _) = tlv(after)?;
+    asn1_time(tag, std::str::from_utf8(time).ok()?)
+}
+
+/// An X.509 time: `UTCTime` (tag 0x17, `YYMMDDHHMMSSZ`, years 1950–2049) or `GeneralizedTime`
+/// (0x18, `YYYYMMDDHHMMSSZ`), in Unix seconds.
+fn asn1_time(tag: u8, text: &str) -> Option<i64> {
+    let full = match tag {
+        0x17 => {
+            let yy: u32 = text.get(..2)?.parse().ok()?;
+            format!("{}{text}", if yy >= 50 { "19" } else { "20" })
+        }
+        0x18 => text.to_string(),
+        _ => return None,
+    };
+    // chrono takes one-digit fields; DER's are all two (RFC 5280, 4.1.2.5).
+    let digits = full.strip_suffix('Z')?;
+    if digits.len() != 14 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let t = chrono::NaiveDateTime::parse_from_str(&full, "%Y%m%d%H%M%SZ").ok()?;
+    Some(t.and_utc().timestamp())
 }
 
 /// The certificate served, and the files' stamps it was read at.
@@ -128,6 +227,7 @@ impl Certificates {
         let provider = provider();
         let stamps = (stamp(&files.cert), stamp(&files.key));
         let key = Arc::new(read(&files, &provider)?);
+        metrics.served(&files, &key);
         Ok(Arc::new(Self {
             files,
             provider,
@@ -148,6 +248,7 @@ impl Certificates {
                 Ok(key) => {
                     tracing::info!(cert = %self.files.cert.display(), "TLS certificate read again: new connections get it");
                     self.metrics.reloads.inc();
+                    self.metrics.served(&self.files, &key);
                     loaded.key = Arc::new(key);
                 }
                 Err(e) => {
@@ -347,6 +448,8 @@ mod tests {
         let certs = Certificates::load(files.clone(), metrics.clone()).unwrap();
         assert_eq!(served(&certs), der("server1.pem"));
         assert_eq!(served(&certs), der("server1.pem"));
+        // `openssl x509 -enddate`: Nov 11 13:46:49 2126 GMT.
+        assert_eq!(metrics.expiry.get(), 4_950_078_409);
 
         copy_pair(dir.path(), 2);
         assert_eq!(served(&certs), der("server2.pem"));
@@ -370,6 +473,25 @@ mod tests {
         // Read again twice; two changes that could not be used, each counted once.
         assert_eq!(metrics.reloads.get(), 2);
         assert_eq!(metrics.reload_failures.get(), 2);
+    }
+
+    #[test]
+    fn expiry_is_read_from_either_form_of_time() {
+        // UTCTime's two-digit years are 1950–2049.
+        assert_eq!(asn1_time(0x17, "491231235959Z"), Some(2_524_607_999));
+        assert_eq!(asn1_time(0x17, "500101000000Z"), Some(-631_152_000));
+        assert_eq!(asn1_time(0x18, "21261111134649Z"), Some(4_950_078_409));
+        assert_eq!(asn1_time(0x18, "2126111113464Z"), None);
+        assert_eq!(asn1_time(0x04, "21261111134649Z"), None);
+        // A cut or bent certificate gives no date rather than a wrong one.
+        let cert = der("server1.pem");
+        assert_eq!(not_after(&cert), Some(4_950_078_409));
+        for n in [0, 1, 2, 10, 100, 200] {
+            assert_eq!(not_after(&cert[..n]), None, "{n} bytes");
+        }
+        let mut bent = cert.clone();
+        bent[0] = 0x31;
+        assert_eq!(not_after(&bent), None);
     }
 
     #[test]

@@ -177,6 +177,11 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
         metric(&text, "neve_tls_certificate_reload_failures_total"),
         1.0
     );
+    // The served certificate's notAfter (`openssl x509 -enddate`: Nov 11 13:46:49 2126 GMT).
+    assert_eq!(
+        metric(&text, "neve_tls_certificate_expiry_timestamp_seconds"),
+        4_950_078_409.0
+    );
 
     let _ = child.kill();
     let _ = child.wait();
