@@ -270,9 +270,12 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let span =
         tracing::info_span!("request", request_id = %id, method = %req.method(), route = %route);
+    let started = std::time::Instant::now();
     let mut res = next.run(req).instrument(span.clone()).await;
     let status = res.status().as_u16();
-    span.in_scope(|| tracing::debug!(status, "answered"));
+    // Until the head is sent: a streamed body (a query's result) goes on after this.
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    span.in_scope(|| tracing::debug!(status, ms, "answered"));
     state
         .metrics
         .requests

@@ -16,8 +16,18 @@ pub struct Cli {
     /// More logging (-v, -vv); NEVE_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// How log lines are written to stderr: `text` for people, `json` (one object a line,
+    /// with the request's span fields) for a log pipeline (Loki, Elasticsearch, Datadog).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "NEVE_LOG_FORMAT", global = true)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         args.command,
         cli::Command::Bench(cli::BenchCommand::Ingest(_))
     );
-    init_tracing(args.verbose, timings);
+    init_tracing(args.verbose, args.log_format, timings);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // Deep (but allowed) expressions are planned by recursion.
@@ -47,9 +47,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr as `NEVE_LOG` (or `-v`) says; `part_timings` also sums the write path's
-/// per-part timings for `bench ingest`.
-fn init_tracing(verbose: u8, part_timings: bool) {
+/// Logs to stderr as `NEVE_LOG` (or `-v`) says, as text or JSON lines; `part_timings` also
+/// sums the write path's per-part timings for `bench ingest`.
+fn init_tracing(verbose: u8, format: cli::LogFormat, part_timings: bool) {
     use tracing_subscriber::prelude::*;
     // s3s logs every refused S3 request (anonymous ones too) as an error; the proxy logs its
     // own failures, and refusals at info, so a client cannot flood the log at will.
@@ -62,8 +62,20 @@ fn init_tracing(verbose: u8, part_timings: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_filter(filter);
+        .with_target(false);
+    let fmt = match format {
+        cli::LogFormat::Text => fmt.with_filter(filter).boxed(),
+        // The event's fields at the top level beside `timestamp`, `level` and `message`; the
+        // spans it is in (a request's id, method and route) under `spans`.
+        cli::LogFormat::Json => fmt
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_target(true)
+            .with_filter(filter)
+            .boxed(),
+    };
     let timings = part_timings
         .then(|| bench::phases::PartTimings.with_filter(bench::phases::part_timings_filter()));
     let _ = tracing_subscriber::registry()

@@ -11,6 +11,7 @@ use crate::common::{info, neve_bin, neve_ok, s3_table};
 
 mod idle;
 mod line_protocol;
+mod logs;
 mod maintain;
 mod sql;
 mod stop;

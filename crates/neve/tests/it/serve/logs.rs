@@ -1,0 +1,89 @@
+//! `--log-format json` (or `NEVE_LOG_FORMAT=json`): every line on stderr one JSON object, a
+//! request's events carrying its id, method and route.
+
+use super::*;
+
+#[tokio::test]
+async fn json_logs_carry_each_request_its_id_status_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("w");
+    let mut child = Command::new(neve_bin())
+        .args(["serve", "--warehouse", warehouse.to_str().unwrap()])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--no-maintenance",
+            "--token",
+            "log-token",
+        ])
+        .env("NEVE_LOG_FORMAT", "json")
+        .env("NEVE_LOG", "warn,neve_server=debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let c = client();
+    for (id, token, want) in [
+        ("log-test-ok", "log-token", 200),
+        ("log-test-401", "nope", 401),
+    ] {
+        let r = c
+            .get(format!("{url}/v1/tables"))
+            .bearer_auth(token)
+            .header("x-request-id", id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want);
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(child.wait().unwrap().success());
+
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for (id, status) in [("log-test-ok", 200), ("log-test-401", 401)] {
+        let answered = events
+            .iter()
+            .find(|e| {
+                e["message"] == "answered"
+                    && e["spans"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| s["request_id"] == id))
+            })
+            .unwrap_or_else(|| panic!("no `answered` event of {id}:\n{stderr}"));
+        assert_eq!(answered["status"], status, "{answered}");
+        assert_eq!(answered["level"], "DEBUG");
+        assert!(
+            answered["ms"].as_f64().is_some_and(|ms| ms >= 0.0),
+            "{answered}"
+        );
+        assert!(answered["timestamp"].is_string(), "{answered}");
+        let span = &answered["spans"][0];
+        assert_eq!(span["method"], "GET", "{answered}");
+        assert_eq!(span["route"], "/v1/tables", "{answered}");
+    }
+}
+
+/// A bad value names the choices (a usage error, 64), not a silent fallback to text.
+#[test]
+fn an_unknown_log_format_is_a_usage_error() {
+    let out = Command::new(neve_bin())
+        .args(["--log-format", "yaml", "info", "."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("yaml") && err.contains("json"), "{err}");
+}
