@@ -130,7 +130,7 @@ impl AppState {
     }
 
     /// Where the caller's table `name` lives: `warehouse/[tenant prefix/]name`.
-    fn address(&self, caller: &Caller, name: &str) -> Result<String> {
+    pub(crate) fn address(&self, caller: &Caller, name: &str) -> Result<String> {
         if !crate::valid_name(name) {
             return Err(Error::InvalidTableName {
                 name: name.to_string(),
@@ -149,7 +149,7 @@ impl AppState {
 
     /// `e`, which reading table `name` at `address` met, for the caller; a table that does not
     /// exist leaves the handle cache (a client naming random tables would fill it otherwise).
-    async fn gone(&self, e: neve_core::Error, address: &str, name: &str) -> Error {
+    pub(crate) async fn gone(&self, e: neve_core::Error, address: &str, name: &str) -> Error {
         if matches!(e, neve_core::Error::TableNotFound { .. }) {
             self.forget_table(address).await;
         }

@@ -9,6 +9,7 @@
 //! for those being written.
 
 pub mod body;
+pub(crate) mod flight;
 pub mod lineproto;
 
 use std::collections::HashMap;

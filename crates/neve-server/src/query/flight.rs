@@ -7,6 +7,7 @@
 //!   so `DoGet` reads the versions the schema was planned at.
 //! - Prepared statements are stateless: the handle carries the SQL and the bound parameters,
 //!   so any instance of the server can run it and closing it frees nothing.
+//! - Bulk ingest (`DoPut` of `CommandStatementIngest`) is an insert: `crate::ingest::flight`.
 
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
@@ -26,8 +27,9 @@ use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
     CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
-    CommandPreparedStatementQuery, CommandStatementQuery, DoPutPreparedStatementResult, Nullable,
-    ProstMessageExt, Searchable, SqlInfo, TicketStatementQuery, XdbcDataType,
+    CommandPreparedStatementQuery, CommandStatementIngest, CommandStatementQuery,
+    DoPutPreparedStatementResult, Nullable, ProstMessageExt, Searchable, SqlInfo,
+    TicketStatementQuery, XdbcDataType,
 };
 use arrow_flight::{
     FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
@@ -45,7 +47,7 @@ use crate::http::AppState;
 use crate::query::{At, Pinned, Registered, Running};
 
 /// The catalog every table is in (DataFusion's default).
-const CATALOG: &str = "datafusion";
+pub(crate) const CATALOG: &str = "datafusion";
 
 type DoGetStream = <FlightSqlServer as FlightService>::DoGetStream;
 
@@ -394,6 +396,19 @@ impl FlightSqlService for FlightSqlServer {
     }
 
     /// Bind parameters: one row, whose columns are `$1`, `$2`...
+    /// Bulk ingest (ADBC's `adbc_ingest`): the rows committed, as `POST .../insert` commits
+    /// them (`crate::ingest::flight`).
+    async fn do_put_statement_ingest(
+        &self,
+        cmd: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let headers = request.metadata().clone().into_headers();
+        let ack =
+            crate::ingest::flight::ingest(&self.state, &headers, cmd, request.into_inner()).await?;
+        Ok(ack.rows as i64)
+    }
+
     async fn do_put_prepared_statement_query(
         &self,
         query: CommandPreparedStatementQuery,
