@@ -82,6 +82,25 @@ async fn partial_head(
     response
 }
 
+/// Each request's outcome at debug level (`NEVE_LOG=warn,neve_proxy=debug` is an access log):
+/// method, path, status, and the time until the response's head left (a body streams on).
+/// Never the query string, which may hold a presigned URL's signature.
+async fn log_answer(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return next.run(request).await;
+    }
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    tracing::debug!(%method, path, status = response.status().as_u16(), ms, "answered");
+    response
+}
+
 /// The requests s3s hands to neve's code instead of its own operations, after checking their
 /// signature: listings (served from rendered entries) and reads with a `Range` s3s cannot
 /// parse (answered as S3 answers them).
@@ -290,7 +309,8 @@ impl Proxy {
             .route("/_neve/healthz", get(|| async { "ok" }))
             .fallback_service(s3)
             .layer(axum::middleware::from_fn(close_after_unread_body))
-            .layer(axum::middleware::from_fn(partial_head));
+            .layer(axum::middleware::from_fn(partial_head))
+            .layer(axum::middleware::from_fn(log_answer));
         let addr = config.settings.listen;
         let listener = tokio::net::TcpListener::bind(addr)
             .await

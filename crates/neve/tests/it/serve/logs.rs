@@ -76,6 +76,67 @@ async fn json_logs_carry_each_request_its_id_status_and_time() {
     }
 }
 
+/// The proxy's access log: each request's method, path, status and time, never its query
+/// (a presigned URL's signature).
+#[tokio::test]
+async fn the_proxy_logs_each_answer_without_the_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(neve_bin())
+        .args(["proxy", "--warehouse", dir.path().to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--access-key-id", "AKIDLOGS"])
+        .args(["--secret-access-key", "secret-of-the-log-test"])
+        .env("NEVE_LOG_FORMAT", "json")
+        .env("NEVE_LOG", "warn,neve_proxy=debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let forged = format!(
+        "{url}/events/d%3D1/part-1.parquet?X-Amz-Algorithm=AWS4-HMAC-SHA256\
+         &X-Amz-Credential=AKIDLOGS%2F20261205%2Fus-east-1%2Fs3%2Faws4_request\
+         &X-Amz-Date=20261205T000000Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host\
+         &X-Amz-Signature=0badc0ffee0badc0ffee"
+    );
+    let r = client().get(&forged).send().await.unwrap();
+    let status = r.status().as_u16();
+    assert!(r.status().is_client_error(), "{status}");
+    let r = client()
+        .get(format!("{url}/_neve/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(!stderr.contains("0badc0ffee"), "{stderr}");
+    let answered: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .filter(|e: &serde_json::Value| e["message"] == "answered")
+        .collect();
+    let find = |path: &str| {
+        answered
+            .iter()
+            .find(|e| e["path"] == path)
+            .unwrap_or_else(|| panic!("no answer logged for {path}:\n{stderr}"))
+    };
+    let refused = find("/events/d%3D1/part-1.parquet");
+    assert_eq!(refused["status"], status);
+    assert_eq!(refused["method"], "GET");
+    assert!(refused["ms"].as_f64().is_some_and(|ms| ms >= 0.0));
+    assert_eq!(find("/_neve/healthz")["status"], 200);
+}
+
 /// A bad value names the choices (a usage error, 64), not a silent fallback to text.
 #[test]
 fn an_unknown_log_format_is_a_usage_error() {
