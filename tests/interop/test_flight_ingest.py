@@ -103,3 +103,22 @@ def test_refused_ingests_name_why_and_change_nothing(server):
     assert read(server, "SELECT count(*) AS n FROM strict").column("n").to_pylist() == [12]
     names = read(server, "SHOW TABLES").column("table_name").to_pylist()
     assert "new-one" not in names and "strict-missing" not in names
+
+
+def test_many_clients_ingesting_at_once_each_row_lands_once(server):
+    """Eight ADBC connections, five ingests each, into one table at once: group commits, and
+    every row exactly once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with server.adbc(token=ADMIN) as conn, conn.cursor() as cur:
+        cur.adbc_ingest("busy", rows(0, 1), mode="create")
+
+    def client(c):
+        with server.adbc(token=WRITER) as conn, conn.cursor() as cur:
+            return sum(cur.adbc_ingest("busy", rows(1 + (c * 5 + i) * 100, 100), mode="append")
+                       for i in range(5))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(client, range(8))) == 4000
+    got = read(server, "SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, max(id) AS hi FROM busy")
+    assert got.to_pylist() == [{"n": 4001, "d": 4001, "lo": 0, "hi": 4000}]
