@@ -41,6 +41,17 @@ pub struct ProxySettings {
     /// rendered listing entries; not its cached blocks); the next request reads its log again.
     #[serde(with = "duration_text")]
     pub keep_idle_tables: Duration,
+    /// A request's headers must arrive within this (and a TLS handshake end); then the
+    /// connection is closed.
+    #[serde(with = "duration_text")]
+    pub header_read_timeout: Duration,
+    /// A request body silent this long fails.
+    #[serde(with = "duration_text")]
+    pub body_read_timeout: Duration,
+    /// Connections served at once; more wait in the listen queue until one closes. Keep it
+    /// below the open-file limit (`ulimit -n`), which the store's connections and the disk
+    /// cache share.
+    pub max_connections: usize,
     pub cache: CacheSettings,
 }
 
@@ -79,6 +90,9 @@ impl Default for ProxySettings {
             removed_files_readable: Duration::from_secs(3600),
             region: "us-east-1".into(),
             keep_idle_tables: Duration::from_secs(600),
+            header_read_timeout: crate::serve::HEADER_READ_TIMEOUT,
+            body_read_timeout: crate::serve::BODY_READ_TIMEOUT,
+            max_connections: crate::serve::MAX_CONNECTIONS,
             cache: CacheSettings::default(),
         }
     }
@@ -190,6 +204,15 @@ impl ProxyConfig {
         }
         if self.tenants.is_empty() && self.single_key.is_none() {
             return bad("no access keys: give --access-key-id and --secret-access-key (or NEVE_PROXY_ACCESS_KEY_ID and NEVE_PROXY_SECRET_ACCESS_KEY), or tenants with access_keys in the config file; the proxy never serves anonymous requests".into());
+        }
+        let s = &self.settings;
+        if s.max_connections == 0 {
+            return bad("[proxy] max_connections must be above 0".into());
+        }
+        if s.header_read_timeout.is_zero() || s.body_read_timeout.is_zero() {
+            return bad(
+                "[proxy] header_read_timeout and body_read_timeout must be above 0s".into(),
+            );
         }
         if !self.tenants.is_empty() && self.single_key.is_some() {
             return bad(
@@ -319,6 +342,9 @@ mod tests {
             [proxy]
             listen = "127.0.0.1:9301"
             refresh_interval = "1s"
+            header_read_timeout = "5s"
+            body_read_timeout = "7s"
+            max_connections = 100
             [[tenants]]
             name = "acme"
             tokens = [{ sha256 = "00", role = "read" }]
@@ -329,6 +355,9 @@ mod tests {
         assert_eq!(c.warehouse, "s3://lake");
         assert_eq!(c.settings.listen.port(), 9301);
         assert_eq!(c.settings.refresh_interval, Duration::from_secs(1));
+        assert_eq!(c.settings.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(c.settings.body_read_timeout, Duration::from_secs(7));
+        assert_eq!(c.settings.max_connections, 100);
         assert_eq!(c.tenants[0].prefix, "acme");
         assert_eq!(
             c.tenants[0].access_keys[0].buckets.as_deref(),
@@ -352,6 +381,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("8 characters"));
+        c.single_key.as_mut().unwrap().secret = Some("long-enough".into());
+        c.validate().unwrap();
+        c.settings.max_connections = 0;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_connections"));
+        c.settings.max_connections = 1;
+        c.settings.header_read_timeout = Duration::ZERO;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("header_read_timeout"));
         assert!(ProxyConfig::from_toml("[proxy]\nlisten_typo = 1")
             .unwrap_err()
             .to_string()

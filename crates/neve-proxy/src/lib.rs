@@ -181,6 +181,8 @@ pub struct Proxy {
     listener: tokio::net::TcpListener,
     app: axum::Router,
     tls: Option<tls::Acceptor>,
+    /// Timeouts and the connection cap of `[proxy]`.
+    limits: serve::Limits,
     reloader: KeyReloader,
     cache: Option<Arc<cache::BlockCache>>,
     sweeper: Option<cache::sweep::Sweeper>,
@@ -325,6 +327,11 @@ impl Proxy {
             listener,
             app,
             tls,
+            limits: serve::Limits {
+                header_read: config.settings.header_read_timeout,
+                body_idle: config.settings.body_read_timeout,
+                max_connections: config.settings.max_connections,
+            },
             reloader,
             cache,
             sweeper,
@@ -359,14 +366,7 @@ impl Proxy {
         tracing::info!(%addr, tls = self.tls.is_some(), "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let forgetting = tokio::spawn(self.forgetter.run());
-        serve::serve(
-            self.listener,
-            self.app,
-            serve::Limits::default(),
-            self.tls,
-            shutdown,
-        )
-        .await;
+        serve::serve(self.listener, self.app, self.limits, self.tls, shutdown).await;
         if let Some(s) = sweeping {
             s.abort();
         }

@@ -1,10 +1,12 @@
 //! Tables nobody uses leave the server's memory (their handles and insert queues), and
 //! requests arriving as a queue ends are neither lost nor duplicated.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::{client, config_file, counts, create, insert, metric, metrics_text, rows, ServerProc};
-use crate::common::s3_table;
+use crate::common::{neve_bin, s3_table};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_tables_leave_memory_and_inserts_at_the_edge_are_kept() {
@@ -116,6 +118,63 @@ async fn a_client_trickling_its_headers_is_cut_off() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+}
+
+/// `neve proxy` takes `[proxy] header_read_timeout` too: a client short of its headers is cut
+/// off after it, and others are served.
+#[tokio::test]
+async fn the_proxy_cuts_off_a_client_trickling_its_headers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(&config, "[proxy]\nheader_read_timeout = \"1s\"\n").unwrap();
+    let mut child = Command::new(neve_bin())
+        .args(["proxy", "--warehouse", dir.path().to_str().unwrap()])
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--access-key-id",
+            "AKIDSLOW",
+            "--secret-access-key",
+            "slow-test-secret",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let mut slow = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    slow.write_all(b"GET /_neve/healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match slow.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    let _ = child.kill();
+    assert!(read.is_ok(), "the connection was still open after 10 s");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    let _ = child.wait();
 }
 
 /// A client that sends part of an insert's body and then goes silent is answered 400 once
