@@ -3,6 +3,8 @@
 The server does the work (group commit, idempotency, tenants, query limits); this is an HTTP
 client of its documented API, on the standard library. Rows travel as Arrow IPC streams both
 ways: results are read batch by batch as they arrive, never buffered whole by the client.
+Each thread keeps its connection between calls (keep-alive), so a stream of small calls pays
+for one TCP connection and TLS handshake, not one each.
 """
 
 from __future__ import annotations
@@ -11,10 +13,9 @@ import http.client
 import json
 import socket
 import ssl
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from typing import Any, Iterable, Mapping, Optional, Union
 
@@ -95,54 +96,114 @@ class Client:
         self.token = token
         self.timeout = timeout
         self.retries = retries
-        self._tls = ssl.create_default_context(cafile=ca_cert) if ca_cert else None
+        u = urllib.parse.urlsplit(self.url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise InvalidInputError(f"{url!r} is not a server's URL: use http://host:port or https://host:port")
+        self._https = u.scheme == "https"
+        self._host, self._port, self._prefix = u.hostname, u.port, u.path
+        self._tls = ssl.create_default_context(cafile=ca_cert) if self._https else None
+        # Each thread's idle connection, kept for its next call.
+        self._idle = threading.local()
 
     def __repr__(self) -> str:
         return f"neve.Client({self.url!r})"
 
+    def close(self) -> None:
+        """Close this thread's idle connection (the others' close with their threads)."""
+        conn, self._idle.conn = getattr(self._idle, "conn", None), None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._tls)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+
+    def _send(self, method: str, path: str, body: Optional[bytes], headers: dict, reuse: bool):
+        """One request: its connection and response (status and headers read)."""
+        conn = getattr(self._idle, "conn", None)
+        self._idle.conn = None
+        if conn is not None and reuse:
+            try:
+                conn.request(method, self._prefix + path, body=body, headers=headers)
+                return conn, conn.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionResetError, ConnectionAbortedError,
+                    BrokenPipeError):
+                # The server closed the idle connection (its header_read_timeout) before the
+                # request reached it: send it again on a new one.
+                pass
+        if conn is not None:
+            conn.close()
+        conn = self._connection()
+        try:
+            conn.request(method, self._prefix + path, body=body, headers=headers)
+            return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def _release(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
+        """Keep `conn` (its answer read whole) for the thread's next call, unless it closes."""
+        if response.will_close:
+            conn.close()
+            return
+        old, self._idle.conn = getattr(self._idle, "conn", None), conn
+        if old is not None:
+            old.close()
+
     def _call(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
               repeatable: bool = True) -> Any:
-        with self._open(method, path, body, headers, repeatable) as r:
-            try:
-                data = r.read()
-            except (http.client.HTTPException, OSError) as e:
-                raise UnreachableError(f"{self.url}: the connection broke during the answer ({e})") from e
-            return json.loads(data) if data else None
+        conn, r = self._open(method, path, body, headers, repeatable)
+        try:
+            data = r.read()
+        except (http.client.HTTPException, OSError) as e:
+            conn.close()
+            raise UnreachableError(f"{self.url}: the connection broke during the answer ({e})") from e
+        self._release(conn, r)
+        return json.loads(data) if data else None
 
     def _open(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
               repeatable: bool = True):
-        """The response of a successful call, its body not read yet. `repeatable`: whether the
-        call may be sent again after a connection broke with it under way (reads, and inserts,
-        which carry an idempotency key); a refused connection is always retried, as the
-        request never reached the server."""
+        """The connection and response of a successful call, its body not read yet.
+        `repeatable`: whether the call may be sent again after a connection broke with it under
+        way (reads, and inserts, which carry an idempotency key); a refused connection is always
+        retried, as the request never reached the server."""
         h = dict(headers or {})
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
         for attempt in range(self.retries + 1):
-            req = urllib.request.Request(self.url + path, data=body, method=method, headers=h)
             try:
-                return urllib.request.urlopen(req, timeout=self.timeout, context=self._tls)
-            except urllib.error.HTTPError as e:
-                data = e.read()
-                # Overloaded or restarting: come back when told to. With the request's
-                # idempotency key a retry never adds rows twice.
-                if e.code in (429, 503) and attempt < self.retries:
-                    wait = float(e.headers.get("Retry-After") or 1)
-                    time.sleep(min(wait, 30.0))
-                    continue
-                raise _error(e.code, data) from None
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                reason = e.reason if isinstance(e, urllib.error.URLError) else e
-                broke = isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
-                                            http.client.RemoteDisconnected))
+                conn, r = self._send(method, path, body, h, reuse=repeatable)
+            except (http.client.HTTPException, OSError) as e:
+                broke = isinstance(e, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+                                       http.client.RemoteDisconnected))
                 # A server restarting refuses for a moment (a rolling update): back off and
                 # come back, from a quarter of a second up to 5 s between tries.
-                if (isinstance(reason, ConnectionRefusedError) or (broke and repeatable)) and attempt < self.retries:
+                if (isinstance(e, ConnectionRefusedError) or (broke and repeatable)) and attempt < self.retries:
                     time.sleep(min(0.25 * 2**attempt, 5.0))
                     continue
-                if not isinstance(reason, BaseException):
-                    reason = OSError(str(reason))
-                raise UnreachableError(self._unreachable(reason, attempt + 1)) from reason
+                raise UnreachableError(self._unreachable(e, attempt + 1)) from e
+            if r.status < 400:
+                return conn, r
+            try:
+                data = r.read()
+            except (http.client.HTTPException, OSError) as e:
+                conn.close()
+                raise UnreachableError(f"{self.url}: the connection broke during the answer ({e})") from e
+            self._release(conn, r)
+            # Overloaded or restarting: come back when told to. With the request's
+            # idempotency key a retry never adds rows twice.
+            if r.status in (429, 503) and attempt < self.retries:
+                wait = float(r.getheader("Retry-After") or 1)
+                time.sleep(min(wait, 30.0))
+                continue
+            raise _error(r.status, data)
         raise AssertionError("unreachable")
 
     def _unreachable(self, reason: BaseException, tries: int) -> str:
@@ -154,7 +215,7 @@ class Client:
             return f"{self.url}: the TLS handshake failed ({reason}); is it an https:// server?"
         if isinstance(reason, socket.gaierror):
             return f"{host}: the name does not resolve ({reason.strerror or reason})"
-        if isinstance(reason, TimeoutError):
+        if isinstance(reason, (TimeoutError, socket.timeout)):
             return f"{self.url}: no answer within {self.timeout} s (the client's timeout)"
         if isinstance(reason, ConnectionRefusedError):
             return f"{self.url}: connection refused, {tries} tries (is neve serve running and listening there?)"
@@ -242,11 +303,14 @@ class Client:
             params["timeout"] = f"{timeout}s" if isinstance(timeout, (int, float)) else timeout
         path = "/v1/sql" + (f"?{urllib.parse.urlencode(params)}" if params else "")
         headers = {"Content-Type": "text/plain; charset=utf-8", "Accept": "application/vnd.apache.arrow.stream"}
-        response = self._open("POST", path, query.encode(), headers)
+        # A result has its connection to itself, closed with it: closing it is what cancels
+        # the query on the server.
+        conn, response = self._open("POST", path, query.encode(), headers)
         try:
             reader = pa.ipc.open_stream(response)
         except Exception as e:
             response.close()
+            conn.close()
             raise _cut_short(e) from None
 
         def batches():
@@ -261,6 +325,7 @@ class Client:
                     yield batch
             finally:
                 response.close()
+                conn.close()
 
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
 

@@ -221,3 +221,49 @@ def test_an_insert_waits_out_a_restart_of_the_server(neve_bin, tmp_path):
         if "p" in restarted:
             restarted["p"].terminate()
             restarted["p"].wait(30)
+
+
+def test_calls_keep_one_connection_and_survive_its_idle_close(neve_bin, tmp_path, monkeypatch):
+    import socket
+
+    opened = []
+    real = socket.create_connection
+
+    def counting(*a, **k):
+        opened.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(socket, "create_connection", counting)
+    config = tmp_path / "neve.toml"
+    config.write_text('header_read_timeout = "1s"\n')
+    p = subprocess.Popen(
+        [neve_bin, "serve", "--warehouse", str(tmp_path / "w"), "--listen", "127.0.0.1:0", "--token", "s3cret",
+         "--flush-interval", "20ms", "--no-maintenance", "--config", str(config)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        url = p.stdout.readline().strip().rsplit(" ", 1)[1]
+        with neve.connect(url, token="s3cret") as c:
+            c.create_table("kept", sort_by=["id"])
+            for i in range(10):
+                assert c.insert("kept", pa.table({"id": [i]}))["rows"] == 1
+            assert c.tables() == ["kept"]
+            with pytest.raises(neve.NotFoundError):  # an error answer keeps the connection too
+                c.info("missing")
+            assert c.sql("SELECT count(*) AS n FROM kept").column("n").to_pylist() == [10]
+            assert len(opened) == 1, opened
+            # Idle past the server's header_read_timeout: it closed the connection, and the
+            # next call goes out on a new one, once.
+            time.sleep(1.5)
+            assert c.insert("kept", pa.table({"id": [10]}))["rows"] == 1
+            assert len(opened) == 2, opened
+            assert c.info("kept")["rows"] == 11
+        # A query's stream has its connection to itself: the next call opens another.
+        c = neve.connect(url, token="s3cret")
+        reader = c.sql_stream("SELECT value FROM range(10)")
+        assert c.tables() == ["kept"]
+        assert reader.read_all().num_rows == 10
+        assert len(opened) == 4, opened
+    finally:
+        p.terminate()
+        p.wait(30)
