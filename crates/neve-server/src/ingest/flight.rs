@@ -67,7 +67,7 @@ pub(crate) async fn ingest(
     state: &Arc<AppState>,
     headers: &HeaderMap,
     cmd: CommandStatementIngest,
-    data: impl Stream<Item = Result<FlightData, tonic::Status>> + Send + 'static,
+    data: impl Stream<Item = Result<FlightData, tonic::Status>> + Send + Unpin + 'static,
 ) -> Result<Ack> {
     let caller = state.auth().caller(headers, None)?;
     caller.require(Role::Write, "insert")?;
@@ -111,8 +111,8 @@ pub(crate) async fn ingest(
     let limit = state.config.ingest.max_body_bytes;
     let held = Arc::new(std::sync::Mutex::new((0u64, state.ingest.reserve(0)?)));
     let counting = (held.clone(), state.clone());
-    let counted = data.map(move |m| {
-        let m = m.map_err(FlightError::from)?;
+    let counted = silent_after(data, state.config.body_read_timeout).map(move |m| {
+        let m = m?;
         let (held, state) = &counting;
         let mut held = held.lock().expect("not poisoned");
         held.0 += (m.data_header.len() + m.data_body.len()) as u64;
@@ -170,6 +170,33 @@ pub(crate) async fn ingest(
         .await
 }
 
+/// `data`, ended with an error once no message came for `idle` (`body_read_timeout`, as an
+/// HTTP body has): a client that stops sending holds neither its memory nor the table's queue.
+fn silent_after<S>(
+    data: S,
+    idle: std::time::Duration,
+) -> impl Stream<Item = Result<FlightData, FlightError>> + Send + 'static
+where
+    S: Stream<Item = Result<FlightData, tonic::Status>> + Send + Unpin + 'static,
+{
+    futures::stream::unfold(Some(data), move |data| async move {
+        let mut data = data?;
+        match tokio::time::timeout(idle, data.next()).await {
+            Ok(Some(m)) => Some((m.map_err(FlightError::from), Some(data))),
+            Ok(None) => None,
+            Err(_) => {
+                let e = Error::BadRequest {
+                    reason: format!(
+                        "the ingest's stream stopped arriving: nothing for {}",
+                        humantime::format_duration(idle)
+                    ),
+                };
+                Some((Err(FlightError::ExternalError(Box::new(e))), None))
+            }
+        }
+    })
+}
+
 /// A failed stream: this server's own refusal (too large, no memory), or rows that do not
 /// decode.
 fn flight_error(e: FlightError, name: &str) -> Error {
@@ -183,5 +210,30 @@ fn flight_error(e: FlightError, name: &str) -> Error {
         other => Error::BadRequest {
             reason: format!("bulk ingest into '{name}': the Arrow stream does not decode: {other}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A stream that sends one message and then nothing ends with an error after `idle`,
+    /// naming the wait; one that keeps sending is passed through whole.
+    #[tokio::test]
+    async fn a_silent_stream_ends_after_the_idle_time() {
+        let one =
+            futures::stream::iter([Ok(FlightData::default())]).chain(futures::stream::pending());
+        let mut s = Box::pin(silent_after(Box::pin(one), Duration::from_millis(300)));
+        assert!(s.next().await.unwrap().is_ok());
+        let started = tokio::time::Instant::now();
+        let e = s.next().await.unwrap().unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(e.to_string().contains("nothing for 300ms"), "{e}");
+        assert!(s.next().await.is_none());
+
+        let many = futures::stream::iter((0..5).map(|_| Ok(FlightData::default())));
+        let s = silent_after(many, Duration::from_millis(300));
+        assert_eq!(s.collect::<Vec<_>>().await.len(), 5);
     }
 }
