@@ -267,3 +267,32 @@ def test_calls_keep_one_connection_and_survive_its_idle_close(neve_bin, tmp_path
     finally:
         p.terminate()
         p.wait(30)
+
+
+def test_one_client_shared_by_threads_each_with_its_connection(server, monkeypatch):
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, warehouse = server
+    c = neve.connect(url, token="s3cret")
+    c.create_table("shared", sort_by=["id"])
+    opened = []
+    real = socket.create_connection
+
+    def counting(*a, **k):
+        opened.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(socket, "create_connection", counting)
+
+    def worker(w):
+        for i in range(20):
+            assert c.insert("shared", pa.table({"id": [w * 100 + i]}))["rows"] == 1
+        return w
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sorted(pool.map(worker, range(8))) == list(range(8))
+    # One connection a thread, kept for its twenty inserts.
+    assert len(opened) == 8, opened
+    got = neve.Table(warehouse / "shared").sql("SELECT count(*) AS n, count(DISTINCT id) AS d FROM shared")
+    assert got.to_pylist() == [{"n": 160, "d": 160}]
