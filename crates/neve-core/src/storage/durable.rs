@@ -31,8 +31,9 @@ fn generic(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> object_sto
 }
 
 /// An I/O error as the store's error of its kind, naming the path: a missing or forbidden
-/// path as `NotFound` or `PermissionDenied` (as `LocalFileSystem` and reads here report them).
-fn io(path: &FsPath, e: std::io::Error) -> object_store::Error {
+/// path as `NotFound` or `PermissionDenied` (as `LocalFileSystem` reports them), for reads and
+/// writes alike.
+pub(super) fn io(path: &FsPath, e: std::io::Error) -> object_store::Error {
     let path_text = path.display().to_string();
     match e.kind() {
         ErrorKind::NotFound => object_store::Error::NotFound {

@@ -24,6 +24,8 @@ use object_store::{
     ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
+use super::durable::io;
+
 /// Reads up to this many bytes happen on the calling task.
 pub const INLINE_MAX: u64 = 8 << 20;
 
@@ -45,24 +47,11 @@ impl std::fmt::Display for LocalStore {
     }
 }
 
-fn io_error(path: &std::path::Path, e: std::io::Error) -> object_store::Error {
-    match e.kind() {
-        ErrorKind::NotFound => object_store::Error::NotFound {
-            path: path.to_string_lossy().to_string(),
-            source: Box::new(e),
-        },
-        _ => object_store::Error::Generic {
-            store: "LocalFileSystem",
-            source: Box::new(e),
-        },
-    }
-}
-
 fn open(path: &std::path::Path) -> object_store::Result<(File, Metadata)> {
-    let file = File::open(path).map_err(|e| io_error(path, e))?;
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    let file = File::open(path).map_err(|e| io(path, e))?;
+    let meta = file.metadata().map_err(|e| io(path, e))?;
     if meta.is_dir() {
-        return Err(io_error(
+        return Err(io(
             path,
             std::io::Error::new(ErrorKind::NotFound, "is directory"),
         ));
@@ -103,7 +92,7 @@ fn read_range(file: &File, path: &std::path::Path, r: Range<u64>) -> object_stor
                 .into(),
             }
         } else {
-            io_error(path, e)
+            io(path, e)
         }
     })?;
     Ok(buf.into())
@@ -181,7 +170,7 @@ impl ObjectStore for LocalStore {
             return self.inner.get_ranges(location, ranges).await;
         }
         let path = self.inner.path_to_filesystem(location)?;
-        let file = File::open(&path).map_err(|e| io_error(&path, e))?;
+        let file = File::open(&path).map_err(|e| io(&path, e))?;
         ranges
             .iter()
             .map(|r| read_range(&file, &path, r.clone()))
