@@ -88,10 +88,13 @@ class Client:
     """A connection to `neve serve` at `url` with `token` (the server's `--token`, or a
     tenant's token). Tables are named as the server names them (`events`, or `ns/cpu`).
     For an `https://` server whose certificate a private CA signed, `ca_cert` is that CA's
-    PEM file (else the system's CAs are trusted)."""
+    PEM file (else the system's CAs are trusted). For a server that asks for client
+    certificates (`--tls-client-ca`), `client_cert` is this client's certificate in PEM and
+    `client_key` its key (or None when the key is in the same file)."""
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
-                 ca_cert: Optional[str] = None):
+                 ca_cert: Optional[str] = None, client_cert: Optional[str] = None,
+                 client_key: Optional[str] = None):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -101,7 +104,18 @@ class Client:
             raise InvalidInputError(f"{url!r} is not a server's URL: use http://host:port or https://host:port")
         self._https = u.scheme == "https"
         self._host, self._port, self._prefix = u.hostname, u.port, u.path
+        if (client_cert or client_key) and not self._https:
+            raise InvalidInputError("client_cert is for an https:// server")
+        if client_key and not client_cert:
+            raise InvalidInputError("client_key needs client_cert")
         self._tls = ssl.create_default_context(cafile=ca_cert) if self._https else None
+        if client_cert:
+            try:
+                self._tls.load_cert_chain(client_cert, client_key)
+            except (OSError, ssl.SSLError) as e:
+                raise InvalidInputError(
+                    f"cannot use client_cert {client_cert!r}"
+                    + (f" with client_key {client_key!r}" if client_key else "") + f": {e}") from e
         # Each thread's idle connection, kept for its next call.
         self._idle = threading.local()
 
@@ -211,6 +225,10 @@ class Client:
         if isinstance(reason, ssl.SSLCertVerificationError):
             return (f"{self.url}: the server's TLS certificate is not trusted ({reason.verify_message}); "
                     "for a certificate a private CA signed, pass ca_cert='<the CA's PEM file>'")
+        if isinstance(reason, ssl.SSLError) and any(
+                a in (reason.reason or "") for a in ("CERTIFICATE_REQUIRED", "UNKNOWN_CA", "BAD_CERTIFICATE")):
+            return (f"{self.url}: the server refused this client's certificate ({reason.reason}); it asks for "
+                    "one its client CA signed: pass client_cert='<PEM file>' (and client_key=)")
         if isinstance(reason, ssl.SSLError):
             return f"{self.url}: the TLS handshake failed ({reason}); is it an https:// server?"
         if isinstance(reason, socket.gaierror):
@@ -340,7 +358,10 @@ def _cut_short(e: Exception) -> NeveError:
 
 
 def connect(url: str, token: Optional[str] = None, timeout: float = 60.0, retries: int = 5,
-            ca_cert: Optional[str] = None) -> Client:
+            ca_cert: Optional[str] = None, client_cert: Optional[str] = None,
+            client_key: Optional[str] = None) -> Client:
     """A client of `neve serve` at `url` (e.g. `http://127.0.0.1:8080`, or `https://…` for a
-    server started with `--tls-cert`; `ca_cert`: the PEM file of a private CA to trust)."""
-    return Client(url, token, timeout, retries, ca_cert)
+    server started with `--tls-cert`; `ca_cert`: the PEM file of a private CA to trust;
+    `client_cert` and `client_key`: this client's certificate and key, for a server started
+    with `--tls-client-ca`)."""
+    return Client(url, token, timeout, retries, ca_cert, client_cert, client_key)

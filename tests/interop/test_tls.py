@@ -111,3 +111,75 @@ def test_boto3_through_the_s3_port_over_https(server):
         assert r.read() == body
     with pytest.raises(botocore.exceptions.SSLError):
         s3(str(TLS / "ca2.pem")).list_objects_v2(Bucket="files")
+
+
+@pytest.fixture(scope="module")
+def mtls_server(neve_bin, tmp_path_factory):
+    """The same ports with `--tls-client-ca`: clients must present a certificate it signed."""
+    warehouse = tmp_path_factory.mktemp("mtls") / "lake"
+    p = subprocess.Popen(
+        [neve_bin, "serve", "--warehouse", str(warehouse), "--listen", "127.0.0.1:0",
+         "--flight-listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0", "--no-maintenance",
+         "--flush-interval", "50ms", "--token", TOKEN,
+         "--access-key-id", KEY_ID, "--secret-access-key", SECRET,
+         "--tls-cert", str(TLS / "server1.pem"), "--tls-key", str(TLS / "server1.key"),
+         "--tls-client-ca", str(TLS / "client-ca.pem")],
+        stdout=subprocess.PIPE, text=True,
+    )
+    lines = [p.stdout.readline().strip() for _ in range(3)]
+    urls = {line.split(" listening on ")[0]: line.rsplit(" ", 1)[1] for line in lines if " listening on " in line}
+    assert set(urls) == {"neve serve", "neve flight sql", "neve proxy"}, lines
+    yield urls, warehouse
+    p.terminate()
+    p.wait(30)
+
+
+def test_mutual_tls_for_the_python_client_adbc_and_boto3(mtls_server):
+    import adbc_driver_flightsql.dbapi as flight_sql
+    import adbc_driver_manager
+    import boto3
+    import botocore.config
+    import botocore.exceptions
+    import neve
+
+    urls, warehouse = mtls_server
+    ca = str(TLS / "ca1.pem")
+    mine = (str(TLS / "client.pem"), str(TLS / "client.key"))
+    c = neve.connect(urls["neve serve"], token=TOKEN, ca_cert=ca, client_cert=mine[0], client_key=mine[1])
+    c.create_table("m")
+    assert c.insert("m", pa.table({"n": list(range(10))}))["rows"] == 10
+    assert c.sql("SELECT sum(n) AS s FROM m").column("s").to_pylist() == [45]
+    # No certificate, or one another CA signed: refused in the handshake, and told why.
+    for cert in (None, (str(TLS / "other.pem"), str(TLS / "other.key"))):
+        kwargs = {"client_cert": cert[0], "client_key": cert[1]} if cert else {}
+        with pytest.raises(neve.UnreachableError) as e:
+            neve.connect(urls["neve serve"], token=TOKEN, ca_cert=ca, retries=0, **kwargs).tables()
+        assert "client_cert=" in str(e.value), e.value
+    with pytest.raises(neve.InvalidInputError):
+        neve.connect(urls["neve serve"], ca_cert=ca, client_cert=str(TLS / "nope.pem"))
+
+    kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {TOKEN}",
+              "adbc.flight.sql.client_option.tls_root_certs": (TLS / "ca1.pem").read_text()}
+    with pytest.raises(adbc_driver_manager.Error):
+        with flight_sql.connect(urls["neve flight sql"], db_kwargs=kwargs, autocommit=True) as conn, \
+                conn.cursor() as cur:
+            cur.execute("SELECT 1")
+            cur.fetchall()
+    kwargs["adbc.flight.sql.client_option.mtls_cert_chain"] = (TLS / "client.pem").read_text()
+    kwargs["adbc.flight.sql.client_option.mtls_private_key"] = (TLS / "client.key").read_text()
+    with flight_sql.connect(urls["neve flight sql"], db_kwargs=kwargs, autocommit=True) as conn, \
+            conn.cursor() as cur:
+        cur.execute("SELECT count(*) AS c FROM m")
+        assert cur.fetchall() == [(10,)]
+
+    def s3(client_cert):
+        return boto3.client("s3", endpoint_url=urls["neve proxy"], aws_access_key_id=KEY_ID,
+                            aws_secret_access_key=SECRET, region_name="us-east-1", verify=ca,
+                            config=botocore.config.Config(s3={"addressing_style": "path"}, signature_version="s3v4",
+                                                          retries={"max_attempts": 1}, client_cert=client_cert))
+
+    keys = [o["Key"] for o in s3(mine).list_objects_v2(Bucket="m")["Contents"]]
+    assert len(keys) == 1 and keys[0].endswith(".parquet")
+    with pytest.raises((botocore.exceptions.SSLError, botocore.exceptions.EndpointConnectionError,
+                        botocore.exceptions.ConnectionClosedError)):
+        s3(None).list_objects_v2(Bucket="m")

@@ -2,6 +2,8 @@
 //! proxy`): a PEM certificate chain and key, read at start and again whenever either file
 //! changes, so a renewed certificate (cert-manager, certbot) is served to new connections
 //! without a restart. A renewal caught half-written keeps the certificate served before.
+//! With `client_ca`, every client must present a certificate a CA in that file signed (mutual
+//! TLS); that file too is read again when it changes.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,8 +15,9 @@ use prometheus_client::registry::Registry;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::RootCertStore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -27,6 +30,12 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// Its private key in PEM (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+    /// With it, mutual TLS: a client must present a certificate chaining to one of the CA
+    /// certificates in this PEM file, or its handshake fails. Tokens and keys are still asked
+    /// for: the certificate says which machine connects, not what it may touch. Read again
+    /// when it changes, as the certificate is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<PathBuf>,
 }
 
 /// What a file looked like when it was last read: a rewrite, a rename over it or a swapped
@@ -195,6 +204,17 @@ pub struct Certificates {
     provider: Arc<CryptoProvider>,
     loaded: Mutex<Loaded>,
     metrics: TlsMetrics,
+    /// The CAs clients' certificates must chain to, with `client_ca`.
+    client: Option<Mutex<ClientRoots>>,
+}
+
+/// A `client_ca` file as last read; `generation` counts the reads that changed it, so each
+/// acceptor rebuilds its configuration once per change.
+#[derive(Debug)]
+struct ClientRoots {
+    stamp: Option<Stamp>,
+    roots: Arc<RootCertStore>,
+    generation: u64,
 }
 
 /// rustls's ring provider, its AES-128-GCM suites first (the server's order decides, see
@@ -227,13 +247,46 @@ impl Certificates {
         let provider = provider();
         let stamps = (stamp(&files.cert), stamp(&files.key));
         let key = Arc::new(read(&files, &provider)?);
+        let client = match &files.client_ca {
+            Some(path) => Some(Mutex::new(ClientRoots {
+                stamp: stamp(path),
+                roots: read_roots(path)?,
+                generation: 0,
+            })),
+            None => None,
+        };
         metrics.served(&files, &key);
         Ok(Arc::new(Self {
             files,
             provider,
             loaded: Mutex::new(Loaded { stamps, key }),
             metrics,
+            client,
         }))
+    }
+
+    /// The client CAs in force, and their generation: read again first if the file changed.
+    /// A file that cannot be used keeps the CAs read before, as a half renewal does.
+    fn client_roots(&self) -> Option<(u64, Arc<RootCertStore>)> {
+        let (client, path) = (self.client.as_ref()?, self.files.client_ca.as_ref()?);
+        let now = stamp(path);
+        let mut c = client.lock().expect("tls state");
+        if now != c.stamp {
+            c.stamp = now;
+            match read_roots(path) {
+                Ok(roots) => {
+                    tracing::info!(client_ca = %path.display(), "TLS client CAs read again: new connections are checked against them");
+                    self.metrics.reloads.inc();
+                    c.roots = roots;
+                    c.generation += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "TLS client CA file changed but cannot be used; the CAs read before stay");
+                    self.metrics.reload_failures.inc();
+                }
+            }
+        }
+        Some((c.generation, c.roots.clone()))
     }
 
     /// The certificate to serve now: read again first if a file changed since. A read that
@@ -265,39 +318,83 @@ impl Certificates {
 
     /// An acceptor offering `alpn` (e.g. `h2` for gRPC, `http/1.1`).
     pub fn acceptor(self: &Arc<Self>, alpn: &[&[u8]]) -> Result<Acceptor> {
-        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::Tls {
-                path: self.files.cert.clone(),
-                reason: e.to_string(),
-            })?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(Resolver(self.clone())));
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        config.ignore_client_order = true;
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
+        let (generation, roots) = self.client_roots().unzip();
+        let config = self.config(&alpn, roots)?;
         Ok(Acceptor {
-            inner: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            certs: self.clone(),
+            alpn,
+            current: Arc::new(Mutex::new((generation.unwrap_or(0), config))),
             failures: self.metrics.handshake_failures.clone(),
         })
+    }
+
+    fn config(
+        self: &Arc<Self>,
+        alpn: &[Vec<u8>],
+        client_roots: Option<Arc<RootCertStore>>,
+    ) -> Result<tokio_rustls::TlsAcceptor> {
+        let bad = |path: &Path, e: &dyn std::fmt::Display| Error::Tls {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let builder = rustls::ServerConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(&self.files.cert, &e))?;
+        let builder = match (client_roots, &self.files.client_ca) {
+            (Some(roots), Some(path)) => {
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(roots, self.provider.clone())
+                        .build()
+                        .map_err(|e| bad(path, &e))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(Arc::new(Resolver(self.clone())));
+        config.alpn_protocols = alpn.to_vec();
+        config.ignore_client_order = true;
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
     }
 }
 
 /// Completes accepted connections' TLS handshakes, counting those that fail.
 #[derive(Clone)]
 pub struct Acceptor {
-    inner: tokio_rustls::TlsAcceptor,
+    certs: Arc<Certificates>,
+    alpn: Vec<Vec<u8>>,
+    /// The configuration in force, built for this generation of the client CAs.
+    current: Arc<Mutex<(u64, tokio_rustls::TlsAcceptor)>>,
     failures: Counter,
 }
 
 impl Acceptor {
+    /// The configuration for a new connection: built again when the client CAs changed.
+    fn now(&self) -> tokio_rustls::TlsAcceptor {
+        let mut current = self.current.lock().expect("tls state");
+        if let Some((generation, roots)) = self.certs.client_roots() {
+            if generation != current.0 {
+                match self.certs.config(&self.alpn, Some(roots)) {
+                    Ok(config) => *current = (generation, config),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "TLS client CAs cannot be used; the ones before stay")
+                    }
+                }
+            }
+        }
+        current.1.clone()
+    }
+
     /// The TLS handshake of an accepted connection, within `timeout`; `None` (logged at
-    /// debug, counted) when it fails: a plain-HTTP client, an untrusting one, a scanner.
+    /// debug, counted) when it fails: a plain-HTTP client, an untrusting one, a scanner, a
+    /// client without the certificate mutual TLS asks for.
     pub async fn handshake(
         &self,
         tcp: tokio::net::TcpStream,
         timeout: Duration,
     ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-        let failed = match tokio::time::timeout(timeout, self.inner.accept(tcp)).await {
+        let accept = self.now().accept(tcp);
+        let failed = match tokio::time::timeout(timeout, accept).await {
             Ok(Ok(tls)) => return Some(tls),
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("not done within {}", humantime::format_duration(timeout)),
@@ -343,6 +440,26 @@ fn read(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey> {
     })
 }
 
+/// The CA certificates of a `client_ca` file; an error names the file and what is wrong.
+fn read_roots(path: &Path) -> Result<Arc<RootCertStore>> {
+    let bad = |reason: String| Error::Tls {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| bad(format!("not a PEM certificate: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| bad(format!("not a usable CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("holds no PEM certificate".into()));
+    }
+    Ok(Arc::new(roots))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,6 +475,7 @@ mod tests {
         let files = TlsFiles {
             cert: dir.join("tls.crt"),
             key: dir.join("tls.key"),
+            client_ca: None,
         };
         // A rename over each file, as a renewal writes it: never a half-copied file.
         for (from, to) in [
@@ -383,11 +501,38 @@ mod tests {
     }
 
     #[test]
+    fn a_client_ca_file_is_checked_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |ca: PathBuf| TlsFiles {
+            cert: fixture("server1.pem"),
+            key: fixture("server1.key"),
+            client_ca: Some(ca),
+        };
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "hello").unwrap();
+        for (ca, says) in [
+            (dir.path().join("nope.pem"), "No such file"),
+            (garbage, "holds no PEM certificate"),
+            (fixture("client.key"), "holds no PEM certificate"),
+        ] {
+            let e = Certificates::load(with(ca.clone()), TlsMetrics::default())
+                .unwrap_err()
+                .to_string();
+            let name = ca.file_name().unwrap().to_string_lossy().to_string();
+            assert!(e.contains(&name) && e.contains(says), "{e}");
+        }
+        let c = Certificates::load(with(fixture("client-ca.pem")), TlsMetrics::default()).unwrap();
+        assert_eq!(c.client_roots().map(|(g, r)| (g, r.len())), Some((0, 1)));
+        c.acceptor(&[b"h2"]).unwrap();
+    }
+
+    #[test]
     fn bad_files_are_refused_with_the_file_and_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let missing = TlsFiles {
             cert: dir.path().join("nope.pem"),
             key: fixture("server1.key"),
+            client_ca: None,
         };
         let e = Certificates::load(missing, TlsMetrics::default())
             .unwrap_err()
@@ -400,6 +545,7 @@ mod tests {
             TlsFiles {
                 cert: garbage.clone(),
                 key: fixture("server1.key"),
+                client_ca: None,
             },
             TlsMetrics::default(),
         )
@@ -414,6 +560,7 @@ mod tests {
             TlsFiles {
                 cert: fixture("server1.pem"),
                 key: garbage,
+                client_ca: None,
             },
             TlsMetrics::default(),
         )
@@ -429,6 +576,7 @@ mod tests {
             TlsFiles {
                 cert: fixture("server1.pem"),
                 key: fixture("server2.key"),
+                client_ca: None,
             },
             TlsMetrics::default(),
         )
@@ -505,6 +653,7 @@ mod tests {
             TlsFiles {
                 cert: chain,
                 key: fixture("server1.key"),
+                client_ca: None,
             },
             TlsMetrics::default(),
         )

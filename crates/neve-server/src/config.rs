@@ -333,6 +333,7 @@ mod tests {
         let want = neve_proxy::tls::TlsFiles {
             cert: "/etc/neve/tls.crt".into(),
             key: "/etc/neve/tls.key".into(),
+            client_ca: None,
         };
         assert_eq!(
             ServerConfig::from_toml(text).unwrap().tls,
@@ -343,6 +344,15 @@ mod tests {
             Some(want)
         );
         assert_eq!(ServerConfig::default().tls, None);
+        let mutual = format!("{text}client_ca = '/etc/neve/clients.pem'\n");
+        assert_eq!(
+            neve_proxy::ProxyConfig::from_toml(&mutual)
+                .unwrap()
+                .tls
+                .unwrap()
+                .client_ca,
+            Some("/etc/neve/clients.pem".into())
+        );
         // A key without its certificate, or a misspelt field: refused by name.
         let e = ServerConfig::from_toml("[tls]\nkey = 'k'\n")
             .unwrap_err()

@@ -200,6 +200,10 @@ pub struct TlsArgs {
     /// Its private key in PEM.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Mutual TLS: clients must present a certificate signed by a CA in this PEM file (tokens
+    /// and keys are still asked for). Read again when it changes.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
 }
 
 impl TlsArgs {
@@ -209,6 +213,7 @@ impl TlsArgs {
             (Some(cert), Some(key)) => Some(neve_proxy::tls::TlsFiles {
                 cert: cert.clone(),
                 key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
             }),
             _ => None,
         }

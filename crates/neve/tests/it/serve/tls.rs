@@ -198,6 +198,135 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
     assert_eq!(v["n"], 500, "{out}");
 }
 
+/// A client trusting test CA 1 and presenting the client certificate `name` (`client`, signed
+/// by the CA the server is given; `other`, signed by another).
+fn presenting(name: &str) -> reqwest::Client {
+    let ca = std::fs::read(fixture("ca1.pem")).unwrap();
+    let mut pem = std::fs::read(fixture(&format!("{name}.pem"))).unwrap();
+    pem.extend(std::fs::read(fixture(&format!("{name}.key"))).unwrap());
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .identity(reqwest::Identity::from_pem(&pem).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// Puts test CA file `name` at `path` by a rename, as a secret's update does.
+fn install_ca(path: &Path, name: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::copy(fixture(name), &tmp).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// `--tls-client-ca`: on the HTTP port and the S3 port, a client without a certificate, or
+/// with one another CA signed, fails its handshake and touches nothing; a client with the
+/// right certificate still needs its token. A new client CA file is in force for the next
+/// connections, with no restart; one that cannot be used keeps the CAs before.
+#[tokio::test]
+async fn mutual_tls_refuses_clients_without_a_certificate_the_ca_signed() {
+    let (_dir, warehouse) = crate::common::local_table("lake");
+    let cas = tempfile::tempdir().unwrap();
+    let ca_file = cas.path().join("clients.pem");
+    install_ca(&ca_file, "client-ca.pem");
+    let (cert, key, client_ca) = (
+        fixture("server1.pem").display().to_string(),
+        fixture("server1.key").display().to_string(),
+        ca_file.display().to_string(),
+    );
+    let (mut child, lines) = start(&[
+        "serve",
+        "--warehouse",
+        &warehouse,
+        "--listen",
+        "127.0.0.1:0",
+        "--no-maintenance",
+        "--flush-interval",
+        "50ms",
+        "--token",
+        "t",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-client-ca",
+        &client_ca,
+        "--s3-listen",
+        "127.0.0.1:0",
+        "--access-key-id",
+        "AKIDTLS",
+        "--secret-access-key",
+        "secret-tls",
+    ]);
+    let url = url_after(&lines, "neve serve listening on ");
+    let s3 = url_after(&lines, "neve proxy listening on ");
+
+    let c = presenting("client");
+    create(&c, &url, "t", "events").await;
+    let (status, body) = insert(&c, &url, "t", "events", rows(0, 30), None).await;
+    assert_eq!(status, 200, "{body}");
+    // The certificate is not a token.
+    let r = c.get(format!("{url}/v1/tables")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let health = c.get(format!("{s3}/_neve/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    for (what, client) in [
+        ("no certificate", trusting(1)),
+        ("another CA's", presenting("other")),
+    ] {
+        for port in [&url, &s3] {
+            let e = client
+                .post(format!("{port}/v1/tables/events/insert"))
+                .bearer_auth("t")
+                .body(rows(100, 110))
+                .send()
+                .await;
+            assert!(e.is_err(), "{what} on {port}: {e:?}");
+        }
+    }
+    let text = metrics_text(&c, &url).await;
+    assert!(
+        metric(&text, "neve_tls_handshake_failures_total") >= 2.0,
+        "{text}"
+    );
+
+    // The client CA rotated: the other CA's clients are let in, the first CA's no longer.
+    install_ca(&ca_file, "other-ca.pem");
+    let other = presenting("other");
+    let (status, body) = insert(&other, &url, "t", "events", rows(30, 5), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(presenting("client")
+        .get(format!("{url}/healthz"))
+        .send()
+        .await
+        .is_err());
+    // A file that cannot be used: the CAs before stay.
+    std::fs::write(&ca_file, "not a certificate").unwrap();
+    let (status, body) = insert(&presenting("other"), &url, "t", "events", rows(35, 5), None).await;
+    assert_eq!(status, 200, "{body}");
+    let text = metrics_text(&presenting("other"), &url).await;
+    assert_eq!(metric(&text, "neve_tls_certificate_reloads_total"), 1.0);
+    assert_eq!(
+        metric(&text, "neve_tls_certificate_reload_failures_total"),
+        1.0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    // Only the presenting clients' rows.
+    let out = neve_ok(&[
+        "sql",
+        "SELECT count(*) AS n FROM t",
+        "--table",
+        &format!("t={warehouse}/events"),
+        "--format",
+        "ndjson",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["n"], 40, "{out}");
+}
+
 #[test]
 fn certificates_that_cannot_be_used_stop_the_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,7 +337,22 @@ fn certificates_that_cannot_be_used_stop_the_start_naming_the_file() {
     );
     let missing = dir.path().join("nope.pem").display().to_string();
     let server1_key = fixture("server1.key").display().to_string();
-    let cases: [(&[&str], &str); 3] = [
+    let not_a_ca = fixture("client.key").display().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                &server1_pem,
+                "--tls-key",
+                &server1_key,
+                "--tls-client-ca",
+                &not_a_ca,
+            ],
+            "client.key",
+        ),
         (
             &[
                 "serve",
