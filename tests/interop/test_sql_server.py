@@ -6,6 +6,7 @@ import csv
 import http.client
 import io
 import json
+import os
 import subprocess
 import urllib.parse
 
@@ -19,11 +20,12 @@ TOKEN = "sql-interop-token"
 class Server:
     """`neve serve` on a free port over the taxi table's warehouse."""
 
-    def __init__(self, neve_bin, warehouse, *args):
+    def __init__(self, neve_bin, warehouse, *args, env=None):
         self.proc = subprocess.Popen(
             [neve_bin, "serve", "--warehouse", warehouse, "--listen", "127.0.0.1:0",
              "--flight-listen", "127.0.0.1:0", "--no-maintenance", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=None if env is None else {**os.environ, **env},
         )
         line, flight = self.proc.stdout.readline(), self.proc.stdout.readline()
         if "listening on" not in line or "flight sql listening on" not in flight:
@@ -278,3 +280,66 @@ def test_flight_sql_timeout_and_too_many_queries(neve_bin, taxi):  # noqa: F811
             held.close()
     finally:
         s.stop()
+
+
+def flight_calls(server):
+    """`neve_flight_calls_total` from the server's /metrics, as {(method, code): count}."""
+    import re
+
+    u = urllib.parse.urlsplit(server.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    calls = {}
+    for m in re.finditer(r'^neve_flight_calls_total\{method="(\w+)",code="(\w+)"\} (\d+)$', text,
+                         re.M):
+        calls[(m.group(1), m.group(2))] = int(m.group(3))
+    return calls, text
+
+
+def test_flight_calls_are_counted_by_method_and_code(neve_bin, tmp_path):
+    """Operators see Flight as they see HTTP: each RPC counted by method and gRPC code, a
+    query's stream by how it ended."""
+    import adbc_driver_manager
+
+    warehouse = tmp_path / "wh"
+    subprocess.run([neve_bin, "create", str(warehouse / "events")], check=True,
+                   capture_output=True)
+    rows = tmp_path / "rows.ndjson"
+    rows.write_text('{"id": 1}\n{"id": 2}\n')
+    subprocess.run([neve_bin, "insert", str(warehouse / "events"), str(rows)], check=True,
+                   capture_output=True)
+    s = Server(neve_bin, str(warehouse), "--token", TOKEN,
+               env={"NEVE_LOG_FORMAT": "json", "NEVE_LOG": "warn,neve_server=debug"})
+    try:
+        assert flight_calls(s)[0] == {}
+        with s.adbc() as conn, conn.cursor() as cur:
+            for _ in range(3):
+                cur.execute("SELECT count(*) FROM events")
+                assert cur.fetchone()[0] == 2
+            with pytest.raises(adbc_driver_manager.Error):
+                cur.execute("SELEC 1")
+                cur.fetchall()
+        with pytest.raises(adbc_driver_manager.Error):
+            with s.adbc(token="wrong") as conn, conn.cursor() as cur:
+                cur.execute("SELECT 1")
+                cur.fetchall()
+        calls, text = flight_calls(s)
+        assert calls.get(("get_flight_info", "Ok"), 0) >= 3, calls
+        assert calls.get(("do_get", "Ok"), 0) >= 3, calls
+        # The bad SQL, refused when the driver asks to prepare it (its Go driver asks more than
+        # once).
+        assert calls.get(("do_action", "InvalidArgument"), 0) >= 1, sorted(calls.items())
+        assert sum(n for (_, code), n in calls.items() if code == "Unauthenticated") >= 1, text
+        assert 'neve_flight_call_seconds_count{method="do_get"}' in text, text
+    finally:
+        s.stop()
+    # Each call is logged at debug as HTTP requests are: its method, tenant, code and time.
+    events = [json.loads(line) for line in s.proc.stderr.read().splitlines() if line.startswith("{")]
+    answered = [(e["spans"][-1], e) for e in events
+                if e.get("message") == "answered" and e["spans"][-1].get("name") == "flight"]
+    ok = [e for span, e in answered if span["method"] == "do_get" and e["code"] == "Ok"]
+    assert len(ok) >= 3 and all(e["spans"][-1]["tenant"] == "default" and e["ms"] >= 0 for e in ok), answered
+    bad = [span for span, e in answered if e["code"] == "Unauthenticated"]
+    assert bad and all("tenant" not in span for span in bad), answered

@@ -268,8 +268,13 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let span =
-        tracing::info_span!("request", request_id = %id, method = %req.method(), route = %route);
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %req.method(),
+        route = %route,
+        tenant = tracing::field::Empty,
+    );
     let started = std::time::Instant::now();
     let mut res = next.run(req).instrument(span.clone()).await;
     let status = res.status().as_u16();

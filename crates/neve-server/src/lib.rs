@@ -183,6 +183,7 @@ impl Server {
                 redact::RedactedFlight::new(
                     query::flight::FlightSqlServer::new(state.clone()),
                     state.redact.clone(),
+                    state.metrics.clone(),
                 ),
             );
             let mut rx = flight_stop;

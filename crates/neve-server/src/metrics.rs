@@ -25,6 +25,26 @@ pub struct TaskLabels {
     pub task: &'static str,
 }
 
+/// A Flight RPC (`do_get`, `get_flight_info`, …) and how it ended: the gRPC code's name as Go
+/// and grpc-prometheus spell it (`Ok`, `InvalidArgument`, `Cancelled` for a stream the client
+/// dropped).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FlightLabels {
+    pub method: &'static str,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub method: &'static str,
+}
+
+type Seconds = Family<MethodLabels, Histogram, fn() -> Histogram>;
+
+fn call_seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 20))
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     pub route: String,
@@ -65,6 +85,9 @@ pub struct Metrics {
     pub query_rows: Counter,
     pub query_bytes: Counter,
     pub query_read_bytes: Counter,
+    /// Flight RPCs by method and outcome, and their time to the last message (a stream's end).
+    pub flight_calls: Family<FlightLabels, Counter>,
+    pub flight_seconds: Seconds,
     /// Token lists read again from the config file (SIGHUP), and files refused then.
     pub token_reloads: Counter,
     pub token_reload_failures: Counter,
@@ -113,6 +136,8 @@ impl Metrics {
             query_rows: Counter::default(),
             query_bytes: Counter::default(),
             query_read_bytes: Counter::default(),
+            flight_calls: Family::default(),
+            flight_seconds: Family::new_with_constructor(call_seconds),
             token_reloads: Counter::default(),
             token_reload_failures: Counter::default(),
             tls: Default::default(),
@@ -258,6 +283,16 @@ impl Metrics {
             m.query_read_bytes.clone(),
         );
         registry.register(
+            "flight_calls",
+            "Flight RPCs by method and gRPC code (a stream's code is its end's)",
+            m.flight_calls.clone(),
+        );
+        registry.register(
+            "flight_call_seconds",
+            "Time of a Flight RPC to its last message",
+            m.flight_seconds.clone(),
+        );
+        registry.register(
             "token_reloads",
             "Tokens read again from the config file (SIGHUP)",
             m.token_reloads.clone(),
@@ -278,6 +313,19 @@ impl Metrics {
                 code: e.code().to_string(),
             })
             .inc();
+    }
+
+    /// Count a Flight RPC that ended with `code` after `seconds`.
+    pub fn flight_call(&self, method: &'static str, code: tonic::Code, seconds: f64) {
+        self.flight_calls
+            .get_or_create(&FlightLabels {
+                method,
+                code: format!("{code:?}"),
+            })
+            .inc();
+        self.flight_seconds
+            .get_or_create(&MethodLabels { method })
+            .observe(seconds);
     }
 
     pub fn render(&self) -> String {

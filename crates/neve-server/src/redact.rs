@@ -4,8 +4,11 @@
 //! [`Redact`], which leaves names relative to the caller's own folder (`events/_data/…`).
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::datatypes::DataType;
@@ -16,7 +19,10 @@ use arrow_flight::{
 };
 use futures::{Stream, StreamExt};
 use neve_core::query::{RecordBatchStreamAdapter, SendableRecordBatchStream};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status, Streaming};
+use tracing::Instrument;
+
+use crate::metrics::Metrics;
 
 /// Takes the warehouse's own paths out of text.
 #[derive(Debug)]
@@ -104,31 +110,157 @@ impl Redact {
 
 type Out<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// A Flight service whose every status, returned or streamed, is redacted.
+/// A Flight service whose every status, returned or streamed, is redacted, and whose every
+/// call is counted by method and outcome (`neve_flight_calls_total`).
 pub struct RedactedFlight<S> {
     inner: S,
     redact: Arc<Redact>,
+    metrics: Arc<Metrics>,
 }
 
 impl<S> RedactedFlight<S> {
-    pub fn new(inner: S, redact: Arc<Redact>) -> Self {
-        Self { inner, redact }
+    pub fn new(inner: S, redact: Arc<Redact>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            inner,
+            redact,
+            metrics,
+        }
     }
 
-    fn unary<T>(&self, r: Result<Response<T>, Status>) -> Result<Response<T>, Status> {
+    /// A call's span: its method, and its tenant once the token is known (`Auth::caller`).
+    fn span(method: &'static str) -> tracing::Span {
+        tracing::info_span!("flight", method, tenant = tracing::field::Empty)
+    }
+
+    async fn call_unary<T>(
+        &self,
+        method: &'static str,
+        call: impl Future<Output = Result<Response<T>, Status>>,
+    ) -> Result<Response<T>, Status> {
+        let (span, started) = (Self::span(method), Instant::now());
+        let r = call.instrument(span.clone()).await;
+        self.unary(method, &span, started, r)
+    }
+
+    async fn call_stream<T, St>(
+        &self,
+        method: &'static str,
+        call: impl Future<Output = Result<Response<St>, Status>>,
+    ) -> Result<Response<Out<T>>, Status>
+    where
+        T: Send + 'static,
+        St: Stream<Item = Result<T, Status>> + Send + 'static,
+    {
+        let (span, started) = (Self::span(method), Instant::now());
+        let r = call.instrument(span.clone()).await;
+        self.stream(method, span, started, r)
+    }
+
+    fn unary<T>(
+        &self,
+        method: &'static str,
+        span: &tracing::Span,
+        started: Instant,
+        r: Result<Response<T>, Status>,
+    ) -> Result<Response<T>, Status> {
+        let code = r.as_ref().err().map_or(Code::Ok, Status::code);
+        answered(&self.metrics, method, span, code, started);
         r.map_err(|s| self.redact.status(s))
     }
 
-    fn stream<T, St>(&self, r: Result<Response<St>, Status>) -> Result<Response<Out<T>>, Status>
+    fn stream<T, St>(
+        &self,
+        method: &'static str,
+        span: tracing::Span,
+        started: Instant,
+        r: Result<Response<St>, Status>,
+    ) -> Result<Response<Out<T>>, Status>
     where
+        T: Send + 'static,
         St: Stream<Item = Result<T, Status>> + Send + 'static,
     {
-        let r = self.unary(r)?;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => return self.unary(method, &span, started, Err(e)),
+        };
         let redact = self.redact.clone();
+        let call = Call {
+            method,
+            span,
+            started,
+            metrics: self.metrics.clone(),
+            ended: false,
+        };
         Ok(r.map(|s| {
-            s.map(move |item| item.map_err(|e| redact.status(e)))
-                .boxed()
+            Metered {
+                inner: s
+                    .map(move |item| item.map_err(|e| redact.status(e)))
+                    .boxed(),
+                call,
+            }
+            .boxed()
         }))
+    }
+}
+
+/// A streamed call's count, taken once: at its first error, at its end, or, when the client
+/// dropped it first, as `Cancelled`.
+struct Call {
+    method: &'static str,
+    span: tracing::Span,
+    started: Instant,
+    metrics: Arc<Metrics>,
+    ended: bool,
+}
+
+impl Call {
+    fn end(&mut self, code: Code) {
+        if !std::mem::replace(&mut self.ended, true) {
+            answered(&self.metrics, self.method, &self.span, code, self.started);
+        }
+    }
+}
+
+/// Counts a call that ended with `code`, and logs it at debug as HTTP requests are.
+fn answered(
+    metrics: &Metrics,
+    method: &'static str,
+    span: &tracing::Span,
+    code: Code,
+    started: Instant,
+) {
+    let seconds = started.elapsed().as_secs_f64();
+    metrics.flight_call(method, code, seconds);
+    span.in_scope(|| tracing::debug!(code = ?code, ms = seconds * 1e3, "answered"));
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.end(Code::Cancelled);
+    }
+}
+
+struct Metered<T> {
+    inner: Out<T>,
+    call: Call,
+}
+
+impl<T> Stream for Metered<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        // What the stream logs while it runs (a query's failure) names the call and tenant.
+        let item = {
+            let _in = this.call.span.enter();
+            this.inner.as_mut().poll_next(cx)
+        };
+        match &item {
+            Poll::Ready(Some(Err(e))) => this.call.end(e.code()),
+            Poll::Ready(None) => this.call.end(Code::Ok),
+            _ => {}
+        }
+        item
     }
 }
 
@@ -146,67 +278,73 @@ impl<S: FlightService> FlightService for RedactedFlight<S> {
         &self,
         r: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
-        self.stream(self.inner.handshake(r).await)
+        self.call_stream("handshake", self.inner.handshake(r)).await
     }
 
     async fn list_flights(
         &self,
         r: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
-        self.stream(self.inner.list_flights(r).await)
+        self.call_stream("list_flights", self.inner.list_flights(r))
+            .await
     }
 
     async fn get_flight_info(
         &self,
         r: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.unary(self.inner.get_flight_info(r).await)
+        self.call_unary("get_flight_info", self.inner.get_flight_info(r))
+            .await
     }
 
     async fn poll_flight_info(
         &self,
         r: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        self.unary(self.inner.poll_flight_info(r).await)
+        self.call_unary("poll_flight_info", self.inner.poll_flight_info(r))
+            .await
     }
 
     async fn get_schema(
         &self,
         r: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        self.unary(self.inner.get_schema(r).await)
+        self.call_unary("get_schema", self.inner.get_schema(r))
+            .await
     }
 
     async fn do_get(&self, r: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
-        self.stream(self.inner.do_get(r).await)
+        self.call_stream("do_get", self.inner.do_get(r)).await
     }
 
     async fn do_put(
         &self,
         r: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        self.stream(self.inner.do_put(r).await)
+        self.call_stream("do_put", self.inner.do_put(r)).await
     }
 
     async fn do_exchange(
         &self,
         r: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        self.stream(self.inner.do_exchange(r).await)
+        self.call_stream("do_exchange", self.inner.do_exchange(r))
+            .await
     }
 
     async fn do_action(
         &self,
         r: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        self.stream(self.inner.do_action(r).await)
+        self.call_stream("do_action", self.inner.do_action(r)).await
     }
 
     async fn list_actions(
         &self,
         r: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        self.stream(self.inner.list_actions(r).await)
+        self.call_stream("list_actions", self.inner.list_actions(r))
+            .await
     }
 }
 
@@ -255,5 +393,75 @@ mod tests {
         );
         assert!(plan.is_null(1));
         assert_eq!(out.column(1).len(), 2);
+    }
+
+    fn calls(m: &Metrics) -> String {
+        let text = m.render();
+        let mut lines: Vec<_> = text
+            .lines()
+            .filter(|l| l.starts_with("neve_flight_calls_total{"))
+            .collect();
+        lines.sort();
+        lines.join("\n")
+    }
+
+    /// A stream is counted once: with its first error's code, `Ok` at its end, or `Cancelled`
+    /// when dropped before either; an error returned at once is counted with its code.
+    #[tokio::test]
+    async fn flight_calls_are_counted_by_how_they_ended() {
+        let metrics = Arc::new(Metrics::new());
+        let front = RedactedFlight::new((), Arc::new(Redact::new(&[])), metrics.clone());
+        let stream = |items: Vec<Result<u8, Status>>| {
+            front
+                .stream(
+                    "do_get",
+                    tracing::Span::none(),
+                    Instant::now(),
+                    Ok(Response::new(futures::stream::iter(items))),
+                )
+                .unwrap()
+                .into_inner()
+        };
+        let all: Vec<_> = stream(vec![Ok(1), Ok(2)]).collect().await;
+        assert_eq!(all.len(), 2);
+        let mut failing = stream(vec![Ok(1), Err(Status::not_found("x")), Ok(3)]);
+        assert!(failing.next().await.unwrap().is_ok());
+        assert_eq!(
+            failing.next().await.unwrap().unwrap_err().code(),
+            Code::NotFound
+        );
+        drop(failing);
+        let mut dropped = stream(vec![Ok(1), Ok(2)]);
+        assert!(dropped.next().await.is_some());
+        drop(dropped);
+        let refused = front.stream::<u8, futures::stream::Empty<_>>(
+            "do_get",
+            tracing::Span::none(),
+            Instant::now(),
+            Err(Status::unauthenticated("no token")),
+        );
+        assert!(refused.is_err());
+        let _ = front.unary(
+            "get_flight_info",
+            &tracing::Span::none(),
+            Instant::now(),
+            Ok(Response::new(())),
+        );
+        assert_eq!(
+            calls(&metrics),
+            [
+                r#"neve_flight_calls_total{method="do_get",code="Cancelled"} 1"#,
+                r#"neve_flight_calls_total{method="do_get",code="NotFound"} 1"#,
+                r#"neve_flight_calls_total{method="do_get",code="Ok"} 1"#,
+                r#"neve_flight_calls_total{method="do_get",code="Unauthenticated"} 1"#,
+                r#"neve_flight_calls_total{method="get_flight_info",code="Ok"} 1"#,
+            ]
+            .join("\n"),
+            "{}",
+            metrics.render()
+        );
+        assert!(metrics
+            .render()
+            .contains(r#"neve_flight_call_seconds_count{method="do_get"} 4"#));
     }
 }

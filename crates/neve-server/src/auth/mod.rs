@@ -188,14 +188,17 @@ impl Auth {
                 (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
                     .then(|| rest.trim_matches([' ', '\t']))
             });
-        match from_header.or(token) {
+        let caller = match from_header.or(token) {
             Some(t) => self
                 .tokens
                 .get(&digest(t))
                 .cloned()
                 .ok_or(Error::Unauthorized),
             None => self.open.clone().ok_or(Error::Unauthorized),
-        }
+        }?;
+        // The request's (or Flight call's) span says whose it was, for its `answered` line.
+        tracing::Span::current().record("tenant", caller.tenant.name.as_str());
+        Ok(caller)
     }
 }
 

@@ -73,6 +73,13 @@ async fn json_logs_carry_each_request_its_id_status_and_time() {
         let span = &answered["spans"][0];
         assert_eq!(span["method"], "GET", "{answered}");
         assert_eq!(span["route"], "/v1/tables", "{answered}");
+        // Whose request it was, once its token is known.
+        let tenant = if status == 200 {
+            serde_json::json!("default")
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(span["tenant"], tenant, "{answered}");
     }
 }
 
