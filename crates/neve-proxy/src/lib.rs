@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod listing;
 pub mod metrics;
+pub mod process;
 mod range_route;
 mod s3;
 pub mod serve;

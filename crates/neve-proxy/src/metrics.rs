@@ -151,11 +151,8 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition format.
+    /// The text exposition format, the process's figures after the proxy's own.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry.lock())
-            .expect("writing to a String");
-        out
+        crate::process::render(&self.registry.lock())
     }
 }

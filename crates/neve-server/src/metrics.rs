@@ -328,10 +328,8 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// The text exposition format, the process's figures (`process_…`) after the server's own.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String");
-        out
+        neve_proxy::process::render(&self.registry)
     }
 }

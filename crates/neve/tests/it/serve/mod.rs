@@ -268,6 +268,13 @@ async fn many_clients(servers: usize) {
             text.contains("route=\"/v1/tables/{name}/insert\",status=\"200\""),
             "{text}"
         );
+        // The process's own figures, under the names dashboards expect.
+        assert!(
+            metric(&text, "process_resident_memory_bytes") > 1e6,
+            "{text}"
+        );
+        assert!(metric(&text, "process_cpu_seconds_total") > 0.0, "{text}");
+        assert!(metric(&text, "process_open_fds") >= 3.0, "{text}");
     }
     assert_eq!(
         counted, commits,

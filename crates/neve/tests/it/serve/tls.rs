@@ -151,6 +151,9 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
         metric(&text, "neve_proxy_tls_handshake_failures_total") >= 1.0,
         "{text}"
     );
+    // The S3 port's metrics end with the process's own figures, once.
+    assert!(metric(&text, "process_threads") >= 1.0, "{text}");
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
 
     // A renewal by another CA: new connections get it, with no restart.
     install_pair(certs.path(), 2);
