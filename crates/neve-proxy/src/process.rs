@@ -1,14 +1,16 @@
 //! The process's own figures (CPU, memory, file descriptors, threads), under the names every
 //! Prometheus client library gives them (`process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`, …), so the usual dashboards and alerts work on neve's
-//! processes too. Read from the kernel at each scrape; Linux only (elsewhere, none).
+//! processes too. Read from the kernel at each scrape; Linux only (elsewhere, none). And
+//! `neve_build_info{version}`, which release runs.
 
 use std::sync::LazyLock;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
 /// Reads the process's figures when scraped.
@@ -124,8 +126,25 @@ impl Collector for Process {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Build {
+    version: &'static str,
+}
+
 static PROCESS: LazyLock<Registry> = LazyLock::new(|| {
     let mut r = Registry::default();
+    // Which release runs, for a rolling update's dashboards: always 1, the version a label.
+    let build = Family::<Build, Gauge>::default();
+    build
+        .get_or_create(&Build {
+            version: env!("CARGO_PKG_VERSION"),
+        })
+        .set(1);
+    r.register(
+        "neve_build_info",
+        "The neve release this process runs",
+        build,
+    );
     r.register_collector(Box::new(Process));
     r
 });
@@ -167,6 +186,11 @@ mod tests {
         assert!(text.starts_with("# HELP neve_things"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        let build = format!(
+            "neve_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{text}");
         if cfg!(target_os = "linux") {
             let v = |n| value(&text, n).unwrap_or_else(|| panic!("no {n} in {text}"));
             assert!(v("process_cpu_seconds_total") > 0.0);

@@ -275,6 +275,7 @@ async fn many_clients(servers: usize) {
         );
         assert!(metric(&text, "process_cpu_seconds_total") > 0.0, "{text}");
         assert!(metric(&text, "process_open_fds") >= 3.0, "{text}");
+        assert_eq!(metric(&text, "neve_build_info"), 1.0, "{text}");
     }
     assert_eq!(
         counted, commits,
