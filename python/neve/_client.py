@@ -173,14 +173,18 @@ class Client:
 
     def _call(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
               repeatable: bool = True) -> Any:
-        conn, r = self._open(method, path, body, headers, repeatable)
+        data = self._read(*self._open(method, path, body, headers, repeatable))
+        return json.loads(data) if data else None
+
+    def _read(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bytes:
+        """The whole answer; the connection kept for the next call, or closed if it broke."""
         try:
-            data = r.read()
+            data = response.read()
         except (http.client.HTTPException, OSError) as e:
             conn.close()
             raise UnreachableError(f"{self.url}: the connection broke during the answer ({e})") from e
-        self._release(conn, r)
-        return json.loads(data) if data else None
+        self._release(conn, response)
+        return data
 
     def _open(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
               repeatable: bool = True):
@@ -205,12 +209,7 @@ class Client:
                 raise UnreachableError(self._unreachable(e, attempt + 1)) from e
             if r.status < 400:
                 return conn, r
-            try:
-                data = r.read()
-            except (http.client.HTTPException, OSError) as e:
-                conn.close()
-                raise UnreachableError(f"{self.url}: the connection broke during the answer ({e})") from e
-            self._release(conn, r)
+            data = self._read(conn, r)
             # Overloaded or restarting: come back when told to. With the request's
             # idempotency key a retry never adds rows twice.
             if r.status in (429, 503) and attempt < self.retries:

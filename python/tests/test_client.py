@@ -223,7 +223,8 @@ def test_an_insert_waits_out_a_restart_of_the_server(neve_bin, tmp_path):
             restarted["p"].wait(30)
 
 
-def test_calls_keep_one_connection_and_survive_its_idle_close(neve_bin, tmp_path, monkeypatch):
+def count_connections(monkeypatch):
+    """The addresses of the connections opened from now on (`socket.create_connection`)."""
     import socket
 
     opened = []
@@ -234,6 +235,11 @@ def test_calls_keep_one_connection_and_survive_its_idle_close(neve_bin, tmp_path
         return real(*a, **k)
 
     monkeypatch.setattr(socket, "create_connection", counting)
+    return opened
+
+
+def test_calls_keep_one_connection_and_survive_its_idle_close(neve_bin, tmp_path, monkeypatch):
+    opened = count_connections(monkeypatch)
     config = tmp_path / "neve.toml"
     config.write_text('header_read_timeout = "1s"\n')
     p = subprocess.Popen(
@@ -270,20 +276,12 @@ def test_calls_keep_one_connection_and_survive_its_idle_close(neve_bin, tmp_path
 
 
 def test_one_client_shared_by_threads_each_with_its_connection(server, monkeypatch):
-    import socket
     from concurrent.futures import ThreadPoolExecutor
 
     url, warehouse = server
     c = neve.connect(url, token="s3cret")
     c.create_table("shared", sort_by=["id"])
-    opened = []
-    real = socket.create_connection
-
-    def counting(*a, **k):
-        opened.append(a[0])
-        return real(*a, **k)
-
-    monkeypatch.setattr(socket, "create_connection", counting)
+    opened = count_connections(monkeypatch)
 
     def worker(w):
         for i in range(20):

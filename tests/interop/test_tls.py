@@ -13,20 +13,27 @@ TOKEN = "tls-interop-token"
 KEY_ID, SECRET = "AKIDTLSINTEROP", "tls-interop-secret"
 
 
-@pytest.fixture(scope="module")
-def server(neve_bin, tmp_path_factory):
-    warehouse = tmp_path_factory.mktemp("tls") / "lake"
+def serve_tls(neve_bin, warehouse, *extra):
+    """`neve serve` with its three ports over TLS (test pair 1), `extra` flags added: the process
+    and each port's URL by the name its line gives it."""
     p = subprocess.Popen(
         [neve_bin, "serve", "--warehouse", str(warehouse), "--listen", "127.0.0.1:0",
          "--flight-listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0", "--no-maintenance",
          "--flush-interval", "50ms", "--token", TOKEN,
          "--access-key-id", KEY_ID, "--secret-access-key", SECRET,
-         "--tls-cert", str(TLS / "server1.pem"), "--tls-key", str(TLS / "server1.key")],
+         "--tls-cert", str(TLS / "server1.pem"), "--tls-key", str(TLS / "server1.key"), *extra],
         stdout=subprocess.PIPE, text=True,
     )
     lines = [p.stdout.readline().strip() for _ in range(3)]
     urls = {line.split(" listening on ")[0]: line.rsplit(" ", 1)[1] for line in lines if " listening on " in line}
     assert set(urls) == {"neve serve", "neve flight sql", "neve proxy"}, lines
+    return p, urls
+
+
+@pytest.fixture(scope="module")
+def server(neve_bin, tmp_path_factory):
+    warehouse = tmp_path_factory.mktemp("tls") / "lake"
+    p, urls = serve_tls(neve_bin, warehouse)
     yield urls, warehouse
     p.terminate()
     p.wait(30)
@@ -117,18 +124,7 @@ def test_boto3_through_the_s3_port_over_https(server):
 def mtls_server(neve_bin, tmp_path_factory):
     """The same ports with `--tls-client-ca`: clients must present a certificate it signed."""
     warehouse = tmp_path_factory.mktemp("mtls") / "lake"
-    p = subprocess.Popen(
-        [neve_bin, "serve", "--warehouse", str(warehouse), "--listen", "127.0.0.1:0",
-         "--flight-listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0", "--no-maintenance",
-         "--flush-interval", "50ms", "--token", TOKEN,
-         "--access-key-id", KEY_ID, "--secret-access-key", SECRET,
-         "--tls-cert", str(TLS / "server1.pem"), "--tls-key", str(TLS / "server1.key"),
-         "--tls-client-ca", str(TLS / "client-ca.pem")],
-        stdout=subprocess.PIPE, text=True,
-    )
-    lines = [p.stdout.readline().strip() for _ in range(3)]
-    urls = {line.split(" listening on ")[0]: line.rsplit(" ", 1)[1] for line in lines if " listening on " in line}
-    assert set(urls) == {"neve serve", "neve flight sql", "neve proxy"}, lines
+    p, urls = serve_tls(neve_bin, warehouse, "--tls-client-ca", str(TLS / "client-ca.pem"))
     yield urls, warehouse
     p.terminate()
     p.wait(30)

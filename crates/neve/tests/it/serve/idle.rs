@@ -1,11 +1,13 @@
 //! Tables nobody uses leave the server's memory (their handles and insert queues), and
 //! requests arriving as a queue ends are neither lost nor duplicated.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::{client, config_file, counts, create, insert, metric, metrics_text, rows, ServerProc};
+use super::{
+    client, config_file, counts, create, insert, listening_url, metric, metrics_text, rows,
+    ServerProc,
+};
 use crate::common::{neve_bin, s3_table};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -80,24 +82,20 @@ async fn idle_tables_leave_memory_and_inserts_at_the_edge_are_kept() {
     assert_eq!(metric(&text, "neve_ingest_queues"), 1.0, "{text}");
 }
 
-/// A client trickling a request's headers is cut off after `header_read_timeout`, before any
-/// token is checked, while one that sends its headers whole is answered on the same server.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_trickling_its_headers_is_cut_off() {
+/// Sends `path`'s request line and one header, never the blank line that ends them, and waits
+/// for the server to close the connection (the end of the stream, or a 408 and then the end):
+/// how long that took, or `None` if it was still open after 10 s.
+async fn trickle(url: &str, path: &str) -> Option<Duration> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let w = s3_table("serve-slow");
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_file(&dir, "header_read_timeout = \"1s\"\n");
-    let s = ServerProc::start(&w, &["--config", &config, "--token", "t"]);
-    let addr = s.url.trim_start_matches("http://").to_string();
-    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    let mut slow = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    slow.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n").as_bytes())
         .await
         .unwrap();
     let started = std::time::Instant::now();
     let mut buf = [0u8; 1024];
-    // Closed (end of stream, or a 408 and then the end): never a wait for ever.
-    let read = tokio::time::timeout(Duration::from_secs(10), async {
+    tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match slow.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -105,13 +103,23 @@ async fn a_client_trickling_its_headers_is_cut_off() {
             }
         }
     })
-    .await;
-    assert!(read.is_ok(), "the connection was still open after 10 s");
-    assert!(
-        started.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        started.elapsed()
-    );
+    .await
+    .ok()
+    .map(|()| started.elapsed())
+}
+
+/// A client trickling a request's headers is cut off after `header_read_timeout`, before any
+/// token is checked, while one that sends its headers whole is answered on the same server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_its_headers_is_cut_off() {
+    let w = s3_table("serve-slow");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(&dir, "header_read_timeout = \"1s\"\n");
+    let s = ServerProc::start(&w, &["--config", &config, "--token", "t"]);
+    let waited = trickle(&s.url, "/healthz")
+        .await
+        .expect("the connection was still open after 10 s");
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
     let r = client()
         .get(format!("{}/healthz", s.url))
         .send()
@@ -124,7 +132,6 @@ async fn a_client_trickling_its_headers_is_cut_off() {
 /// off after it, and others are served.
 #[tokio::test]
 async fn the_proxy_cuts_off_a_client_trickling_its_headers() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("proxy.toml");
     std::fs::write(&config, "[proxy]\nheader_read_timeout = \"1s\"\n").unwrap();
@@ -145,31 +152,10 @@ async fn the_proxy_cuts_off_a_client_trickling_its_headers() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
-    let mut slow = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
-        .await
-        .unwrap();
-    slow.write_all(b"GET /_neve/healthz HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
-    let started = std::time::Instant::now();
-    let mut buf = [0u8; 1024];
-    let read = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match slow.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => continue,
-            }
-        }
-    })
-    .await;
+    let url = listening_url(&mut child, "neve proxy listening on ");
+    let waited = trickle(&url, "/_neve/healthz").await;
     let _ = child.kill();
-    assert!(read.is_ok(), "the connection was still open after 10 s");
-    let waited = started.elapsed();
+    let waited = waited.expect("the connection was still open after 10 s");
     assert!(
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
         "{waited:?}"

@@ -22,11 +22,7 @@ async fn json_logs_carry_each_request_its_id_status_and_time() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let url = listening_url(&mut child, "neve serve listening on ");
     let c = client();
     for (id, token, want) in [
         ("log-test-ok", "log-token", 200),
@@ -98,11 +94,7 @@ async fn the_proxy_logs_each_answer_without_the_query() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let url = listening_url(&mut child, "neve proxy listening on ");
     let forged = format!(
         "{url}/events/d%3D1/part-1.parquet?X-Amz-Algorithm=AWS4-HMAC-SHA256\
          &X-Amz-Credential=AKIDLOGS%2F20261205%2Fus-east-1%2Fs3%2Faws4_request\

@@ -19,6 +19,18 @@ mod tls;
 mod tokens;
 
 /// A running `neve serve`.
+/// The URL on a started process's first stdout line, `<prefix><url>`.
+fn listening_url(child: &mut Child, prefix: &str) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string()
+}
+
 struct ServerProc {
     child: Child,
     url: String,
@@ -46,15 +58,7 @@ impl ServerProc {
             .envs(env.iter().copied())
             .spawn()
             .expect("start neve serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("neve serve listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_string();
+        let url = listening_url(&mut child, "neve serve listening on ");
         Self { child, url }
     }
 

@@ -21,15 +21,25 @@ fn install_pair(dir: &Path, n: u32) {
     }
 }
 
-/// A client trusting only test CA `n` (a new one per call: no connection kept from before).
-fn trusting(n: u32) -> reqwest::Client {
-    let ca = std::fs::read(fixture(&format!("ca{n}.pem"))).unwrap();
-    reqwest::Client::builder()
+/// A client trusting only test CA file `ca` and, given a name, presenting that test client
+/// certificate (a new client per call: no connection kept from before).
+fn tls_client(ca: &str, identity: Option<&str>) -> reqwest::Client {
+    let ca = std::fs::read(fixture(ca)).unwrap();
+    let mut b = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .build()
-        .unwrap()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap());
+    if let Some(name) = identity {
+        let mut pem = std::fs::read(fixture(&format!("{name}.pem"))).unwrap();
+        pem.extend(std::fs::read(fixture(&format!("{name}.key"))).unwrap());
+        b = b.identity(reqwest::Identity::from_pem(&pem).unwrap());
+    }
+    b.build().unwrap()
+}
+
+/// A client trusting only test CA `n`.
+fn trusting(n: u32) -> reqwest::Client {
+    tls_client(&format!("ca{n}.pem"), None)
 }
 
 /// The server's lines on stdout (its ports), read on a thread that keeps reading, so the
@@ -59,6 +69,34 @@ fn url_after(rx: &std::sync::mpsc::Receiver<String>, prefix: &str) -> String {
         .to_string()
 }
 
+/// `neve serve` over `warehouse` with token `t`, its S3 port, and `tls` (the TLS flags): the
+/// process, and the HTTP and S3 ports' URLs.
+fn start_tls(warehouse: &str, tls: &[&str]) -> (std::process::Child, String, String) {
+    let mut args = vec![
+        "serve",
+        "--warehouse",
+        warehouse,
+        "--listen",
+        "127.0.0.1:0",
+        "--no-maintenance",
+        "--flush-interval",
+        "50ms",
+        "--token",
+        "t",
+        "--s3-listen",
+        "127.0.0.1:0",
+        "--access-key-id",
+        "AKIDTLS",
+        "--secret-access-key",
+        "secret-tls",
+    ];
+    args.extend_from_slice(tls);
+    let (child, lines) = start(&args);
+    let url = url_after(&lines, "neve serve listening on ");
+    let s3 = url_after(&lines, "neve proxy listening on ");
+    (child, url, s3)
+}
+
 #[tokio::test]
 async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
     let certs = tempfile::tempdir().unwrap();
@@ -68,31 +106,8 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
         certs.path().join("tls.crt").display().to_string(),
         certs.path().join("tls.key").display().to_string(),
     );
-    let (mut child, lines) = start(&[
-        "serve",
-        "--warehouse",
-        &warehouse,
-        "--listen",
-        "127.0.0.1:0",
-        "--no-maintenance",
-        "--flush-interval",
-        "50ms",
-        "--token",
-        "t",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "--s3-listen",
-        "127.0.0.1:0",
-        "--access-key-id",
-        "AKIDTLS",
-        "--secret-access-key",
-        "secret-tls",
-    ]);
-    let url = url_after(&lines, "neve serve listening on ");
+    let (mut child, url, s3) = start_tls(&warehouse, &["--tls-cert", &cert, "--tls-key", &key]);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
-    let s3 = url_after(&lines, "neve proxy listening on ");
     assert!(s3.starts_with("https://127.0.0.1:"), "{s3}");
 
     let c = trusting(1);
@@ -189,31 +204,13 @@ async fn https_only_and_a_renewed_certificate_served_without_a_restart() {
     let _ = child.kill();
     let _ = child.wait();
     // Every acknowledged row, read from the folder without the server.
-    let out = neve_ok(&[
-        "sql",
-        "SELECT count(*) AS n FROM t",
-        "--table",
-        &format!("t={warehouse}/events"),
-        "--format",
-        "ndjson",
-    ]);
-    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    assert_eq!(v["n"], 500, "{out}");
+    assert_eq!(counts(&format!("{warehouse}/events")).0, 500);
 }
 
 /// A client trusting test CA 1 and presenting the client certificate `name` (`client`, signed
 /// by the CA the server is given; `other`, signed by another).
 fn presenting(name: &str) -> reqwest::Client {
-    let ca = std::fs::read(fixture("ca1.pem")).unwrap();
-    let mut pem = std::fs::read(fixture(&format!("{name}.pem"))).unwrap();
-    pem.extend(std::fs::read(fixture(&format!("{name}.key"))).unwrap());
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .identity(reqwest::Identity::from_pem(&pem).unwrap())
-        .build()
-        .unwrap()
+    tls_client("ca1.pem", Some(name))
 }
 
 /// Puts test CA file `name` at `path` by a rename, as a secret's update does.
@@ -238,32 +235,17 @@ async fn mutual_tls_refuses_clients_without_a_certificate_the_ca_signed() {
         fixture("server1.key").display().to_string(),
         ca_file.display().to_string(),
     );
-    let (mut child, lines) = start(&[
-        "serve",
-        "--warehouse",
+    let (mut child, url, s3) = start_tls(
         &warehouse,
-        "--listen",
-        "127.0.0.1:0",
-        "--no-maintenance",
-        "--flush-interval",
-        "50ms",
-        "--token",
-        "t",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "--tls-client-ca",
-        &client_ca,
-        "--s3-listen",
-        "127.0.0.1:0",
-        "--access-key-id",
-        "AKIDTLS",
-        "--secret-access-key",
-        "secret-tls",
-    ]);
-    let url = url_after(&lines, "neve serve listening on ");
-    let s3 = url_after(&lines, "neve proxy listening on ");
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &client_ca,
+        ],
+    );
 
     let c = presenting("client");
     create(&c, &url, "t", "events").await;
@@ -318,16 +300,7 @@ async fn mutual_tls_refuses_clients_without_a_certificate_the_ca_signed() {
     let _ = child.kill();
     let _ = child.wait();
     // Only the presenting clients' rows.
-    let out = neve_ok(&[
-        "sql",
-        "SELECT count(*) AS n FROM t",
-        "--table",
-        &format!("t={warehouse}/events"),
-        "--format",
-        "ndjson",
-    ]);
-    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    assert_eq!(v["n"], 40, "{out}");
+    assert_eq!(counts(&format!("{warehouse}/events")).0, 40);
 }
 
 #[test]
