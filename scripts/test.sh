@@ -91,6 +91,11 @@ case "${1:-test}" in
     install_wheel
     "$PY" -m pytest -q tests/interop python/tests
     ;;
+  rust)
+    # Some Rust tests against this MinIO: `scripts/test.sh rust --test it -- serve::stop`.
+    cargo build --workspace
+    cargo test --workspace "${@:2}"
+    ;;
   python)
     cargo build --workspace
     export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve

@@ -21,6 +21,8 @@ pub struct ServerConfig {
     pub maintenance: crate::maintain::MaintenanceConfig,
     /// SQL (`POST /v1/sql`): limits.
     pub query: QueryConfig,
+    /// When tables with `iceberg=true` get their Iceberg metadata.
+    pub iceberg: IcebergConfig,
     /// After SIGTERM, how long requests in flight may take to finish (inserts are answered
     /// within a flush; a query streaming to a slow client may not be) before their
     /// connections are closed. Kubernetes' default termination grace is 30 s too.
@@ -67,6 +69,7 @@ impl Default for ServerConfig {
             ingest: IngestConfig::default(),
             maintenance: Default::default(),
             query: Default::default(),
+            iceberg: Default::default(),
             shutdown_grace: Duration::from_secs(30),
             header_read_timeout: neve_proxy::serve::HEADER_READ_TIMEOUT,
             body_read_timeout: neve_proxy::serve::BODY_READ_TIMEOUT,
@@ -78,6 +81,26 @@ impl Default for ServerConfig {
             tls: None,
         }
     }
+}
+
+/// `[iceberg]`: when the server writes a table's Iceberg metadata.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IcebergConfig {
+    pub sync: IcebergSync,
+}
+
+/// Whether a commit's Iceberg metadata is written before or after its requests are answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IcebergSync {
+    /// Before: an Iceberg reader sees every row the server acknowledged (the default).
+    #[default]
+    BeforeAnswer,
+    /// After, by a task of the table's: inserts are answered sooner, and Iceberg readers
+    /// see them one sync later (the metadata lags the log by at most the sync running and
+    /// the next one). Shutdown waits for it.
+    AfterAnswer,
 }
 
 /// Limits of SQL queries.

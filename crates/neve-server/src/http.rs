@@ -1,9 +1,7 @@
 //! The HTTP API (docs/SERVER.md): tables, inserts, health and metrics.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
@@ -13,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use neve_core::write::input::{open_bytes, ReadOptions};
-use neve_core::{CreateOptions, Table};
+use neve_core::CreateOptions;
 use serde::Deserialize;
 use tracing::Instrument;
 
@@ -34,33 +32,8 @@ pub struct AppState {
     pub queries: crate::query::Queries,
     /// Takes the warehouse's paths out of what callers are answered.
     pub redact: Arc<Redact>,
-    tables: tokio::sync::Mutex<OpenTables>,
+    pub(crate) tables: tokio::sync::Mutex<crate::tables::OpenTables>,
     pub ready: AtomicBool,
-}
-
-/// Table handles by address, with when each was last asked for, and when idle ones were last
-/// looked for.
-#[derive(Default)]
-struct OpenTables {
-    by_address: HashMap<String, (Arc<Table>, Instant)>,
-    swept: Option<Instant>,
-}
-
-impl OpenTables {
-    /// Drop the handles nobody has asked for in `idle` and nobody holds (a flusher, a query,
-    /// a request in flight); at most once per quarter of `idle`.
-    fn sweep(&mut self, now: Instant, idle: Duration) {
-        if self
-            .swept
-            .is_some_and(|s| now.saturating_duration_since(s) < idle / 4)
-        {
-            return;
-        }
-        self.swept = Some(now);
-        self.by_address.retain(|_, (table, used)| {
-            Arc::strong_count(table) > 1 || now.saturating_duration_since(*used) < idle
-        });
-    }
 }
 
 impl AppState {
@@ -154,36 +127,6 @@ impl AppState {
             self.forget_table(address).await;
         }
         not_found(e, name)
-    }
-
-    /// Drop the handle of a table that turned out not to exist.
-    pub(crate) async fn forget_table(&self, address: &str) {
-        let mut tables = self.tables.lock().await;
-        tables.by_address.remove(address);
-        self.metrics.tables_open.set(tables.by_address.len() as i64);
-    }
-
-    /// One handle per table, shared by requests (it caches the table's state). Handles of
-    /// tables idle for `keep_idle_tables` are dropped as requests come.
-    pub(crate) async fn table(&self, address: &str) -> Result<Arc<Table>> {
-        let now = Instant::now();
-        let mut tables = self.tables.lock().await;
-        tables.sweep(now, self.config.keep_idle_tables);
-        let t = match tables.by_address.get_mut(address) {
-            Some((t, used)) => {
-                *used = now;
-                t.clone()
-            }
-            None => {
-                let t = Arc::new(Table::at(address)?);
-                tables
-                    .by_address
-                    .insert(address.to_string(), (t.clone(), now));
-                t
-            }
-        };
-        self.metrics.tables_open.set(tables.by_address.len() as i64);
-        Ok(t)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod maintain;
 pub mod metrics;
 pub mod query;
 pub mod redact;
+mod tables;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -241,6 +242,8 @@ impl Server {
             }
         }
         state.ingest.drain().await;
+        // Metadata written after answering is written before the process ends.
+        state.iceberg_settled().await;
         // A merge cut short commits nothing; its partial output is gc's to collect.
         let _ = stop_tx.send(true);
         if let Some(f) = flight {

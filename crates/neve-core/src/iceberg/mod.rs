@@ -10,6 +10,7 @@
 //! that start from the folder.
 
 mod avro;
+pub(crate) mod background;
 mod build;
 pub(crate) mod deletes;
 mod groups;

@@ -764,3 +764,41 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_written_in_the_background_describes_every_version_once_settled() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = TableBuilder::new(location.clone())
+        .with_clock(clock.clone())
+        .with_seed(7)
+        .with_iceberg_in_background(true)
+        .build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("g, bucket(4, k) as kb").unwrap(),
+        sort_by: vec!["k".into()],
+        settings: TableSettings {
+            iceberg: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Inserts in a row, each returning before its metadata is written: a task catching up
+    // with several commits at once must still give each version its snapshot.
+    for i in 0..8 {
+        insert(&t, &clock, i * 10, 10).await;
+    }
+    t.iceberg_settled().await;
+    let meta = newest(&location).await;
+    assert_eq!(meta.neve_version(), Some(8));
+    for v in 1..=8 {
+        assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
+    }
+    // Nothing is left to catch up: a sync from the log finds the metadata current.
+    let report = t.iceberg_sync(&SyncOptions::default()).await.unwrap();
+    assert!(report.up_to_date, "{report:?}");
+    // Settled with nothing handed over returns at once.
+    t.iceberg_settled().await;
+}

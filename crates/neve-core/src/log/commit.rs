@@ -41,6 +41,8 @@ pub struct Committer {
     max_attempts: u32,
     /// Writes Iceberg metadata after each commit to a table with `iceberg=true`.
     iceberg: Option<crate::iceberg::IcebergWriter>,
+    /// When set, that writing happens after the commit returns (see [`Self::with_iceberg`]).
+    background: Option<Arc<crate::iceberg::background::Background>>,
 }
 
 impl Committer {
@@ -57,13 +59,31 @@ impl Committer {
             writer,
             max_attempts: 1000,
             iceberg: None,
+            background: None,
         }
     }
 
-    /// Write Iceberg metadata after each commit to a table with `iceberg=true`.
-    pub fn with_iceberg(mut self, writer: Option<crate::iceberg::IcebergWriter>) -> Self {
+    /// Write Iceberg metadata after each commit to a table with `iceberg=true`: before the
+    /// commit returns, or (`background`) by a task of the table's after it returns.
+    pub fn with_iceberg(
+        mut self,
+        writer: Option<crate::iceberg::IcebergWriter>,
+        background: bool,
+    ) -> Self {
+        self.background = writer
+            .clone()
+            .filter(|_| background)
+            .map(crate::iceberg::background::Background::new);
         self.iceberg = writer;
         self
+    }
+
+    /// Wait until the Iceberg metadata of every commit made so far has been written (or
+    /// failed to be); at once unless it is written in the background.
+    pub async fn iceberg_settled(&self) {
+        if let Some(b) = &self.background {
+            b.settled().await;
+        }
     }
 
     /// After a commit: the table's Iceberg metadata, when it has some. A failure is logged
@@ -71,6 +91,10 @@ impl Committer {
     /// `info` is the commit's, when `snapshot` is at its version.
     async fn after_commit(&self, snapshot: &Snapshot, info: Option<&CommitInfo>) {
         if !snapshot.metadata.settings.iceberg {
+            return;
+        }
+        if let Some(b) = &self.background {
+            b.submit(snapshot, info);
             return;
         }
         let Some(w) = &self.iceberg else { return };

@@ -99,6 +99,7 @@ pub struct TableBuilder {
     seed: Option<u64>,
     writer: Option<String>,
     iceberg_after_commit: bool,
+    iceberg_in_background: bool,
 }
 
 impl TableBuilder {
@@ -109,6 +110,7 @@ impl TableBuilder {
             seed: None,
             writer: None,
             iceberg_after_commit: true,
+            iceberg_in_background: false,
         }
     }
     /// Whether commits to a table with `iceberg=true` write its Iceberg metadata before they
@@ -116,6 +118,15 @@ impl TableBuilder {
     /// maintenance) turns it off.
     pub fn with_iceberg_after_commit(mut self, on: bool) -> Self {
         self.iceberg_after_commit = on;
+        self
+    }
+    /// Whether that metadata is written after the commit returns, by a task of the table's,
+    /// instead of before (off by default). An insert then returns without waiting for it, and
+    /// Iceberg readers see its rows one sync later: the server's `[iceberg] sync =
+    /// "after_answer"`. Commits must run in a tokio runtime that outlives them; wait for the
+    /// writing with [`Table::iceberg_settled`] before the runtime ends.
+    pub fn with_iceberg_in_background(mut self, on: bool) -> Self {
+        self.iceberg_in_background = on;
         self
     }
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -152,7 +163,7 @@ impl TableBuilder {
             Arc::new(Mutex::new(rng)),
             writer,
         )
-        .with_iceberg(iceberg);
+        .with_iceberg(iceberg, self.iceberg_in_background);
         Table {
             location: self.location,
             log,
@@ -190,6 +201,13 @@ pub struct Table {
 }
 
 impl Table {
+    /// Wait until the Iceberg metadata of every commit this handle made is written (or failed
+    /// to be, which is logged); at once unless it is written in the background
+    /// ([`TableBuilder::with_iceberg_in_background`]).
+    pub async fn iceberg_settled(&self) {
+        self.committer.iceberg_settled().await;
+    }
+
     /// Open the table at `address` with the system clock.
     pub fn at(address: &str) -> Result<Self> {
         Ok(TableBuilder::new(TableLocation::parse(address)?).build())

@@ -42,6 +42,7 @@ pub async fn run(a: BenchIcebergArgs) -> Result<()> {
             a.inserts,
             a.iceberg_metrics.as_deref(),
             a.merge.as_deref(),
+            a.background,
         )
         .await?;
     }
@@ -108,6 +109,7 @@ async fn commit_cost(
     inserts: usize,
     metrics: Option<&str>,
     merge: Option<&str>,
+    background: bool,
 ) -> Result<()> {
     let mut base = taxi_layout();
     if let Some(spec) = merge {
@@ -124,7 +126,11 @@ async fn commit_cost(
     }
     let plain = Table::at(&format!("{root}/commit-{rows}/plain"))?;
     plain.create(base.clone()).await?;
-    let ice = Table::at(&format!("{root}/commit-{rows}/iceberg"))?;
+    let ice = neve_core::TableBuilder::new(TableLocation::parse(&format!(
+        "{root}/commit-{rows}/iceberg"
+    ))?)
+    .with_iceberg_in_background(background)
+    .build();
     let mut layout = with_iceberg(base);
     if let Some(m) = metrics {
         layout.settings.set("iceberg_metrics", m)?;
@@ -134,17 +140,28 @@ async fn commit_cost(
     let mut gen = taxi::TaxiGenerator::new(7);
     let (mut plain_s, mut ice_s) = (Vec::new(), Vec::new());
     let (mut plain_cpu, mut ice_cpu) = (Vec::new(), Vec::new());
+    // With `background`: from each insert's answer until its metadata is written.
+    let mut lag_s = Vec::new();
+    let settle = async |lag_s: &mut Vec<f64>| {
+        let t = Instant::now();
+        ice.iceberg_settled().await;
+        if background {
+            lag_s.push(t.elapsed().as_secs_f64());
+        }
+    };
     for i in 0..inserts {
         let batches = gen.batches(rows, 65_536);
         // Who goes first alternates, so neither always gets the warmer cache.
+        // A background sync is waited for before the next turn, so the plain insert after
+        // it is not slowed by it (the stream below measures that contention).
         let (without, with) = if i % 2 == 0 {
             let without = timed_insert_cpu(&plain, taxi::schema(), batches.clone()).await?;
-            (
-                without,
-                timed_insert_cpu(&ice, taxi::schema(), batches).await?,
-            )
+            let with = timed_insert_cpu(&ice, taxi::schema(), batches).await?;
+            settle(&mut lag_s).await;
+            (without, with)
         } else {
             let with = timed_insert_cpu(&ice, taxi::schema(), batches.clone()).await?;
+            settle(&mut lag_s).await;
             (
                 timed_insert_cpu(&plain, taxi::schema(), batches).await?,
                 with,
@@ -156,6 +173,11 @@ async fn commit_cost(
         ice_cpu.push(with.1);
     }
     let (files_after, bytes_after) = metadata_objects(ice.location()).await?;
+    let stream = if background {
+        Some(stream_cost(&plain, &ice, &mut gen, rows, inserts).await?)
+    } else {
+        None
+    };
     // Every sync also rewrites `version-hint.text` (a PUT of a few bytes).
     let hint = 4;
     let n = inserts.max(1) as f64;
@@ -173,6 +195,12 @@ async fn commit_cost(
         "bytes_per_commit": (bytes_after - bytes_before) as f64 / n + hint as f64,
         "plain_runs_ms": plain_s.iter().map(|s| s * 1e3).collect::<Vec<_>>(),
         "iceberg_runs_ms": ice_s.iter().map(|s| s * 1e3).collect::<Vec<_>>(),
+        "background": background,
+        "lag_median_ms": (!lag_s.is_empty()).then(|| median(lag_s.clone()) * 1e3),
+        "lag_max_ms": lag_s.iter().copied().reduce(f64::max).map(|s| s * 1e3),
+        "stream_plain_s": stream.map(|s| s.0),
+        "stream_iceberg_s": stream.map(|s| s.1),
+        "stream_added_fraction": stream.map(|s| s.1 / s.0 - 1.0),
     });
     eprintln!(
         "commit of {rows} rows: plain {:.1} ms, with Iceberg {:.1} ms (+{:.1}%), {:.1} PUTs and {:.0} bytes more",
@@ -182,8 +210,38 @@ async fn commit_cost(
         line["puts_per_commit"].as_f64().unwrap_or_default(),
         line["bytes_per_commit"].as_f64().unwrap_or_default()
     );
+    if let (Some(lag), Some((sp, si))) = (line["lag_median_ms"].as_f64(), stream) {
+        eprintln!(
+            "  metadata written {lag:.1} ms after the answer (median); {inserts} inserts back to back: plain {sp:.2} s, with Iceberg {si:.2} s (+{:.1}%)",
+            (si / sp - 1.0) * 100.0
+        );
+    }
     println!("{line}");
     Ok(())
+}
+
+/// `inserts` inserts in a row into each table (the Iceberg table's metadata written in the
+/// background, the last waited for): seconds for each stream. What a server answering a
+/// stream of inserts pays for the metadata it writes between them.
+async fn stream_cost(
+    plain: &Table,
+    ice: &Table,
+    gen: &mut taxi::TaxiGenerator,
+    rows: usize,
+    inserts: usize,
+) -> Result<(f64, f64)> {
+    let inputs: Vec<Vec<RecordBatch>> = (0..inserts).map(|_| gen.batches(rows, 65_536)).collect();
+    let t = Instant::now();
+    for b in inputs.clone() {
+        timed_insert(plain, taxi::schema(), b).await?;
+    }
+    let plain_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for b in inputs {
+        timed_insert(ice, taxi::schema(), b).await?;
+    }
+    ice.iceberg_settled().await;
+    Ok((plain_s, t.elapsed().as_secs_f64()))
 }
 
 fn one_row(schema: &SchemaRef, n: i64) -> Result<RecordBatch> {

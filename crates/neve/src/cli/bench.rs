@@ -312,6 +312,11 @@ pub struct BenchIcebergArgs {
     /// deletes cost.
     #[arg(long)]
     pub merge: Option<String>,
+    /// Write the Iceberg table's metadata after each insert returns (the server's `[iceberg]
+    /// sync = "after_answer"`): each insert's answer, then how long until the metadata caught
+    /// up (waited for before the next turn), and a stream of back-to-back inserts of each table.
+    #[arg(long)]
+    pub background: bool,
     /// Timed inserts and syncs at that many commits (the median is reported).
     #[arg(long, default_value_t = 7)]
     pub runs: usize,

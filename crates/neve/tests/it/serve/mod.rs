@@ -71,6 +71,18 @@ impl ServerProc {
         self.child.wait().unwrap()
     }
 
+    /// Its exit status once it ends on its own, or `None` (and killed) after `limit`.
+    fn exited_within(mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < until {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
