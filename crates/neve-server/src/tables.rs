@@ -18,8 +18,9 @@ pub(crate) struct OpenTables {
 }
 
 impl OpenTables {
-    /// Drop the handles nobody has asked for in `idle` and nobody holds (a flusher, a query,
-    /// a request in flight); at most once per quarter of `idle`.
+    /// Drop the handles nobody has asked for in `idle`, nobody holds (a flusher, a query, a
+    /// request in flight) and with no Iceberg metadata left to write; at most once per quarter
+    /// of `idle`.
     pub(crate) fn sweep(&mut self, now: Instant, idle: Duration) {
         if self
             .swept
@@ -29,7 +30,11 @@ impl OpenTables {
         }
         self.swept = Some(now);
         self.by_address.retain(|_, (table, used)| {
-            Arc::strong_count(table) > 1 || now.saturating_duration_since(*used) < idle
+            // A handle whose Iceberg metadata is still being written stays, so that shutdown
+            // waits for it.
+            Arc::strong_count(table) > 1
+                || table.iceberg_busy()
+                || now.saturating_duration_since(*used) < idle
         });
     }
 }

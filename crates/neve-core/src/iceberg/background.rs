@@ -80,6 +80,12 @@ impl Background {
         }
     }
 
+    /// Whether a snapshot handed over is still being synced or waits to be.
+    pub(crate) fn busy(&self) -> bool {
+        let state = self.state.lock().expect("background sync");
+        state.running || state.next.is_some()
+    }
+
     /// Wait until every snapshot handed over so far has been synced (or failed to be).
     pub(crate) async fn settled(&self) {
         loop {

@@ -791,6 +791,7 @@ async fn metadata_written_in_the_background_describes_every_version_once_settled
         insert(&t, &clock, i * 10, 10).await;
     }
     t.iceberg_settled().await;
+    assert!(!t.iceberg_busy());
     let meta = newest(&location).await;
     assert_eq!(meta.neve_version(), Some(8));
     for v in 1..=8 {

@@ -78,6 +78,12 @@ impl Committer {
         self
     }
 
+    /// Whether Iceberg metadata of a commit made so far is still to be written in the
+    /// background.
+    pub fn iceberg_busy(&self) -> bool {
+        self.background.as_ref().is_some_and(|b| b.busy())
+    }
+
     /// Wait until the Iceberg metadata of every commit made so far has been written (or
     /// failed to be); at once unless it is written in the background.
     pub async fn iceberg_settled(&self) {

@@ -208,6 +208,12 @@ impl Table {
         self.committer.iceberg_settled().await;
     }
 
+    /// Whether Iceberg metadata of a commit this handle made is still to be written in the
+    /// background (a handle dropped meanwhile leaves it to finish unwatched).
+    pub fn iceberg_busy(&self) -> bool {
+        self.committer.iceberg_busy()
+    }
+
     /// Open the table at `address` with the system clock.
     pub fn at(address: &str) -> Result<Self> {
         Ok(TableBuilder::new(TableLocation::parse(address)?).build())
