@@ -24,7 +24,8 @@ pub(crate) struct Background {
 struct State {
     /// The newest snapshot handed over and not yet synced, with its commit's info.
     next: Option<(Snapshot, Option<CommitInfo>)>,
-    /// Whether a task is syncing.
+    /// Whether a task is syncing. Always set while `next` is: it is what `busy` and
+    /// `settled` read.
     running: bool,
 }
 
@@ -40,13 +41,15 @@ impl Background {
     /// Hand over a snapshot just committed. Returns at once; a task syncs it (with anything
     /// newer handed over before it starts). Must be called within a tokio runtime.
     pub(crate) fn submit(self: &Arc<Self>, snapshot: &Snapshot, info: Option<&CommitInfo>) {
+        // Copied before the lock, which the task takes between its syncs.
+        let handed = (snapshot.clone(), info.cloned());
         let mut state = self.state.lock().expect("background sync");
         if state
             .next
             .as_ref()
             .is_none_or(|(s, _)| s.version < snapshot.version)
         {
-            state.next = Some((snapshot.clone(), info.cloned()));
+            state.next = Some(handed);
         }
         if !state.running {
             state.running = true;
@@ -82,8 +85,7 @@ impl Background {
 
     /// Whether a snapshot handed over is still being synced or waits to be.
     pub(crate) fn busy(&self) -> bool {
-        let state = self.state.lock().expect("background sync");
-        state.running || state.next.is_some()
+        self.state.lock().expect("background sync").running
     }
 
     /// Wait until every snapshot handed over so far has been synced (or failed to be).
@@ -93,11 +95,8 @@ impl Background {
             tokio::pin!(notified);
             // Registered before the state is read, so a task ending in between still wakes it.
             notified.as_mut().enable();
-            {
-                let state = self.state.lock().expect("background sync");
-                if !state.running && state.next.is_none() {
-                    return;
-                }
+            if !self.busy() {
+                return;
             }
             notified.await;
         }
