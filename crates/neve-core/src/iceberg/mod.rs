@@ -23,6 +23,8 @@ mod weigh;
 #[cfg(test)]
 mod deletes_tests;
 #[cfg(test)]
+mod metrics_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod weigh_tests;

@@ -17,7 +17,7 @@ use crate::partition::parse_spec;
 use crate::table::{CreateOptions, InsertOptions, Table, TableBuilder};
 use crate::write::NoProgress;
 
-const T0: i64 = 1_700_000_000_000;
+pub(super) const T0: i64 = 1_700_000_000_000;
 
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -42,7 +42,7 @@ fn batch(from: i64, n: i64) -> RecordBatch {
     .unwrap()
 }
 
-async fn table(location: &TableLocation, clock: Arc<ManualClock>, hook: bool) -> Table {
+pub(super) async fn table(location: &TableLocation, clock: Arc<ManualClock>, hook: bool) -> Table {
     let t = TableBuilder::new(location.clone())
         .with_clock(clock)
         .with_seed(7)
@@ -65,7 +65,7 @@ async fn table(location: &TableLocation, clock: Arc<ManualClock>, hook: bool) ->
 
 use crate::log::TableSettings;
 
-async fn insert(t: &Table, clock: &ManualClock, from: i64, n: i64) {
+pub(super) async fn insert(t: &Table, clock: &ManualClock, from: i64, n: i64) {
     clock.advance(1000);
     t.insert_batches(
         schema(),
@@ -77,7 +77,7 @@ async fn insert(t: &Table, clock: &ManualClock, from: i64, n: i64) {
     .unwrap();
 }
 
-async fn read(location: &TableLocation, key: &str) -> Vec<u8> {
+pub(super) async fn read(location: &TableLocation, key: &str) -> Vec<u8> {
     location
         .store
         .get(&location.child(key))
@@ -89,7 +89,7 @@ async fn read(location: &TableLocation, key: &str) -> Vec<u8> {
         .to_vec()
 }
 
-fn records(bytes: &[u8]) -> Vec<BTreeMap<String, Value>> {
+pub(super) fn records(bytes: &[u8]) -> Vec<BTreeMap<String, Value>> {
     apache_avro::Reader::new(bytes)
         .unwrap()
         .map(|r| match r.unwrap() {
@@ -99,14 +99,14 @@ fn records(bytes: &[u8]) -> Vec<BTreeMap<String, Value>> {
         .collect()
 }
 
-fn string(v: &Value) -> String {
+pub(super) fn string(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         v => panic!("{v:?}"),
     }
 }
 
-fn long(v: &Value) -> i64 {
+pub(super) fn long(v: &Value) -> i64 {
     match v {
         Value::Long(n) => *n,
         Value::Int(n) => *n as i64,
@@ -115,7 +115,7 @@ fn long(v: &Value) -> i64 {
     }
 }
 
-async fn newest(location: &TableLocation) -> TableMetadata {
+pub(super) async fn newest(location: &TableLocation) -> TableMetadata {
     let n = hint(location).await;
     serde_json::from_slice(&read(location, &metadata_key(n)).await).unwrap()
 }
@@ -621,148 +621,6 @@ async fn a_writer_builds_on_its_own_metadata_and_never_over_a_sync_it_did_not_se
     for v in 1..=5 {
         assert_eq!(listed(&location, &meta, v).await, alive(&t, v as u64).await);
     }
-}
-
-/// The field ids of one of a data file's per-field maps (`lower_bounds`, …), with the values.
-fn by_field(v: &Value) -> BTreeMap<i32, Value> {
-    match v {
-        Value::Union(_, b) => by_field(b),
-        Value::Null => BTreeMap::new(),
-        Value::Array(items) => items
-            .iter()
-            .map(|r| match r {
-                Value::Record(kv) => (long(&kv[0].1) as i32, kv[1].1.clone()),
-                v => panic!("{v:?}"),
-            })
-            .collect(),
-        v => panic!("{v:?}"),
-    }
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::Bytes(b) => String::from_utf8(b.clone()).unwrap(),
-        v => panic!("{v:?}"),
-    }
-}
-
-async fn metrics_setting(t: &Table) -> Option<String> {
-    t.snapshot()
-        .await
-        .unwrap()
-        .metadata
-        .settings
-        .iceberg_metrics
-}
-
-#[tokio::test]
-async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
-    let location = TableLocation::memory("t");
-    let clock = ManualClock::new(T0);
-    let t = table(&location, clock.clone(), true).await;
-    insert(&t, &clock, 0, 5).await;
-    let before = t.snapshot().await.unwrap().version;
-    // A column the table does not have is refused, and nothing changes.
-    let err = t
-        .alter(&crate::schema::AlterOp::SetSetting {
-            key: "iceberg_metrics".into(),
-            value: "none, k=full, nope=full".into(),
-        })
-        .await;
-    assert!(
-        err.as_ref()
-            .is_err_and(|e| e.to_string().contains("no column 'nope' (")),
-        "{err:?}"
-    );
-    assert_eq!(t.snapshot().await.unwrap().version, before);
-    let meta = newest(&location).await;
-    assert_eq!(meta.properties["write.metadata.metrics.default"], "full");
-    t.alter(&crate::schema::AlterOp::SetSetting {
-        key: "iceberg_metrics".into(),
-        value: "none, k=full, s=truncate(2)".into(),
-    })
-    .await
-    .unwrap();
-    insert(&t, &clock, 100, 30).await;
-    let meta = newest(&location).await;
-    assert_eq!(meta.properties["write.metadata.metrics.default"], "none");
-    assert_eq!(meta.properties["write.metadata.metrics.column.k"], "full");
-    assert_eq!(
-        meta.properties["write.metadata.metrics.column.s"],
-        "truncate(2)"
-    );
-    let version = meta.snapshots.last().unwrap().snapshot_id;
-    let snap = t.log().load_version(version as u64).await.unwrap();
-    let base = location.file_url("");
-    let rel = |url: &str| {
-        url.strip_prefix(&base)
-            .unwrap()
-            .trim_start_matches('/')
-            .to_string()
-    };
-    let current = meta.snapshots.last().unwrap();
-    let mut seen = 0;
-    for m in records(&read(&location, &rel(&current.manifest_list)).await) {
-        for e in records(&read(&location, &rel(&string(&m["manifest_path"]))).await) {
-            let Value::Record(df) = &e["data_file"] else {
-                panic!()
-            };
-            let df: BTreeMap<_, _> = df.iter().cloned().collect();
-            // Every file, the earlier version's too, is described by the table's setting now.
-            let (g, k, s) = (1, 2, 3);
-            let counts = by_field(&df["value_counts"]);
-            let nulls = by_field(&df["null_value_counts"]);
-            let lower = by_field(&df["lower_bounds"]);
-            let upper = by_field(&df["upper_bounds"]);
-            assert_eq!(counts.keys().copied().collect::<Vec<_>>(), vec![k, s]);
-            assert_eq!(nulls.keys().copied().collect::<Vec<_>>(), vec![k, s]);
-            assert!(!lower.contains_key(&g) && !upper.contains_key(&g));
-            assert!(lower.contains_key(&k) && upper.contains_key(&k));
-            // The string bounds are cut to 2 characters and still hold the file's values.
-            let path = string(&df["file_path"]);
-            let f = &snap.files[path.strip_prefix(&base).unwrap().trim_start_matches('/')];
-            let stats = &f.stats["s"];
-            let (min, max) = (stats.min.as_ref().unwrap(), stats.max.as_ref().unwrap());
-            let (lo, hi) = (text(&lower[&s]), text(&upper[&s]));
-            assert!(
-                lo.chars().count() <= 2 && hi.chars().count() <= 2,
-                "{lo} {hi}"
-            );
-            assert!(lo.as_str() <= min.as_str().unwrap(), "{lo} > {min}");
-            assert!(hi.as_str() >= max.as_str().unwrap(), "{hi} < {max}");
-            seen += 1;
-        }
-    }
-    assert_eq!(seen, snap.files.len());
-    // The setting follows a column it names through a rename, and forgets it once dropped.
-    t.alter(&crate::schema::AlterOp::RenameColumn {
-        from: "s".into(),
-        to: "label".into(),
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        metrics_setting(&t).await.as_deref(),
-        Some("none, k=full, label=truncate(2)")
-    );
-    let meta = newest(&location).await;
-    assert_eq!(
-        meta.properties["write.metadata.metrics.column.label"],
-        "truncate(2)"
-    );
-    assert!(!meta
-        .properties
-        .contains_key("write.metadata.metrics.column.s"));
-    t.alter(&crate::schema::AlterOp::DropColumn("label".into()))
-        .await
-        .unwrap();
-    assert_eq!(metrics_setting(&t).await.as_deref(), Some("none, k=full"));
-    t.alter(&crate::schema::AlterOp::SetSetting {
-        key: "log_retention_hours".into(),
-        value: "2".into(),
-    })
-    .await
-    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
