@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -28,6 +27,8 @@ import urllib.request
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from ports import free_port
+
 MERGE = "replace(key = [taxi_id], version = trip_start_timestamp)"
 
 
@@ -36,14 +37,6 @@ def request(method, url, body=None, content_type="application/json"):
                                  headers={"content-type": content_type, "authorization": "Bearer t"})
     with urllib.request.urlopen(req, timeout=120) as r:
         return r.status, r.read()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def hint_version(table_dir):

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+
+from ports import free_port
 
 KEY, SECRET = "AKIABENCH", "bench-secret-123"
 
@@ -37,12 +38,6 @@ def listing_table(neve, table, files):
         with open(rows, "w") as f:
             f.writelines(json.dumps({"k": i, "v": i * 2}) + "\n" for i in range(files))
         subprocess.run([neve, "insert", table, rows], check=True, capture_output=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_cpu(pid):

@@ -7,13 +7,7 @@ import socket
 import subprocess
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port
 
 
 @contextlib.contextmanager

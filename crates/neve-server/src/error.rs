@@ -29,6 +29,11 @@ pub enum Error {
     #[error("request body over {limit} bytes")]
     BodyTooLarge { limit: u64 },
 
+    /// A request that holds more memory once decoded than the whole ingest budget: no retry
+    /// can ever fit it, so 413, where a full budget is 429.
+    #[error("the request holds {bytes} bytes once decoded, more than ingest.max_pending_bytes ({limit}) allows all queued requests together: send it in smaller requests")]
+    RequestTooLarge { bytes: u64, limit: u64 },
+
     #[error("unsupported content type '{content_type}': use application/x-ndjson, application/json, text/csv, application/vnd.apache.arrow.stream or application/vnd.apache.parquet")]
     UnsupportedMediaType { content_type: String },
 
@@ -114,7 +119,9 @@ impl Error {
             Error::Forbidden { .. } => StatusCode::FORBIDDEN,
             Error::TableNotFound { .. } => StatusCode::NOT_FOUND,
             Error::InvalidTableName { .. } | Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::BodyTooLarge { .. } | Error::RequestTooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Overloaded { .. } | Error::TooManyQueries { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -157,6 +164,7 @@ impl Error {
             Error::InvalidTableName { .. } => "invalid_table_name",
             Error::BadRequest { .. } => "bad_request",
             Error::BodyTooLarge { .. } => "body_too_large",
+            Error::RequestTooLarge { .. } => "request_too_large",
             Error::UnsupportedMediaType { .. } => "unsupported_media_type",
             Error::Overloaded { .. } => "overloaded",
             Error::ShuttingDown => "shutting_down",

@@ -66,7 +66,7 @@ pub struct PreparedInput {
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
     pub rows: u64,
-    /// Memory its batches hold.
+    /// Memory its batches hold, each allocation once ([`crate::write::held_bytes`]).
     pub bytes: u64,
 }
 
@@ -470,10 +470,7 @@ impl Table {
             crate::write::assign_batch(&b, &meta.partition_by)?;
             batches.push(b);
         }
-        let bytes = batches
-            .iter()
-            .map(|b| b.get_array_memory_size() as u64)
-            .sum();
+        let bytes = crate::write::held_bytes(&batches);
         Ok(PreparedInput {
             name: input.name,
             schema: target,

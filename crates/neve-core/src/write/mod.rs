@@ -5,6 +5,7 @@
 pub(crate) mod conform;
 mod encode;
 mod gather;
+mod held;
 pub mod input;
 mod keys;
 mod order;
@@ -29,6 +30,7 @@ pub use encode::parse_compression;
 pub(crate) use encode::{
     assign_batch, encode_parquet, gather_sorted, group_by_partition, writer_properties, FileFormat,
 };
+pub use held::held_bytes;
 pub(crate) use stats::{file_stats, timestamp_string};
 pub use validate::validate_foreign;
 

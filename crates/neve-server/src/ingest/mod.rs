@@ -123,6 +123,7 @@ impl Ingest {
     /// Reserve memory for a request of `bytes`, or refuse it with 429 (never wait: a client
     /// told to come back is better than a server out of memory).
     pub fn reserve(&self, bytes: u64) -> Result<OwnedSemaphorePermit> {
+        self.fits(bytes)?;
         let units = bytes.div_ceil(UNIT).max(1);
         let units = u32::try_from(units).map_err(|_| Error::BodyTooLarge {
             limit: self.config.max_body_bytes,
@@ -138,9 +139,20 @@ impl Ingest {
             })
     }
 
+    /// Refuses (413) a request of `bytes` that the whole budget could never hold: told 429, a
+    /// client would retry it forever.
+    fn fits(&self, bytes: u64) -> Result<()> {
+        let limit = self.config.max_pending_bytes;
+        if bytes > limit {
+            return Err(Error::RequestTooLarge { bytes, limit });
+        }
+        Ok(())
+    }
+
     /// Grow `permit` to cover `bytes` (a request whose decoded form is larger than its
     /// body), or refuse with 429.
     pub fn top_up(&self, permit: &mut OwnedSemaphorePermit, bytes: u64) -> Result<()> {
+        self.fits(bytes)?;
         let held = permit.num_permits() as u64 * UNIT;
         if bytes > held {
             permit.merge(self.reserve(bytes - held)?);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::common::{info, neve_bin, neve_ok, s3_table};
 
+mod budget;
 mod idle;
 mod line_protocol;
 mod logs;
@@ -536,65 +537,6 @@ async fn a_retry_after_an_unknown_outcome_is_committed_once() {
     assert_eq!(v["duplicate"], true);
     assert_eq!(v["version"], info(&table)["version"]);
     assert_eq!(counts(&table), (20, 20), "added once");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_held_by_queued_requests_is_bounded() {
-    let (w, table) = warehouse();
-    let s = ServerProc::start(
-        &w,
-        &[
-            "--token",
-            "t",
-            "--flush-interval",
-            "2s",
-            "--max-pending-bytes",
-            "256KiB",
-            "--max-body-bytes",
-            "128KiB",
-        ],
-    );
-    let c = client();
-    create(&c, &s.url, "t", "events").await;
-    // 16 requests of ~50 KB at once, queued for 2 s: the budget holds only a few.
-    let mut tasks = Vec::new();
-    for k in 0..16u64 {
-        let (c, url) = (c.clone(), s.url.clone());
-        tasks.push(tokio::spawn(async move {
-            let r = c
-                .post(format!("{url}/v1/tables/events/insert"))
-                .bearer_auth("t")
-                .body(rows(k * 1000, 1000))
-                .send()
-                .await
-                .unwrap();
-            let retry = r.headers().get("retry-after").is_some();
-            (k, r.status().as_u16(), retry)
-        }));
-    }
-    let mut ok = Vec::new();
-    let mut refused = 0;
-    for t in tasks {
-        let (k, status, retry) = t.await.unwrap();
-        match status {
-            200 => ok.push(k),
-            429 => {
-                assert!(retry, "429 says when to retry");
-                refused += 1;
-            }
-            other => panic!("unexpected {other}"),
-        }
-    }
-    assert!(
-        !ok.is_empty() && refused > 0,
-        "{} accepted, {refused} refused",
-        ok.len()
-    );
-    let present = rows_per_request(&table, 1000);
-    let mut got: Vec<u64> = present.keys().copied().collect();
-    got.sort();
-    ok.sort();
-    assert_eq!(got, ok, "exactly the accepted requests are stored");
 }
 
 /// Clients that wait for their answer before sending again are flushed as soon as all of them
