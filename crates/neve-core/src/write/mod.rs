@@ -538,6 +538,8 @@ async fn upload(
 }
 
 #[cfg(test)]
+mod conform_tests;
+#[cfg(test)]
 mod tests;
 
 /// CPU time of the calling thread, for the per-part trace: what sorting and encoding a part

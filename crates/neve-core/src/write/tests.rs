@@ -6,8 +6,7 @@ use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use proptest::prelude::*;
 
-use super::{gather_sorted, group_by_partition, validate_foreign};
-use crate::error::Error;
+use super::{gather_sorted, group_by_partition};
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -154,41 +153,6 @@ fn struct_fields_get_statistics_and_a_null_struct_counts_as_null_fields() {
     assert_eq!(s["user.seats"].nulls, 1);
     assert_eq!(s["user.seats"].min, Some(serde_json::Value::from(1)));
     assert_eq!(s["user.seats"].max, Some(serde_json::Value::from(3)));
-}
-
-#[test]
-fn an_error_inside_a_list_names_the_row_that_holds_it() {
-    use arrow::array::{ListBuilder, StringBuilder};
-    let mut b = ListBuilder::new(StringBuilder::new());
-    b.values().append_value("1");
-    b.append(true); // row 1: ["1"]
-    b.append(true); // row 2: []
-    b.append(false); // row 3: null
-    b.values().append_value("2");
-    b.values().append_value("300");
-    b.append(true); // row 4: ["2", "300"]
-    let list = b.finish();
-    let input = Arc::new(Schema::new(vec![Field::new(
-        "c",
-        list.data_type().clone(),
-        true,
-    )]));
-    let batch = RecordBatch::try_new(input, vec![Arc::new(list)]).unwrap();
-    let target = Arc::new(Schema::new(vec![Field::new(
-        "c",
-        DataType::List(Arc::new(Field::new("element", DataType::Int8, true))),
-        true,
-    )]));
-    let err = super::conform::conform_batch(&batch, &target, &Default::default(), "in", &|i| {
-        format!("row {}", i + 1)
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("row 4") && err.contains("'c[]'") && err.contains("300"),
-        "{err}"
-    );
-    assert!(err.contains("out of range for int8"), "{err}");
 }
 
 /// `batch` as the write path encodes a part of a table sorted by its first column.
@@ -803,132 +767,4 @@ fn a_resident_input_is_split_in_order_and_stops_at_its_first_bad_batch() {
         let err = err.expect("the null id is an error");
         assert!(err.contains("row 237"), "{err}");
     }
-}
-
-/// One strict column narrowed on the way in: `input` values of `from`, into the table's `to`.
-fn narrowed(input: arrow::array::ArrayRef, to: DataType) -> crate::Result<arrow::array::ArrayRef> {
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "c",
-        input.data_type().clone(),
-        true,
-    )]));
-    let batch = RecordBatch::try_new(schema, vec![input]).unwrap();
-    let target = Arc::new(Schema::new(vec![Field::new("c", to, true)]));
-    super::conform::conform_batch(&batch, &target, &Default::default(), "in", &|i| {
-        format!("row {}", i + 1)
-    })
-    .map(|b| b.column(0).clone())
-}
-
-proptest! {
-    /// A strict table keeps its types: wider input values are taken exactly when each fits
-    /// the table's type, and otherwise the first that does not is refused by its row (the
-    /// reference: the value's own range and digits).
-    #[test]
-    fn a_strict_column_takes_wider_values_only_when_they_fit(
-        ints in proptest::collection::vec(proptest::option::of(prop_oneof![
-            -1000i64..1000,
-            (i32::MIN as i64 - 3)..(i32::MIN as i64 + 3),
-            (i32::MAX as i64 - 3)..(i32::MAX as i64 + 3),
-        ]), 0..40),
-        // decimal(14,4) into decimal(10,2): in range below 10^12 units, exact when a multiple of 100.
-        decimals in proptest::collection::vec(proptest::option::of(prop_oneof![
-            (-20_000i128..20_000).prop_map(|v| v * 100),
-            -20_000i128..20_000,
-            (9_999_999_990_i128..10_000_000_010).prop_map(|v| v * 100),
-        ]), 0..40),
-        floats in proptest::collection::vec(proptest::option::of(prop_oneof![
-            (-1000i32..1000).prop_map(|v| v as f64 / 4.0),
-            any::<f64>(),
-            Just(f64::NAN),
-        ]), 0..40),
-    ) {
-        use arrow::array::{Decimal128Array, Float64Array, Int32Array};
-        let first_bad = |fits: &dyn Fn(usize) -> bool, n: usize| (0..n).find(|&i| !fits(i));
-        let check = |got: crate::Result<arrow::array::ArrayRef>, bad: Option<usize>| -> Result<Option<arrow::array::ArrayRef>, TestCaseError> {
-            match (got, bad) {
-                (Ok(a), None) => Ok(Some(a)),
-                (Err(e), Some(i)) => {
-                    let msg = e.to_string();
-                    prop_assert!(msg.contains(&format!("row {}", i + 1)) && msg.contains("strict"), "{}", msg);
-                    Ok(None)
-                }
-                (Ok(_), Some(i)) => Err(TestCaseError::fail(format!("row {} taken", i + 1))),
-                (Err(e), None) => Err(TestCaseError::fail(format!("refused: {e}"))),
-            }
-        };
-
-        let got = narrowed(Arc::new(Int64Array::from(ints.clone())), DataType::Int32);
-        let bad = first_bad(&|i| ints[i].is_none_or(|v| i32::try_from(v).is_ok()), ints.len());
-        if let Some(a) = check(got, bad)? {
-            let expected: Int32Array = ints.iter().map(|v| v.map(|v| v as i32)).collect();
-            prop_assert_eq!(a.as_primitive::<arrow::datatypes::Int32Type>(), &expected);
-        }
-
-        let input = Decimal128Array::from(decimals.clone()).with_precision_and_scale(14, 4).unwrap();
-        let got = narrowed(Arc::new(input), DataType::Decimal128(10, 2));
-        let fits = |v: i128| v % 100 == 0 && (v / 100).abs() < 10_000_000_000;
-        let bad = first_bad(&|i| decimals[i].is_none_or(fits), decimals.len());
-        if let Some(a) = check(got, bad)? {
-            let expected = Decimal128Array::from(decimals.iter().map(|v| v.map(|v| v / 100)).collect::<Vec<_>>())
-                .with_precision_and_scale(10, 2)
-                .unwrap();
-            prop_assert_eq!(a.as_primitive::<arrow::datatypes::Decimal128Type>(), &expected);
-        }
-
-        let got = narrowed(Arc::new(Float64Array::from(floats.clone())), DataType::Float32);
-        let fits = |v: f64| v.is_nan() || (v as f32) as f64 == v;
-        let bad = first_bad(&|i| floats[i].is_none_or(fits), floats.len());
-        if let Some(a) = check(got, bad)? {
-            let a = a.as_primitive::<arrow::datatypes::Float32Type>();
-            for (i, v) in floats.iter().enumerate() {
-                match v {
-                    None => prop_assert!(a.is_null(i)),
-                    Some(v) if v.is_nan() => prop_assert!(a.value(i).is_nan()),
-                    Some(v) => prop_assert_eq!(a.value(i) as f64, *v),
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn foreign_decimals_beyond_their_precision_are_refused_with_their_row() {
-    use arrow::array::{Decimal128Array, ListArray};
-    use arrow::buffer::OffsetBuffer;
-    // `with_precision_and_scale` does not look at the values, as a foreign producer need not.
-    let ok = Decimal128Array::from(vec![5, 999, -999])
-        .with_precision_and_scale(3, 0)
-        .unwrap();
-    let bad = Decimal128Array::from(vec![5, 10_000_000_000, 7])
-        .with_precision_and_scale(3, 1)
-        .unwrap();
-    let batch = |a: arrow::array::ArrayRef| RecordBatch::try_from_iter([("d", a)]).unwrap();
-    validate_foreign("in", &[batch(Arc::new(ok.clone()))]).unwrap();
-    let e = validate_foreign(
-        "in",
-        &[batch(Arc::new(ok.clone())), batch(Arc::new(bad.clone()))],
-    )
-    .unwrap_err();
-    assert!(matches!(e, Error::InvalidValue { .. }), "{e:?}");
-    let m = e.to_string();
-    assert!(
-        m.contains("row 5")
-            && m.contains("'d'")
-            && m.contains("1000000000.0")
-            && m.contains("decimal(3,1)"),
-        "{m}"
-    );
-    // Nested: the row of the list that holds it.
-    let field = Arc::new(Field::new_list_field(bad.data_type().clone(), true));
-    let list = ListArray::new(
-        field,
-        OffsetBuffer::from_lengths([1, 2]),
-        Arc::new(bad),
-        None,
-    );
-    let m = validate_foreign("in", &[batch(Arc::new(list))])
-        .unwrap_err()
-        .to_string();
-    assert!(m.contains("row 2"), "{m}");
 }
