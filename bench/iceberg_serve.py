@@ -69,7 +69,8 @@ def main():
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
     conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    # A 100,000-row request is about 35 MB of Arrow: room for it in the memory budget.
+    # A 100,000-row request is about 35 MB of Arrow; the budget is wider than the default so
+    # that no request of a run waits for another's memory (the figures were taken so).
     conf.write(f'[iceberg]\nsync = "{a.sync}"\n[ingest]\nmax_pending_bytes = "2GiB"\nmax_body_bytes = "1GiB"\n')
     conf.close()
     port = free_port()

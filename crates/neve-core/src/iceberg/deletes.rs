@@ -652,13 +652,7 @@ pub(crate) async fn rows_read_through_iceberg(location: &TableLocation) -> Vec<R
             .await
             .unwrap()
     };
-    let base = location.file_url("");
-    let rel = |url: &str| {
-        url.strip_prefix(&base)
-            .unwrap()
-            .trim_start_matches('/')
-            .to_string()
-    };
+    let rel = |url: &str| super::tests::key_of(location, url);
     let field = |fields: &[(String, Value)], name: &str| -> Value {
         let v = fields.iter().find(|(n, _)| n == name).unwrap().1.clone();
         match v {

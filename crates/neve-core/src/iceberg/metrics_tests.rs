@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use apache_avro::types::Value;
 
-use super::tests::{insert, long, newest, read, records, string, table, T0};
+use super::tests::{insert, key_of, long, newest, read, records, string, table, T0};
 use crate::clock::ManualClock;
 use crate::storage::TableLocation;
 use crate::table::Table;
@@ -80,13 +80,7 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
     );
     let version = meta.snapshots.last().unwrap().snapshot_id;
     let snap = t.log().load_version(version as u64).await.unwrap();
-    let base = location.file_url("");
-    let rel = |url: &str| {
-        url.strip_prefix(&base)
-            .unwrap()
-            .trim_start_matches('/')
-            .to_string()
-    };
+    let rel = |url: &str| key_of(&location, url);
     let current = meta.snapshots.last().unwrap();
     let mut seen = 0;
     for m in records(&read(&location, &rel(&current.manifest_list)).await) {
@@ -107,7 +101,7 @@ async fn entries_carry_the_counts_and_bounds_the_metrics_setting_asks_for() {
             assert!(lower.contains_key(&k) && upper.contains_key(&k));
             // The string bounds are cut to 2 characters and still hold the file's values.
             let path = string(&df["file_path"]);
-            let f = &snap.files[path.strip_prefix(&base).unwrap().trim_start_matches('/')];
+            let f = &snap.files[&rel(&path)];
             let stats = &f.stats["s"];
             let (min, max) = (stats.min.as_ref().unwrap(), stats.max.as_ref().unwrap());
             let (lo, hi) = (text(&lower[&s]), text(&upper[&s]));

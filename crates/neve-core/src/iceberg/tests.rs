@@ -126,6 +126,15 @@ async fn hint(location: &TableLocation) -> u64 {
     hint.trim().parse().unwrap()
 }
 
+/// The table-relative key of `url`, an address as Iceberg readers are given it.
+pub(super) fn key_of(location: &TableLocation, url: &str) -> String {
+    let base = location.file_url("");
+    url.strip_prefix(&base)
+        .unwrap_or_else(|| panic!("{url} is not under {base}"))
+        .trim_start_matches('/')
+        .to_string()
+}
+
 /// The files (as readers address them) and rows snapshot `version` lists, through its
 /// manifest list and manifests, as a reader walks them.
 async fn listed(
@@ -138,13 +147,7 @@ async fn listed(
         .iter()
         .find(|s| s.snapshot_id == version)
         .unwrap_or_else(|| panic!("no snapshot {version}"));
-    let base = location.file_url("");
-    let rel = |url: &str| {
-        url.strip_prefix(&base)
-            .unwrap()
-            .trim_start_matches('/')
-            .to_string()
-    };
+    let rel = |url: &str| key_of(location, url);
     let mut files = BTreeSet::new();
     let mut rows = 0;
     for m in records(&read(location, &rel(&snap.manifest_list)).await) {

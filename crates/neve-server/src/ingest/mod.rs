@@ -121,7 +121,8 @@ impl Ingest {
     }
 
     /// Reserve memory for a request of `bytes`, or refuse it with 429 (never wait: a client
-    /// told to come back is better than a server out of memory).
+    /// told to come back is better than a server out of memory), or with 413 when the whole
+    /// budget is smaller than it.
     pub fn reserve(&self, bytes: u64) -> Result<OwnedSemaphorePermit> {
         self.fits(bytes)?;
         let units = bytes.div_ceil(UNIT).max(1);
@@ -150,7 +151,7 @@ impl Ingest {
     }
 
     /// Grow `permit` to cover `bytes` (a request whose decoded form is larger than its
-    /// body), or refuse with 429.
+    /// body), or refuse with 429 (or 413, as `reserve`).
     pub fn top_up(&self, permit: &mut OwnedSemaphorePermit, bytes: u64) -> Result<()> {
         self.fits(bytes)?;
         let held = permit.num_permits() as u64 * UNIT;
