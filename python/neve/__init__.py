@@ -103,6 +103,30 @@ def _pandas(df: Any) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
+def _rows(rows: list) -> pa.Table:
+    """list[dict]: typed by pyarrow's inference, then by the table's rules. Every key of every
+    row is a column, null in the rows without it (pyarrow's `from_pylist` takes the first row's
+    keys and drops the others' values without a word)."""
+    names: dict = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InvalidInputError(f"row {i + 1} is a {type(row).__name__}, not a dict: a list given to insert() holds one dict a row")
+        for name in row:
+            if not isinstance(name, str):
+                raise InvalidInputError(f"row {i + 1} has the key {name!r}: column names are strings")
+            names.setdefault(name, None)
+    if rows and not names:
+        # pyarrow makes no rows of them: refused, as neve refuses rows without columns.
+        raise InvalidInputError(f"{len(rows)} rows have no columns: a row needs a value to be stored")
+    columns = {}
+    for name in names:
+        try:
+            columns[name] = pa.array([row.get(name) for row in rows])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise InvalidInputError(f"column '{name}': {e}") from None
+    return pa.table(columns) if columns else pa.Table.from_pylist([])
+
+
 def _reader(batches: Any) -> pa.RecordBatchReader:
     """A running query's batches as a pyarrow reader. pyarrow raises what a Python iterator
     raised, so an error met while reading is the neve exception of its kind."""
@@ -129,12 +153,7 @@ def _arrow_stream(data: Any, failure: Optional[list] = None) -> Any:
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
     if isinstance(data, list):
-        # list[dict]: typed by pyarrow's inference, then by the table's rules.
-        table = pa.Table.from_pylist(data)
-        if table.num_columns == 0 and data:
-            # pyarrow makes no rows of them: refused, as neve refuses rows without columns.
-            raise InvalidInputError(f"{len(data)} rows have no columns: a row needs a value to be stored")
-        return table
+        return _rows(data)
     module = type(data).__module__.split(".")[0]
     if module == "polars":
         return data.to_arrow()

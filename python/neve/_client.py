@@ -51,11 +51,16 @@ class UnreachableError(NeveError, ConnectionError):
     retries ran out, the name does not resolve, its TLS certificate is not trusted (a private
     CA's: pass `ca_cert`), nothing came within `timeout`, or the connection broke before the
     answer. The call may or may not have been done when the connection broke; an insert is
-    safe to repeat with the same `idempotency_key`."""
+    safe to repeat with the same `idempotency_key`, which an insert's error carries as its
+    `idempotency_key` attribute (and names in its message)."""
+
+    idempotency_key: Optional[str] = None
 
 
 _BY_CODE = {
     "schema_conflict": SchemaError,
+    "invalid_value": SchemaError,
+    "invalid_schema": SchemaError,
     "unauthorized": AuthError,
     "forbidden": AuthError,
     "table_not_found": NotFoundError,
@@ -80,7 +85,9 @@ def _error(status: int, body: bytes) -> NeveError:
         code, message = "", body.decode("utf-8", "replace")
     cls = _BY_CODE.get(code)
     if cls is None:
-        cls = InvalidInputError if 400 <= status < 500 else StorageError if status == 503 else InternalError
+        # Other codes (`commit_failed`: a request that shared a failed commit) by their status.
+        by_status = {404: NotFoundError, 409: ConflictError, 503: StorageError}
+        cls = by_status.get(status) or (InvalidInputError if 400 <= status < 500 else InternalError)
     return cls(f"{status} {code}: {message}".strip())
 
 
@@ -288,12 +295,18 @@ class Client:
         with pa.ipc.new_stream(sink, reader.schema) as w:
             for batch in reader:
                 w.write_batch(batch)
-        headers = {
-            "Content-Type": "application/vnd.apache.arrow.stream",
-            "Idempotency-Key": idempotency_key or str(uuid.uuid4()),
-        }
+        key = idempotency_key or str(uuid.uuid4())
+        headers = {"Content-Type": "application/vnd.apache.arrow.stream", "Idempotency-Key": key}
         path = f"/v1/tables/{urllib.parse.quote(name, safe='/')}/insert"
-        return self._call("POST", path, sink.getvalue().to_pybytes(), headers)
+        try:
+            return self._call("POST", path, sink.getvalue().to_pybytes(), headers)
+        except UnreachableError as e:
+            # The server may have committed it before the answer was lost: only the same key
+            # again is safe, so the caller is given the one this client made.
+            e.idempotency_key = key
+            e.args = (f"{e}; the insert may have been committed: repeat it with idempotency_key={key!r}, "
+                      "which never adds its rows twice",)
+            raise
 
 
     def sql(self, query: str, as_of: Any = None, timeout: Union[str, float, None] = None) -> pa.Table:

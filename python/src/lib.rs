@@ -178,6 +178,39 @@ fn as_of(text: Option<&str>) -> PyResult<Option<AsOf>> {
     text.map(|t| t.parse::<AsOf>().map_err(py_err)).transpose()
 }
 
+/// Every batch of an input stream, or an error that says how reading it failed.
+fn read_all(reader: &mut ArrowArrayStreamReader, schema: &SchemaRef) -> PyResult<Vec<RecordBatch>> {
+    let mut batches: Vec<RecordBatch> = Vec::new();
+    loop {
+        // Importing a batch whose arrays do not have the stream's columns panics in
+        // arrow-rs: that is the input's fault, not a crash.
+        let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
+        match next {
+            Ok(None) => break,
+            Ok(Some(Ok(b))) => batches.push(b),
+            Ok(Some(Err(e))) => {
+                return Err(InvalidInputError::new_err(format!(
+                    "reading the input failed after {} batches: {e}",
+                    batches.len()
+                )))
+            }
+            Err(_) => {
+                return Err(InvalidInputError::new_err(format!(
+                    "batch {} of the input does not have the columns its stream declares ({})",
+                    batches.len() + 1,
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| format!("{} {}", f.name(), f.data_type()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        }
+    }
+    Ok(batches)
+}
+
 /// A neve table. Open one with `neve.Table(address)` or make one with `neve.create_table`.
 #[pyclass(name = "Table", module = "neve._neve", frozen)]
 struct PyTable {
@@ -234,35 +267,11 @@ impl PyTable {
     ) -> PyResult<String> {
         let mut reader = data.0;
         let schema = reader.schema();
-        // Read under the GIL: a stream made by Python code calls back into Python.
-        let mut batches: Vec<RecordBatch> = Vec::new();
-        loop {
-            // Importing a batch whose arrays do not have the stream's columns panics in
-            // arrow-rs: that is the input's fault, not a crash.
-            let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()));
-            match next {
-                Ok(None) => break,
-                Ok(Some(Ok(b))) => batches.push(b),
-                Ok(Some(Err(e))) => {
-                    return Err(InvalidInputError::new_err(format!(
-                        "reading the input failed after {} batches: {e}",
-                        batches.len()
-                    )))
-                }
-                Err(_) => {
-                    return Err(InvalidInputError::new_err(format!(
-                        "batch {} of the input does not have the columns its stream declares ({})",
-                        batches.len() + 1,
-                        schema
-                            .fields()
-                            .iter()
-                            .map(|f| format!("{} {}", f.name(), f.data_type()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )))
-                }
-            }
-        }
+        // Read without the GIL: a producer in C or C++ (a DuckDB relation runs its query as it
+        // is read) does not hold up the process's other threads, and one made by Python code
+        // (pyarrow's readers over a generator) takes the GIL itself, as producers of the C
+        // stream interface must.
+        let batches = py.detach(|| read_all(&mut reader, &schema))?;
         let t = self.table.clone();
         let report = run(py, async move {
             neve_core::write::validate_foreign("the Arrow stream", &batches)?;

@@ -58,6 +58,33 @@ def test_refusals_raise_named_errors(server):
     assert c.info("t")["rows"] == 0
 
 
+def test_the_client_raises_what_table_insert_raises(server, tmp_path):
+    """The same rows refused by a table in hand and through the server raise the same
+    exception (the server's code names it)."""
+    url, _ = server
+    c = neve.connect(url, token="s3cret")
+    c.create_table("strict", schema="id int64 not null", strict_schema=True)
+    c.create_table("loose", partition_by="identity(region)")
+    local = {
+        "strict": neve.create_table(tmp_path / "strict", schema="id int64 not null",
+                                    settings={"strict_schema": True}),
+        "loose": neve.create_table(tmp_path / "loose", partition_by="identity(region)"),
+    }
+    for table, rows in (
+        ("strict", pa.table({"id": ["x"]})),
+        ("strict", pa.table({"id": pa.array([None], pa.int64())})),
+        ("strict", pa.table({"id": [1], "other": [2]})),
+        ("loose", pa.table({"id": [1]})),
+        ("loose", pa.table({"region": ["eu"], "d": pa.array([1], pa.duration("s"))})),
+    ):
+        with pytest.raises(neve.NeveError) as here:
+            local[table].insert(rows)
+        with pytest.raises(neve.NeveError) as there:
+            c.insert(table, rows)
+        assert type(there.value) is type(here.value), (table, rows.schema, here.value, there.value)
+    assert [c.info(t)["rows"] for t in local] == [0, 0]
+
+
 def test_sql_through_the_server(server):
     url, warehouse = server
     c = neve.connect(url, token="s3cret")
@@ -186,6 +213,28 @@ def test_a_server_not_there_raises_unreachable_error(neve_bin, tmp_path):
     assert isinstance(e.value.__cause__, ConnectionRefusedError)
     # Backed off between the tries: 0.25 s, then 0.5 s.
     assert time.monotonic() - started >= 0.7
+
+
+def test_an_insert_with_no_answer_names_the_key_to_repeat_it_with(tmp_path):
+    """A server that takes the request and never answers: the insert may have been committed,
+    so the error carries the idempotency key the client made, the only safe way to repeat it."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+    threading.Thread(target=lambda: held.append(listener.accept()), daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(neve.UnreachableError) as e:
+            neve.connect(url, token="s3cret", timeout=0.5, retries=0).insert("t", pa.table({"id": [1]}))
+        key = e.value.idempotency_key
+        assert key and f"idempotency_key={key!r}" in str(e.value), e.value
+        with pytest.raises(neve.UnreachableError) as e:
+            neve.connect(url, timeout=0.5, retries=0).insert("t", pa.table({"id": [1]}), idempotency_key="mine")
+        assert e.value.idempotency_key == "mine"
+    finally:
+        listener.close()
 
 
 def test_an_insert_waits_out_a_restart_of_the_server(neve_bin, tmp_path):

@@ -78,3 +78,47 @@ def test_python_threads_run_while_neve_works(tmp_path):
         th.join()
     overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in zip(spans[0], spans[1])]
     assert any(overlaps), spans
+
+
+def test_reading_an_input_stream_leaves_the_gil_to_other_threads(tmp_path):
+    """A producer in C++ (pyarrow's CSV reader, handed over by the C stream interface alone,
+    as a foreign library's stream is) parses as neve reads it: other Python threads run
+    meanwhile. (With the GIL held through the read, a thread ticking beside it would stop for
+    as long as the parse takes.)"""
+    import pyarrow.csv as csv
+
+    path = tmp_path / "rows.csv"
+    n = 2_000_000
+    csv.write_csv(pa.table({"id": pa.array(range(n), pa.int64()), "s": [f"row {i}" for i in range(n)]}), path)
+    options = csv.ReadOptions(use_threads=False, block_size=1 << 20)
+    started = time.monotonic()
+    assert csv.read_csv(path, read_options=options).num_rows == n
+    parse = time.monotonic() - started
+
+    class Stream:
+        """Only `__arrow_c_stream__`, as a foreign producer has."""
+
+        def __init__(self, reader):
+            self.reader = reader
+
+        def __arrow_c_stream__(self, requested_schema=None):
+            return self.reader.__arrow_c_stream__(requested_schema)
+
+    t = neve.create_table(tmp_path / "t")
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        t.insert(Stream(csv.open_csv(path, read_options=options)))
+    finally:
+        stop.set()
+        ticker.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert t.sql("SELECT count(*) AS n FROM t").column("n").to_pylist() == [n]
+    assert max(gaps) < parse / 2, (max(gaps), parse)

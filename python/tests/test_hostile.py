@@ -226,6 +226,47 @@ def test_rows_without_columns_are_refused_not_dropped(tmp_path):
     assert state(t) == before
 
 
+def test_rows_of_dicts_keep_every_key_of_every_row(tmp_path):
+    """A key only later rows have is a column too (pyarrow's from_pylist drops it silently);
+    rows without a key hold null there."""
+    t = neve.create_table(tmp_path / "t")
+    t.insert([{"id": 1}, {"id": 2, "note": "x"}, {"note": "y", "id": 3, "n": 7}])
+    got = t.sql("SELECT id, note, n FROM t ORDER BY id").to_pylist()
+    assert got == [{"id": 1, "note": None, "n": None}, {"id": 2, "note": "x", "n": None},
+                   {"id": 3, "note": "y", "n": 7}]
+    before = state(t)
+    for rows, message in (
+        ([{"id": 4}, ("id", 5)], "row 2 is a tuple"),
+        ([{"id": 4}, {5: "x"}], "row 2 has the key 5"),
+        ([{"id": 4}, {"id": "five"}], "column 'id'"),
+    ):
+        with pytest.raises(neve.InvalidInputError, match=message):
+            t.insert(rows)
+        assert state(t) == before
+
+
+def test_extension_types_that_would_lose_their_meaning_are_refused(tmp_path):
+    """A pandas Period is an int64 of ordinals under an Arrow extension type: stored as its
+    storage it would read back as 648, not 2024-01. Such columns are refused, naming the type;
+    an extension whose storage is the value itself (a UUID's bytes) is kept."""
+    import uuid
+
+    t = neve.create_table(tmp_path / "t")
+    t.insert(pa.table({"id": [1]}))
+    before = state(t)
+    periods = pd.DataFrame({"id": [2, 3], "p": pd.period_range("2024-01", periods=2, freq="M")})
+    stored = pa.Table.from_pandas(periods, preserve_index=False).column("p").combine_chunks()
+    nested = pa.table({"id": [2, 3], "s": pa.StructArray.from_arrays([stored], names=["p"])})
+    for data in (periods, nested):
+        with pytest.raises(neve.SchemaError, match="pandas.period") as e:
+            t.insert(data)
+        assert "'p'" in str(e.value) or "'s.p'" in str(e.value), e.value
+    assert state(t) == before
+    u = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    t.insert(pa.table({"id": [4], "u": pa.array([u.bytes], pa.uuid())}))
+    assert t.sql("SELECT u FROM t WHERE id = 4").column("u").to_pylist() == [u.bytes]
+
+
 def test_arguments_of_the_wrong_kind_name_themselves(tmp_path):
     t = neve.create_table(tmp_path / "t", partition_by="identity(k)")
     t.insert(pa.table({"k": ["a"], "v": [1]}))

@@ -38,6 +38,9 @@ struct TableState {
     versions: Mutex<Kept>,
     /// `--t` times (ms) and the version each names.
     times: Mutex<HashMap<i64, u64>>,
+    /// When each file removed since the table was read was written (ms): a removed file still
+    /// served keeps the `Last-Modified` it was listed with.
+    removed_written: Mutex<HashMap<String, i64>>,
 }
 
 /// Snapshots by version, the least recently used dropped first: a version being scanned stays
@@ -82,6 +85,36 @@ impl TableState {
     }
 }
 
+/// Note when each file `commits` removed was written: from `before` (the snapshot they were
+/// applied to) or an add among them. Files no longer among `after`'s tombstones are let go.
+fn remember_removed(
+    written: &Mutex<HashMap<String, i64>>,
+    before: &Snapshot,
+    after: &Snapshot,
+    commits: &[neve_core::log::LoggedCommit],
+) {
+    use neve_core::log::Action;
+    let mut added: HashMap<&str, i64> = HashMap::new();
+    let mut written = written.lock().expect("removed lock");
+    for c in commits {
+        for a in &c.actions {
+            match a {
+                Action::Add(f) => {
+                    added.insert(&f.path, f.modification_time);
+                }
+                Action::Remove(r) => {
+                    let at = before.files.get(&r.path).map(|f| f.modification_time);
+                    if let Some(at) = at.or_else(|| added.get(r.path.as_str()).copied()) {
+                        written.insert(r.path.clone(), at);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    written.retain(|p, _| after.tombstones.contains_key(p));
+}
+
 impl Catalog {
     pub fn new(warehouse: TableLocation, refresh_interval: Duration) -> Self {
         Self {
@@ -112,6 +145,7 @@ impl Catalog {
                     latest: tokio::sync::Mutex::new(None),
                     versions: Mutex::new(Kept::default()),
                     times: Mutex::new(HashMap::new()),
+                    removed_written: Mutex::new(HashMap::new()),
                 })
             })
             .clone();
@@ -171,6 +205,7 @@ impl Catalog {
                 } else {
                     let mut next = Snapshot::clone(snap);
                     state.log.apply_all(&mut next, &commits)?;
+                    remember_removed(&state.removed_written, snap, &next, &commits);
                     Arc::new(next)
                 }
             }
@@ -179,6 +214,14 @@ impl Catalog {
         state.keep(&snap);
         *latest = Some((snap.clone(), started));
         Ok(snap)
+    }
+
+    /// When a file removed from `table` was written (ms), if the proxy saw it alive.
+    pub fn removed_written(&self, table: &str, path: &str) -> Option<i64> {
+        let tables = self.tables.lock().expect("tables lock");
+        let state = tables.get(table)?;
+        let written = state.removed_written.lock().expect("removed lock");
+        written.get(path).copied()
     }
 
     /// The snapshot at `version`, from memory if it was seen recently.

@@ -150,7 +150,11 @@ impl NeveS3 {
                 (Pin::Latest, Some(r))
                     if chrono::Utc::now().timestamp_millis() - r.deletion_timestamp < grace =>
                 {
-                    Some((r.size.unwrap_or(u64::MAX), r.deletion_timestamp))
+                    // Its `Last-Modified` as listed, when the proxy saw it alive (else, read
+                    // since its removal, the removal's time).
+                    let written = self.catalog.removed_written(table, &path);
+                    let modified = written.unwrap_or(r.deletion_timestamp);
+                    Some((r.size.unwrap_or(u64::MAX), modified))
                 }
                 _ => None,
             }
@@ -320,7 +324,9 @@ impl NeveS3 {
 
     fn not_found(&self, e: Error, bucket: &str, table: &str) -> Error {
         match e {
-            Error::Table(t) if t.kind() == neve_core::ErrorKind::NotFound => {
+            // Only a table that is gone is forgotten: a pin naming a version or a time the
+            // table does not have leaves its snapshots in memory for every other reader.
+            Error::Table(neve_core::Error::TableNotFound { .. }) => {
                 self.catalog.forget(table);
                 Error::NoSuchBucket {
                     bucket: bucket.to_string(),
@@ -371,12 +377,13 @@ fn check_conditions(
         }
         any.then_some(tags)
     };
-    // If-Match compares strongly (a weak tag never matches), If-None-Match weakly.
+    // If-Match compares strongly (a weak tag never matches), If-None-Match weakly. A tag may
+    // come without its quotes, as S3 takes it (AWS SDK for Java v1 sends them so).
     let names_file = |tags: &[String], weak: bool| {
         tags.iter().any(|t| {
             let t = if weak { t.trim_start_matches("W/") } else { t };
-            t == "*"
-                || t.strip_prefix('"').and_then(|t| t.strip_suffix('"')) == Some(file.etag.as_str())
+            let bare = t.strip_prefix('"').and_then(|t| t.strip_suffix('"'));
+            t == "*" || bare.unwrap_or(t) == file.etag
         })
     };
     let modified = file.modified.div_euclid(1000);
@@ -705,6 +712,50 @@ fn prefixes(page: &listing::Page, encode: bool) -> Vec<dto::CommonPrefix> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::config::ProxyConfig;
+    use neve_core::{CreateOptions, TableBuilder};
+    use s3s::{S3Error, S3ErrorCode};
+    use std::time::Duration;
+
+    /// A pin the table has no version for is that bucket's NoSuchBucket; the table's snapshots
+    /// stay in memory for every other reader (it once made each reader read the log again).
+    #[tokio::test]
+    async fn a_bad_pin_does_not_forget_the_table() {
+        let warehouse = neve_core::TableLocation::memory("wh");
+        TableBuilder::new(warehouse.sub("a"))
+            .build()
+            .create(CreateOptions::default())
+            .await
+            .unwrap();
+        let config = ProxyConfig {
+            warehouse: "memory".into(),
+            settings: ProxySettings::default(),
+            tenants: vec![],
+            single_key: None,
+            tls: None,
+        };
+        let s3 = NeveS3 {
+            catalog: Arc::new(Catalog::new(warehouse, Duration::ZERO)),
+            keys: Arc::new(Keys::new(&config).unwrap()),
+            metrics: Arc::new(Metrics::new()),
+            settings: ProxySettings::default(),
+            cache: None,
+        };
+        s3.snapshot("a", "a", Pin::Latest).await.unwrap();
+        assert!(s3.catalog.knows("a"));
+        for pin in [Pin::Version(99), Pin::Time(0)] {
+            let e = s3.snapshot("a--x", "a", pin).await.unwrap_err();
+            assert!(matches!(e, Error::Table(_)), "{e:?}");
+            assert_eq!(S3Error::from(e).code(), &S3ErrorCode::NoSuchBucket);
+            assert!(s3.catalog.knows("a"), "{pin:?}");
+        }
+        // A table that is gone is forgotten.
+        let e = s3.snapshot("b", "b", Pin::Latest).await.unwrap_err();
+        assert!(matches!(e, Error::NoSuchBucket { .. }), "{e:?}");
+        assert!(!s3.catalog.knows("b"));
+    }
+
     /// ETags key the disk cache across restarts and clients' caches: they never change.
     #[test]
     fn etags_are_stable() {

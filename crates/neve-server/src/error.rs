@@ -182,9 +182,15 @@ impl Error {
             Error::CommitFailed { .. } => "commit_failed",
             Error::InMeasurement { source, .. } => source.code(),
             Error::Table(e) => match e {
-                neve_core::Error::InvalidInput { .. } | neve_core::Error::InvalidValue { .. } => {
-                    "invalid_input"
-                }
+                neve_core::Error::InvalidInput { .. } => "invalid_input",
+                // What the Python package raises as `SchemaError` has codes of its own, so its
+                // client raises the same exception for the server's answer.
+                neve_core::Error::InvalidValue { .. } => "invalid_value",
+                neve_core::Error::UnsupportedType { .. }
+                | neve_core::Error::InvalidSchema { .. }
+                | neve_core::Error::MissingPartitionColumn { .. }
+                | neve_core::Error::UnsafeAlter { .. }
+                | neve_core::Error::IcebergUnsupported { .. } => "invalid_schema",
                 neve_core::Error::SchemaConflict { .. }
                 | neve_core::Error::NewColumnRejected { .. } => "schema_conflict",
                 neve_core::Error::SqlSyntax { .. } => "sql_syntax",

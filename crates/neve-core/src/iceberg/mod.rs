@@ -44,7 +44,7 @@ use crate::log::{CommitInfo, LogStore, Snapshot};
 use crate::storage::TableLocation;
 
 pub use metrics::{MetricsConfig, MetricsMode};
-pub use types::check_table;
+pub use types::{check_change, check_table};
 
 /// A table's `iceberg_metrics` may only name its columns (current or former names): a
 /// misspelt name would silently keep the default.

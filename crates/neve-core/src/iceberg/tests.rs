@@ -448,6 +448,59 @@ async fn what_iceberg_cannot_describe_is_refused_and_nothing_changes() {
     assert!(e.to_string().contains("'g'"), "{e}");
 }
 
+/// Files keep the types they were written with, and Iceberg's readers take a change of type
+/// only through its promotions: a column of int32 values may become int64 (Iceberg's int to
+/// long), not float64, which neve alone could read.
+#[tokio::test]
+async fn a_type_change_iceberg_cannot_promote_is_refused_and_nothing_changes() {
+    use arrow::array::{Float64Array, Int32Array};
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), true).await;
+    let with_n = |n: arrow::array::ArrayRef| {
+        let s = Arc::new(Schema::new(vec![
+            Field::new("g", DataType::Int64, true),
+            Field::new("k", DataType::Int64, true),
+            Field::new("n", n.data_type().clone(), true),
+        ]));
+        let b = RecordBatch::try_new(
+            s.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1])),
+                Arc::new(Int64Array::from(vec![1])),
+                n,
+            ],
+        )
+        .unwrap();
+        (s, vec![b])
+    };
+    let opts = InsertOptions::default();
+    let (s, b) = with_n(Arc::new(Int32Array::from(vec![7])));
+    t.insert_batches(s, b, &opts, Arc::new(NoProgress))
+        .await
+        .unwrap();
+    let before = t.snapshot().await.unwrap().version;
+    let (s, b) = with_n(Arc::new(Float64Array::from(vec![7.5])));
+    let e = t
+        .insert_batches(s, b, &opts, Arc::new(NoProgress))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::IcebergUnsupported { ref column, ref reason }
+            if column == "n" && reason.contains("int to double")),
+        "{e}"
+    );
+    assert_eq!(t.snapshot().await.unwrap().version, before);
+    assert_eq!(newest(&location).await.neve_version(), Some(before));
+    // int to long is Iceberg's own promotion.
+    let (s, b) = with_n(Arc::new(Int64Array::from(vec![1 << 40])));
+    t.insert_batches(s, b, &opts, Arc::new(NoProgress))
+        .await
+        .unwrap();
+    assert_eq!(t.snapshot().await.unwrap().version, before + 1);
+    assert_eq!(newest(&location).await.neve_version(), Some(before + 1));
+}
+
 /// Iceberg readers cannot fold rows: a table with `aggregate` semantics never writes Iceberg
 /// metadata, whichever way `iceberg=true` would come (create, alter, a log that has both).
 #[tokio::test]

@@ -135,6 +135,59 @@ pub fn check_table(
     Ok(())
 }
 
+/// Check a schema change of a table with Iceberg metadata: files written before it keep their
+/// types, which Iceberg's readers take only through its promotions (int to long, float to
+/// double, a decimal's precision with its scale kept). neve's own widenings are wider (an int
+/// to a double, fixed to binary, a decimal's scale), but its reader casts each file itself.
+pub fn check_change(before: &TableSchema, after: &TableSchema) -> Result<()> {
+    let was: std::collections::HashMap<u32, (String, &ColumnType)> = before
+        .fields()
+        .into_iter()
+        .map(|(path, c)| (c.id, (path, &c.column_type)))
+        .collect();
+    for (path, c) in after.fields() {
+        let Some((_, old)) = was.get(&c.id) else {
+            continue;
+        };
+        let (Some(from), Some(to)) = (type_json(&path, old)?, type_json(&path, &c.column_type)?)
+        else {
+            continue;
+        };
+        // Nested types are compared field by field.
+        if !from.is_string() || !to.is_string() || from == to {
+            continue;
+        }
+        let (from, to) = (from.as_str().unwrap_or(""), to.as_str().unwrap_or(""));
+        let promoted = match (from, to) {
+            ("int", "long") | ("float", "double") => true,
+            _ => match (decimal_of(from), decimal_of(to)) {
+                (Some((p1, s1)), Some((p2, s2))) => s1 == s2 && p2 >= p1,
+                _ => false,
+            },
+        };
+        if !promoted {
+            return Err(unsupported(
+                &path,
+                format!(
+                    "a change from {from} to {to}: Iceberg's readers read the files written \
+                     before only through its promotions (int to long, float to double, a \
+                     decimal's precision with its scale kept), not {from} to {to}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `decimal(P, S)` as Iceberg's JSON names it.
+fn decimal_of(t: &str) -> Option<(u8, i8)> {
+    let (p, s) = t
+        .strip_prefix("decimal(")?
+        .strip_suffix(')')?
+        .split_once(',')?;
+    Some((p.trim().parse().ok()?, s.trim().parse().ok()?))
+}
+
 /// The primitive type of a column (for bounds); `Other` for nested and unmapped types.
 pub(crate) fn prim(t: &ColumnType) -> Prim {
     use ColumnType::*;
@@ -337,7 +390,8 @@ pub(crate) fn partition_datum(f: &SpecField, label: &str) -> Option<Datum> {
     Some(match f.transform {
         Transform::Year => Datum::Int(label.parse::<i32>().ok()? - 1970),
         Transform::Month => {
-            let (y, m) = label.split_once('-')?;
+            // `-001-12` is December of 2 BC: the year may have a sign.
+            let (y, m) = label.rsplit_once('-')?;
             Datum::Int(months(y.parse().ok()?, m.parse().ok()?) as i32)
         }
         Transform::Day => Datum::Int(parse_date(label)?),
@@ -400,6 +454,7 @@ pub(crate) struct FileBounds {
 /// Old names (aliases) of renamed top-level columns too, as older files' statistics use them.
 pub(crate) fn stat_fields(schema: &TableSchema) -> Vec<(String, i32, Prim, bool)> {
     let mut out = Vec::new();
+    let mut aliases = Vec::new();
     for (path, c) in schema.fields() {
         // Fields inside lists and maps have no per-row statistics.
         if path.contains("[]") || path.contains(".key") || path.contains(".value") {
@@ -409,10 +464,14 @@ pub(crate) fn stat_fields(schema: &TableSchema) -> Vec<(String, i32, Prim, bool)
         out.push((path.clone(), c.id as i32, prim(&c.column_type), top));
         if top {
             for a in &c.aliases {
-                out.push((a.clone(), c.id as i32, prim(&c.column_type), true));
+                aliases.push((a.clone(), c.id as i32, prim(&c.column_type), true));
             }
         }
     }
+    // After every current name, and never one of them: a file's statistics under a name a
+    // column has now are that column's, whoever had the name before.
+    aliases.retain(|(a, ..)| !out.iter().any(|(p, ..)| p == a));
+    out.extend(aliases);
     out
 }
 
@@ -473,34 +532,119 @@ pub(crate) fn file_bounds(
 }
 
 /// `schema.name-mapping.default`: every field id with its names, current and former, so
-/// readers find columns in files written before neve wrote field ids.
+/// readers find columns in files written before neve wrote field ids. A name is listed once,
+/// under the column [`TableSchema::name_owners`] gives it (Java's reader refuses a mapping that
+/// lists a name twice).
 pub(crate) fn name_mapping(schema: &TableSchema) -> Value {
-    fn fields(columns: &[Column]) -> Vec<Value> {
+    fn fields(columns: &[Column], top: Option<&dyn Fn(&Column) -> Vec<String>>) -> Vec<Value> {
         columns
             .iter()
-            .map(|c| {
-                let mut names = vec![c.name.clone()];
-                names.extend(c.aliases.iter().cloned());
+            .filter_map(|c| {
+                let names = match top {
+                    Some(f) => f(c),
+                    None => std::iter::once(&c.name)
+                        .chain(&c.aliases)
+                        .cloned()
+                        .collect(),
+                };
+                // A column added since ids were written whose name an older column's files
+                // use: files without ids cannot hold it, so it has no place in the mapping.
+                if names.is_empty() {
+                    return None;
+                }
                 let mut m = json!({"field-id": c.id, "names": names});
                 let nested = match &c.column_type {
-                    ColumnType::Struct(fs) => fields(fs),
-                    ColumnType::List(e) => fields(std::slice::from_ref(e)),
-                    ColumnType::Map(k, v) => fields(&[(**k).clone(), (**v).clone()]),
+                    ColumnType::Struct(fs) => fields(fs, None),
+                    ColumnType::List(e) => fields(std::slice::from_ref(e), None),
+                    ColumnType::Map(k, v) => fields(&[(**k).clone(), (**v).clone()], None),
                     _ => vec![],
                 };
                 if !nested.is_empty() {
                     m["fields"] = Value::Array(nested);
                 }
-                m
+                Some(m)
             })
             .collect()
     }
-    Value::Array(fields(&schema.columns))
+    let owner = schema.name_owners();
+    let top_names = |c: &Column| -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for n in std::iter::once(&c.name).chain(&c.aliases) {
+            if owner.get(n.as_str()) == Some(&c.id) && !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        names
+    };
+    Value::Array(fields(&schema.columns, Some(&top_names)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table from before field ids with `a` and `b`, after `alters` (renames, or `+x` to add
+    /// a column `x`).
+    fn legacy_after(alters: &[&str]) -> TableSchema {
+        use crate::schema::AlterOp;
+        let legacy = r#"{"columns":[{"name":"a","type":"int64"},{"name":"b","type":"string"}]}"#;
+        let mut s: TableSchema = serde_json::from_str(legacy).unwrap();
+        for a in alters {
+            let op = match a.strip_prefix('+') {
+                Some(name) => AlterOp::AddColumn {
+                    parent: None,
+                    column: crate::schema::parse_schema(&format!("{name} int32"))
+                        .unwrap()
+                        .columns
+                        .remove(0),
+                },
+                None => {
+                    let (from, to) = a.split_once('>').unwrap();
+                    AlterOp::RenameColumn {
+                        from: from.into(),
+                        to: to.into(),
+                    }
+                }
+            };
+            s = s.alter(&op, true).unwrap();
+        }
+        s
+    }
+
+    /// Each name once in the mapping (Java refuses a mapping with a name twice), standing for
+    /// the column files without ids meant by it.
+    #[test]
+    fn the_name_mapping_lists_each_name_once() {
+        let names = |s: &TableSchema| -> Vec<(u64, Vec<String>)> {
+            name_mapping(s)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    let names = f["names"].as_array().unwrap();
+                    let names = names.iter().map(|n| n.as_str().unwrap().to_string());
+                    (f["field-id"].as_u64().unwrap(), names.collect())
+                })
+                .collect()
+        };
+        let v = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Renamed away and back.
+        let s = legacy_after(&["a>x", "x>a"]);
+        assert_eq!(names(&s), vec![(1, v(&["a", "x"])), (2, v(&["b"]))]);
+        // Renamed, then a new column of the old name: files without ids hold only the old one.
+        let s = legacy_after(&["a>x", "+a"]);
+        assert_eq!(names(&s), vec![(1, v(&["x", "a"])), (2, v(&["b"]))]);
+        // Names swapped between two old columns: each keeps the name it had in those files.
+        let s = legacy_after(&["a>c", "b>a"]);
+        assert_eq!(names(&s), vec![(1, v(&["c", "a"])), (2, v(&["b"]))]);
+        assert_eq!(s.name_owners().get("a"), Some(&1));
+        // A new column's statistics are its own, under its name, whatever the alias.
+        let s = legacy_after(&["a>x", "+a"]);
+        let fields = stat_fields(&s);
+        let a = fields.iter().find(|f| f.0 == "a").unwrap();
+        assert_eq!(a.1, s.column("a").unwrap().id as i32);
+        assert_eq!(fields.iter().filter(|f| f.0 == "a").count(), 1);
+    }
 
     #[test]
     fn decimals_are_minimal_twos_complement() {
@@ -532,6 +676,10 @@ mod tests {
         assert_eq!(
             partition_datum(&f(Transform::Month, Prim::Int), "1970-02"),
             Some(Datum::Int(1))
+        );
+        assert_eq!(
+            partition_datum(&f(Transform::Month, Prim::Int), "-001-12"),
+            Some(Datum::Int(-23641))
         );
         assert_eq!(
             partition_datum(&f(Transform::Month, Prim::Int), "1969-12"),

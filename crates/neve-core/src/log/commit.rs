@@ -207,6 +207,9 @@ impl Committer {
                 if let Action::Metadata(m) = a {
                     if m.settings.iceberg {
                         crate::iceberg::check_table(&m.schema, &m.partition_by, m.merge.as_ref())?;
+                        if snapshot.metadata.settings.iceberg {
+                            crate::iceberg::check_change(&snapshot.metadata.schema, &m.schema)?;
+                        }
                     }
                 }
             }

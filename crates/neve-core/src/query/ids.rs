@@ -35,14 +35,12 @@ pub(crate) struct FieldIdAdapterFactory {
 
 impl FieldIdAdapterFactory {
     pub fn new(schema: &TableSchema) -> Self {
-        let mut name_mapped = HashMap::new();
-        for c in &schema.columns {
-            if c.id <= schema.name_mapped_ids {
-                for n in std::iter::once(&c.name).chain(&c.aliases) {
-                    name_mapped.insert(n.clone(), c.id);
-                }
-            }
-        }
+        let name_mapped = schema
+            .name_owners()
+            .into_iter()
+            .filter(|&(_, id)| id <= schema.name_mapped_ids)
+            .map(|(n, id)| (n.to_string(), id))
+            .collect();
         Self { name_mapped }
     }
 

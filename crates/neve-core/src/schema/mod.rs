@@ -596,6 +596,40 @@ struct RawSchema {
     name_mapped_ids: u32,
 }
 
+/// Arrow extension types whose storage values are the values themselves (a JSON text, a
+/// UUID's 16 bytes, a geometry's WKB or WKT): stored as their storage type, nothing changes.
+const EXTENSIONS_KEPT: [&str; 4] = ["arrow.json", "arrow.uuid", "geoarrow.wkb", "geoarrow.wkt"];
+
+/// Refuse a field (or a field inside it) of an Arrow extension type whose meaning its storage
+/// would lose: a pandas `Period` is an `int64` of ordinals, an `Interval` a struct without its
+/// closed side, `arrow.bool8` an `int8`. Stored as the storage type, their values would change.
+fn refuse_extension(path: &str, f: &Field) -> Result<()> {
+    if let Some(name) = f.metadata().get("ARROW:extension:name") {
+        if !EXTENSIONS_KEPT.contains(&name.as_str()) {
+            return Err(Error::UnsupportedType {
+                column: path.to_string(),
+                data_type: format!(
+                    "{name} (an Arrow extension type stored as {}: neve would keep the storage \
+                     values and lose what they mean; convert the column to a plain type first)",
+                    f.data_type()
+                ),
+            });
+        }
+    }
+    match f.data_type() {
+        DataType::Struct(fields) => fields
+            .iter()
+            .try_for_each(|c| refuse_extension(&format!("{path}.{}", c.name()), c)),
+        DataType::List(e)
+        | DataType::LargeList(e)
+        | DataType::ListView(e)
+        | DataType::LargeListView(e)
+        | DataType::FixedSizeList(e, _) => refuse_extension(&format!("{path}[]"), e),
+        DataType::Map(entries, _) => refuse_extension(path, entries),
+        _ => Ok(()),
+    }
+}
+
 impl From<RawSchema> for TableSchema {
     /// Schemas written before ids existed get them by position, the same for every reader.
     fn from(raw: RawSchema) -> Self {
@@ -636,6 +670,24 @@ impl TableSchema {
         self.columns.iter().position(|c| c.name == name)
     }
 
+    /// The column each top-level name, current or former, stands for. Files written before
+    /// ids (which may hold the columns with ids up to `name_mapped_ids`) name columns as they
+    /// were then, so a name several columns have had (`a` renamed to `c`, then `b` to `a`) is
+    /// the column's whose first name it is (its first alias, or its name if it never changed);
+    /// any other, the lowest id's.
+    pub(crate) fn name_owners(&self) -> std::collections::HashMap<&str, u32> {
+        let mut owner: std::collections::HashMap<&str, (bool, u32)> = Default::default();
+        for c in &self.columns {
+            let first = c.aliases.first().unwrap_or(&c.name);
+            for n in std::iter::once(&c.name).chain(&c.aliases) {
+                let claim = (!(c.id <= self.name_mapped_ids && n == first), c.id);
+                let e = owner.entry(n.as_str()).or_insert(claim);
+                *e = (*e).min(claim);
+            }
+        }
+        owner.into_iter().map(|(n, (_, id))| (n, id)).collect()
+    }
+
     /// Every column and nested field, depth first, with its path (`user.plan`, `tags[]`,
     /// `attrs.key`).
     pub fn fields(&self) -> Vec<(String, &Column)> {
@@ -669,6 +721,7 @@ impl TableSchema {
                     message: "duplicate column name".into(),
                 });
             }
+            refuse_extension(f.name(), f)?;
             columns.push(Column::new(
                 f.name(),
                 ColumnType::from_arrow(f.name(), f.data_type())?,

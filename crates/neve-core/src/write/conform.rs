@@ -451,6 +451,17 @@ fn conform_leaf(
 /// that does not come back unchanged: out of range (the cast gives null), rounded (a decimal's
 /// or a float's digits) or cut (a binary's length).
 fn narrow(a: &ArrayRef, to: &DataType, bad: impl Fn(usize) -> ConformError) -> CResult<ArrayRef> {
+    // arrow casts views to few types (not `BinaryView` to `FixedSizeBinary`, which polars'
+    // binary columns would need): their plain form first, which holds the same values.
+    let plain = match a.data_type() {
+        DataType::BinaryView => Some(DataType::Binary),
+        DataType::Utf8View => Some(DataType::Utf8),
+        _ => None,
+    };
+    let a = &match plain {
+        Some(t) => arrow::compute::cast(a, &t)?,
+        None => a.clone(),
+    };
     let out = arrow::compute::cast_with_options(
         a,
         to,

@@ -61,6 +61,25 @@ fn narrowed(input: arrow::array::ArrayRef, to: DataType) -> crate::Result<arrow:
     .map(|b| b.column(0).clone())
 }
 
+/// polars hands binary columns over as views: into a strict `fixed(n)` column, each value of
+/// n bytes is taken as it is, and one of another length is refused by its row.
+#[test]
+fn binary_views_narrow_into_fixed_columns() {
+    use arrow::array::BinaryViewArray;
+    let sixteen = [7u8; 16];
+    let views = BinaryViewArray::from(vec![Some(&sixteen[..]), None, Some(&[1u8; 16][..])]);
+    let got = narrowed(Arc::new(views), DataType::FixedSizeBinary(16)).unwrap();
+    let got = got.as_fixed_size_binary();
+    assert_eq!(
+        (got.value(0), got.is_null(1), got.value(2)),
+        (&sixteen[..], true, &[1u8; 16][..])
+    );
+    let short = BinaryViewArray::from(vec![Some(&sixteen[..]), Some(&sixteen[..15])]);
+    let err = narrowed(Arc::new(short), DataType::FixedSizeBinary(16)).unwrap_err();
+    assert!(matches!(err, Error::InvalidValue { .. }), "{err:?}");
+    assert!(err.to_string().contains("row 2"), "{err}");
+}
+
 proptest! {
     /// A strict table keeps its types: wider input values are taken exactly when each fits
     /// the table's type, and otherwise the first that does not is refused by its row (the

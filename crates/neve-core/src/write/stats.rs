@@ -295,6 +295,15 @@ fn float_min_max(values: impl Iterator<Item = Option<f64>>) -> (Option<Value>, O
     if !any {
         return (None, None);
     }
+    // `min` and `max` may return either zero when both are there: a zero bound is the one
+    // that holds the other too (Parquet's rule), or a reader comparing -0.0 < 0.0 (Iceberg's
+    // Java) would skip a file with a 0.0 whose bound says -0.0.
+    if lo == 0.0 {
+        lo = -0.0;
+    }
+    if hi == 0.0 {
+        hi = 0.0;
+    }
     (
         serde_json::Number::from_f64(lo).map(Value::Number),
         serde_json::Number::from_f64(hi).map(Value::Number),
@@ -316,5 +325,26 @@ pub(crate) fn timestamp_string(us: i64, zoned: bool) -> String {
         s + "Z"
     } else {
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::float_min_max;
+
+    /// A zero bound holds both zeros, whichever order they come in.
+    #[test]
+    fn zero_bounds_cover_both_zeros() {
+        for values in [[0.0, -0.0], [-0.0, 0.0], [0.0, 0.0], [-0.0, -0.0]] {
+            let (lo, hi) = float_min_max(values.into_iter().map(Some));
+            let (lo, hi) = (lo.unwrap().as_f64().unwrap(), hi.unwrap().as_f64().unwrap());
+            assert!(lo == 0.0 && lo.is_sign_negative(), "{values:?}: {lo}");
+            assert!(hi == 0.0 && hi.is_sign_positive(), "{values:?}: {hi}");
+        }
+        let (lo, hi) = float_min_max([Some(-1.5), None, Some(f64::NAN), Some(2.0)].into_iter());
+        assert_eq!(
+            (lo.unwrap().as_f64(), hi.unwrap().as_f64()),
+            (Some(-1.5), Some(2.0))
+        );
     }
 }

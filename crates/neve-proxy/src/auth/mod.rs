@@ -214,15 +214,13 @@ impl Access {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.as_str())
         };
-        let signed_headers = match exact("X-Amz-SignedHeaders") {
-            Some(h) => h.to_string(),
-            None => authorization
-                .split(',')
-                .find_map(|p| p.trim().strip_prefix("SignedHeaders="))
-                .unwrap_or("")
-                .to_string(),
+        // The signed headers of the signature s3s checks: the query's only for a presigned URL
+        // (`X-Amz-Signature` present, as s3s decides), else the Authorization header's.
+        let signed_headers = match exact("X-Amz-Signature") {
+            Some(_) => exact("X-Amz-SignedHeaders"),
+            None => header_signed_headers(authorization),
         };
-        if !signed_headers.split(';').any(|h| h == "host") {
+        if !signed_headers.is_some_and(|s| s.split(';').any(|h| h == "host")) {
             return deny("the signature must cover the Host header");
         }
         // Every spelling is held to the cap: which one a signer used is not for the policy to
@@ -290,8 +288,47 @@ pub(crate) struct Request<'a> {
 }
 
 /// The query string's pairs, decoded.
+/// `SignedHeaders` of a SigV4 Authorization header, read as s3s reads it: the credential's
+/// five `/`-separated parts may hold commas (`…/x,SignedHeaders=host;y/s3/aws4_request`), so
+/// the list is the one after `aws4_request,`, not the first `SignedHeaders=` in the text.
+fn header_signed_headers(authorization: &str) -> Option<&str> {
+    let (_algorithm, rest) = authorization.split_once(|c: char| c.is_ascii_whitespace())?;
+    let mut credential = rest.trim_start().strip_prefix("Credential=")?;
+    for _ in 0..4 {
+        credential = &credential[credential.find('/')? + 1..];
+    }
+    let rest = credential.strip_prefix("aws4_request,")?.trim_start();
+    let rest = rest.strip_prefix("SignedHeaders=")?;
+    Some(&rest[..rest.find(',')?])
+}
+
 pub(crate) fn url_pairs(query: &str) -> Vec<(String, String)> {
     url::form_urlencoded::parse(query.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_signed_headers;
+
+    #[test]
+    fn signed_headers_are_the_ones_after_the_credential() {
+        let h = "AWS4-HMAC-SHA256 Credential=AK/20261206/us-east-1/s3/aws4_request, \
+                 SignedHeaders=host;x-amz-date, Signature=abc";
+        assert_eq!(header_signed_headers(h), Some("host;x-amz-date"));
+        // A region with a comma cannot lend its text as the list.
+        let h = "AWS4-HMAC-SHA256 Credential=AK/20261206/x,SignedHeaders=host;y/s3/aws4_request,\
+                 SignedHeaders=x-amz-date,Signature=abc";
+        assert_eq!(header_signed_headers(h), Some("x-amz-date"));
+        for bad in [
+            "",
+            "AWS4-HMAC-SHA256",
+            "AWS4-HMAC-SHA256 SignedHeaders=host, Signature=abc",
+            "AWS4-HMAC-SHA256 Credential=AK/20261206/us-east-1/s3/aws4_request, Signature=abc",
+            "AWS4-HMAC-SHA256 Credential=AK/20261206/us-east-1/aws4_request,SignedHeaders=host,Signature=a",
+        ] {
+            assert_eq!(header_signed_headers(bad), None, "{bad}");
+        }
+    }
 }
