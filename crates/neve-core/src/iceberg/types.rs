@@ -536,7 +536,9 @@ pub(crate) fn file_bounds(
 /// under the column [`TableSchema::name_owners`] gives it (Java's reader refuses a mapping that
 /// lists a name twice).
 pub(crate) fn name_mapping(schema: &TableSchema) -> Value {
-    fn fields(columns: &[Column], top: Option<&dyn Fn(&Column) -> Vec<String>>) -> Vec<Value> {
+    /// A top-level column's names in the mapping.
+    type TopNames<'a> = &'a dyn Fn(&Column) -> Vec<String>;
+    fn fields(columns: &[Column], top: Option<TopNames<'_>>) -> Vec<Value> {
         columns
             .iter()
             .filter_map(|c| {
