@@ -93,8 +93,14 @@ def test_refused_ingests_name_why_and_change_nothing(server):
         assert "exists" in refused(rows(10, 3), mode="create")
         assert "replacing a table is not supported" in refused(rows(10, 3), mode="replace")
         assert "strict-missing" in refused(rows(10, 3), name="strict-missing")
-        # Over the server's body limit (256 KiB): refused whole.
+        # Over the server's body limit (256 KiB): refused whole; when it was to create the
+        # table, no empty table is left behind.
         assert "over" in refused(rows(10, 20_000))
+        assert "over" in refused(rows(10, 20_000), mode="create", name="too-big")
+        # A namespace SQL reserves could never be queried.
+        with pytest.raises(adbc_driver_manager.Error) as e:
+            cur.adbc_ingest("t", rows(0, 1), mode="create", db_schema_name="information_schema")
+        assert "reserves" in str(e.value)
         # Roles: a reader may not insert; a writer may insert but not create a table.
         assert "may not insert" in refused(rows(10, 3), token=READER)
         assert "may not create" in refused(rows(10, 3), mode="create", name="new-one", token=WRITER)
@@ -102,7 +108,7 @@ def test_refused_ingests_name_why_and_change_nothing(server):
         assert cur.adbc_ingest("strict", rows(10, 2), mode="append") == 2
     assert read(server, "SELECT count(*) AS n FROM strict").column("n").to_pylist() == [12]
     names = read(server, "SHOW TABLES").column("table_name").to_pylist()
-    assert "new-one" not in names and "strict-missing" not in names
+    assert "new-one" not in names and "strict-missing" not in names and "too-big" not in names
 
 
 def test_many_clients_ingesting_at_once_each_row_lands_once(server):

@@ -564,3 +564,82 @@ def test_an_aggregating_table_writes_no_iceberg_metadata(neve, tmp_path):
     assert p.returncode == 65 and "merge semantics" in p.stderr, p.stderr
     assert json.loads(neve("info", table, "--json").stdout)["version"] == 0
     assert not (table / "metadata").exists()
+
+
+def test_every_reader_reads_unsigned_columns_as_neve_does(neve, spark, duck_ice, tmp_path):
+    """`uint8`/`uint16`/`uint32` columns at their extremes, at the top level, in a struct and in
+    a list. Iceberg has no unsigned types and Iceberg's Java reader refuses Parquet's unsigned
+    ones ("Unsupported logical type: UINT_8"), so data files store them as the wider signed
+    types: Spark, pyiceberg and DuckDB read the values neve reads, before and after a merge
+    rewrites the files, and the bounds prune files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.expressions import EqualTo
+
+    table = str(tmp_path / "u")
+    neve("create", table, "--partition-by", "g", "--sort-by", "k", "--iceberg")
+    u32 = pa.struct([("u", pa.uint32())])
+    batches = [
+        pa.table({
+            "g": pa.array([1, 1, 2], pa.int64()),
+            "k": pa.array([1, 2, 3], pa.int64()),
+            "a": pa.array([0, 255, None], pa.uint8()),
+            "b": pa.array([65535, None, 1], pa.uint16()),
+            "c": pa.array([4294967295, 0, 7], pa.uint32()),
+            "i8": pa.array([-128, 127, None], pa.int8()),
+            "i16": pa.array([-32768, 32767, 0], pa.int16()),
+            "s": pa.array([{"u": 4294967295}, {"u": None}, None], u32),
+            "l": pa.array([[65535, 0], None, []], pa.list_(pa.uint16())),
+        }),
+        pa.table({
+            "g": pa.array([1], pa.int64()),
+            "k": pa.array([4], pa.int64()),
+            "a": pa.array([128], pa.uint8()),
+            "b": pa.array([0], pa.uint16()),
+            "c": pa.array([2147483648], pa.uint32()),
+            "i8": pa.array([0], pa.int8()),
+            "i16": pa.array([1], pa.int16()),
+            "s": pa.array([{"u": 2147483648}], u32),
+            "l": pa.array([[32768]], pa.list_(pa.uint16())),
+        }),
+    ]
+    for i, rows in enumerate(batches):
+        src = tmp_path / f"rows-{i}.parquet"
+        pq.write_table(rows, src)
+        neve("insert", table, src)
+    want = sorted(pa.concat_tables(batches).to_pylist(), key=lambda r: r["k"])
+    cols = list(want[0])
+
+    def check(stage):
+        ours = json.loads(neve("sql", "SELECT * FROM t ORDER BY k", "--table", f"t={table}",
+                               "--format", "json").stdout)
+        assert ours == want, f"neve {stage}"
+        files = list(pathlib.Path(table, "_data").rglob("*.parquet"))
+        alive = {pathlib.Path(table, f).resolve() for f in alive_files(neve, table)}
+        for f in files:
+            if f.resolve() not in alive:
+                continue
+            schema = pq.read_schema(f)
+            for field in schema:
+                t = field.type
+                while pa.types.is_struct(t) or pa.types.is_list(t):
+                    t = t.field(0).type if pa.types.is_struct(t) else t.value_type
+                assert not pa.types.is_unsigned_integer(t), f"{f}: {field} ({stage})"
+        spark_rows = spark.read.format("iceberg").load(table).orderBy("k").collect()
+        assert [r.asDict(recursive=True) for r in spark_rows] == want, f"Spark {stage}"
+        got = spark.read.format("iceberg").load(table).where("c = 4294967295").select("k")
+        assert [r.k for r in got.collect()] == [1], f"Spark filter {stage}"
+        got = duck_rows(duck_ice, f"SELECT {', '.join(cols)} FROM {{table}} ORDER BY k",
+                        f"iceberg_scan('{table}')")
+        assert got == want, f"DuckDB {stage}"
+        ice = static_table(table)
+        got = sorted(ice.scan().to_arrow().select(cols).to_pylist(), key=lambda r: r["k"])
+        assert got == want, f"pyiceberg {stage}"
+        # Only g=2's file has c = 7; bounds of a uint32 column prune the others.
+        planned = list(ice.scan(row_filter=EqualTo("c", 7)).plan_files())
+        assert len(planned) == 1 and "g=2" in planned[0].file.file_path, f"pruning {stage}"
+
+    check("after the inserts")
+    neve("merge", table, "--min-files", "2")
+    assert len(alive_files(neve, table)) == 2
+    check("after a merge")

@@ -163,3 +163,36 @@ def test_chdb_reads_local_table(tmp_path, neve):
     assert expr.startswith("file('")
     out = str(chdb.query(f"SELECT count(), min(id), max(id) FROM {expr}", "CSV"))
     assert out.strip() == f"{src.num_rows},0,{src.num_rows - 1}"
+
+
+@pytest.mark.parametrize("merge", [None, "replace(key = [id])"], ids=["plain", "replace"])
+def test_engines_read_unsigned_columns_as_their_table_types(tmp_path, neve, duck, merge):
+    """Data files store uint8/16/32 as wider signed integers; the relations `neve files`
+    prints for DuckDB and ClickHouse read them back as the table's types, values equal."""
+    import chdb
+
+    src = pa.table({
+        "id": pa.array([1, 2, 3], pa.int64()),
+        "a": pa.array([0, 255, None], pa.uint8()),
+        "b": pa.array([65535, 1, 2], pa.uint16()),
+        "c": pa.array([4294967295, None, 7], pa.uint32()),
+    })
+    path = tmp_path / "in.parquet"
+    pq.write_table(src, path)
+    table = tmp_path / "u"
+    neve("create", table, "--sort-by", "id", *(["--merge", merge] if merge else []))
+    neve("insert", table, path)
+    want = [tuple(r.values()) for r in src.to_pylist()]
+
+    expr = neve("files", table, "--format", "duckdb").stdout.strip()
+    cur = duck.execute(f"SELECT id, a, b, c FROM {expr} ORDER BY id")
+    assert cur.fetchall() == want
+    types = duck.execute(f"SELECT typeof(a), typeof(b), typeof(c) FROM {expr} LIMIT 1").fetchone()
+    assert types == ("UTINYINT", "USMALLINT", "UINTEGER")
+
+    expr = neve("files", table, "--format", "clickhouse").stdout.strip()
+    out = str(chdb.query(f"SELECT id, a, b, c, toTypeName(a), toTypeName(c) FROM {expr} "
+                         "ORDER BY id", "JSONCompactEachRow"))
+    rows = [json.loads(l) for l in out.splitlines() if l.strip()]
+    assert [tuple(int(x) if x is not None else None for x in r[:4]) for r in rows] == want
+    assert {(r[4], r[5]) for r in rows} == {("Nullable(UInt8)", "Nullable(UInt32)")}

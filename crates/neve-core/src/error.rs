@@ -153,6 +153,12 @@ pub enum Error {
     #[error("gave up committing after {attempts} attempts (too much contention)")]
     CommitRetriesExhausted { attempts: u32 },
 
+    /// The commit's PUT may have landed, and reading the log back could not tell. The
+    /// files it names are kept (gc collects them if it did not land); repeat the write with
+    /// its request key to learn which, or read the table.
+    #[error("commit of version {version} may or may not have landed (the store did not answer: {reason}); its files are kept")]
+    CommitOutcomeUnknown { version: u64, reason: String },
+
     /// A log object exists but cannot be understood.
     #[error("corrupt table log at '{path}': {reason}")]
     CorruptLog { path: String, reason: String },
@@ -374,9 +380,11 @@ impl Error {
             | RequestCommitted { .. }
             | CommitRetriesExhausted { .. }
             | IcebergSyncContended { .. } => ErrorKind::Conflict,
-            Storage { .. } | Io { .. } | ResultWrite { .. } | QueryStorage { .. } => {
-                ErrorKind::Unavailable
-            }
+            Storage { .. }
+            | Io { .. }
+            | ResultWrite { .. }
+            | QueryStorage { .. }
+            | CommitOutcomeUnknown { .. } => ErrorKind::Unavailable,
             CorruptLog { .. }
             | UnsupportedFormatVersion { .. }
             | Parquet { .. }

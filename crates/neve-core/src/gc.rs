@@ -60,6 +60,20 @@ async fn interrupted_uploads(
     .map_err(|e| Error::TaskFailed(e.to_string()))?
 }
 
+/// The grace a run waits when not told (1 hour).
+pub const DEFAULT_GRACE_MS: i64 = 3_600_000;
+
+/// How long checkpoints keep a removed file's tombstone: the retention, or the grace a cleaner
+/// of the table waits (its `gc_grace`, else the default) when longer. A file whose tombstone is
+/// gone reads as an orphan, aged by when it was written, not when it was removed.
+pub(crate) fn tombstones_kept_ms(settings: &crate::log::TableSettings) -> i64 {
+    let retention = settings.log_retention_hours as i64 * 3_600_000;
+    let grace = settings
+        .gc_grace_seconds
+        .map_or(DEFAULT_GRACE_MS, |g| g as i64 * 1000);
+    retention.max(grace)
+}
+
 /// How aggressive a GC run is.
 #[derive(Debug, Clone)]
 pub struct GcOptions {
@@ -74,7 +88,7 @@ pub struct GcOptions {
 impl Default for GcOptions {
     fn default() -> Self {
         Self {
-            grace_ms: 3_600_000,
+            grace_ms: DEFAULT_GRACE_MS,
             retention_ms: None,
             dry_run: false,
         }
@@ -135,6 +149,26 @@ impl Table {
                 .gc_grace_seconds
                 .map_or(0, |g| g as i64 * 1000),
         );
+        // Beyond what checkpoints keep, a removed file has no tombstone to be kept by: asked
+        // to keep files longer, a run would delete them as orphans instead.
+        let kept = tombstones_kept_ms(&snapshot.metadata.settings);
+        if retention_ms > kept || grace_ms > kept {
+            let (name, asked) = if retention_ms > kept {
+                ("retention", retention_ms)
+            } else {
+                ("grace", grace_ms)
+            };
+            return Err(Error::InvalidSetting {
+                name: name.into(),
+                reason: format!(
+                    "{name} of {}s is longer than the table keeps removed files' records ({}s: \
+                     the longer of log_retention_hours and gc_grace, or 1 hour); raise \
+                     log_retention_hours or gc_grace (`neve alter <table> set ...`) first",
+                    asked / 1000,
+                    kept / 1000
+                ),
+            });
+        }
         let tombstone_cutoff = now - retention_ms.max(grace_ms);
         let orphan_cutoff = now - grace_ms;
         let mut report = GcReport {

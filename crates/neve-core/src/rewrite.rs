@@ -289,6 +289,8 @@ impl Table {
             .await;
         let outcome = match result {
             Ok(o) => o,
+            // A commit that may have landed keeps its files (gc's, if it did not).
+            Err(e @ Error::CommitOutcomeUnknown { .. }) => return Err(e),
             Err(e) => {
                 let paths = outputs
                     .iter()

@@ -199,14 +199,20 @@ impl Catalog {
             Some((snap, _)) => {
                 // Copied only when the tail has news: a copy of 10,000 files is most of the
                 // cost of an unchanged refresh.
-                let commits = state.log.commits_after(snap.version).await?;
-                if commits.is_empty() {
-                    snap.clone()
-                } else {
-                    let mut next = Snapshot::clone(snap);
-                    state.log.apply_all(&mut next, &commits)?;
-                    remember_removed(&state.removed_written, snap, &next, &commits);
-                    Arc::new(next)
+                match state.log.commits_after(snap.version).await {
+                    Ok(commits) if commits.is_empty() => snap.clone(),
+                    Ok(commits) => {
+                        let mut next = Snapshot::clone(snap);
+                        state.log.apply_all(&mut next, &commits)?;
+                        remember_removed(&state.removed_written, snap, &next, &commits);
+                        Arc::new(next)
+                    }
+                    // The commits after the one kept were cleaned (a table idle here for
+                    // longer than its retention): read it afresh.
+                    Err(neve_core::Error::VersionNotFound { .. }) => {
+                        Arc::new(state.log.load_latest().await?)
+                    }
+                    Err(e) => return Err(e.into()),
                 }
             }
             None => Arc::new(state.log.load_latest().await?),

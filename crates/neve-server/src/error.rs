@@ -23,6 +23,11 @@ pub enum Error {
     #[error("invalid table name '{}': use at most 128 letters, digits, '_' and '-', not starting with '_' (a table's own folders are '_log' and '_data')", neve_core::error::clip(name, 200))]
     InvalidTableName { name: String },
 
+    /// A namespace SQL could not name: `public` is the root's schema, `information_schema`
+    /// the catalog's.
+    #[error("namespace '{name}' is a schema SQL reserves (public, information_schema): its tables could not be queried; choose another name")]
+    ReservedNamespace { name: String },
+
     #[error("invalid request: {reason}")]
     BadRequest { reason: String },
 
@@ -118,7 +123,9 @@ impl Error {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::Forbidden { .. } => StatusCode::FORBIDDEN,
             Error::TableNotFound { .. } => StatusCode::NOT_FOUND,
-            Error::InvalidTableName { .. } | Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Error::InvalidTableName { .. }
+            | Error::ReservedNamespace { .. }
+            | Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Error::BodyTooLarge { .. } | Error::RequestTooLarge { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
@@ -140,6 +147,10 @@ impl Error {
 
     /// The same error for a second request that shared its fate (same idempotency key).
     pub fn duplicate(&self) -> Error {
+        // A reused key is the twin's answer too: 422, as for the first.
+        if let Error::IdempotencyKeyReused { key } = self {
+            return Error::IdempotencyKeyReused { key: key.clone() };
+        }
         Error::CommitFailed {
             kind: match self.status().as_u16() {
                 404 => ErrorKind::NotFound,
@@ -161,7 +172,9 @@ impl Error {
             Error::Unauthorized => "unauthorized",
             Error::Forbidden { .. } => "forbidden",
             Error::TableNotFound { .. } => "table_not_found",
-            Error::InvalidTableName { .. } => "invalid_table_name",
+            Error::InvalidTableName { .. } | Error::ReservedNamespace { .. } => {
+                "invalid_table_name"
+            }
             Error::BadRequest { .. } => "bad_request",
             Error::BodyTooLarge { .. } => "body_too_large",
             Error::RequestTooLarge { .. } => "request_too_large",
@@ -273,5 +286,18 @@ impl IntoResponse for Error {
             _ => {}
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_twin_of_a_request_with_a_reused_key_gets_the_same_answer() {
+        let first = Error::IdempotencyKeyReused { key: "k".into() };
+        let twin = first.duplicate();
+        assert_eq!(twin.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(twin.code(), first.code());
     }
 }

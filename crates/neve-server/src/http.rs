@@ -512,9 +512,7 @@ async fn write_lines(
 ) -> Result<Response> {
     let caller = state.auth().caller(&headers, token.as_deref())?;
     caller.require(Role::Write, "write")?;
-    if !crate::valid_name(&namespace) {
-        return Err(Error::InvalidTableName { name: namespace });
-    }
+    crate::check_namespace(&namespace)?;
     let p = precision.unwrap_or_else(|| "ns".into());
     let (precision, multiplier) =
         lineproto::Precision::parse(&p).ok_or_else(|| Error::BadRequest {
@@ -694,7 +692,7 @@ async fn influx_query(
                     .common_prefixes
                     .iter()
                     .any(|c| c.filename() == Some("_log"));
-                if !is_table && crate::valid_name(name) {
+                if !is_table && crate::check_namespace(name).is_ok() {
                     names.push(vec![name.to_string()]);
                 }
             }
@@ -713,11 +711,7 @@ async fn influx_query(
                     .nth(2)
                     .unwrap_or(name)
                     .trim_matches('"');
-            if !crate::valid_name(name) {
-                return Err(Error::InvalidTableName {
-                    name: name.to_string(),
-                });
-            }
+            crate::check_namespace(name)?;
             Ok(Json(serde_json::json!({"results": [{"statement_id": 0}]})).into_response())
         }
         _ => Err(Error::BadRequest {

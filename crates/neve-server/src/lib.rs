@@ -32,6 +32,27 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Whether `name` can be a namespace (a folder of tables, one level down): a valid name
+/// that SQL does not reserve as a schema (`public` reads the tenant's root,
+/// `information_schema` is the catalog's; identifiers are matched case-insensitively).
+pub fn check_namespace(name: &str) -> Result<()> {
+    if !valid_name(name) {
+        return Err(Error::InvalidTableName {
+            name: name.to_string(),
+        });
+    }
+    if reserved_namespace(name) {
+        return Err(Error::ReservedNamespace {
+            name: name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn reserved_namespace(name: &str) -> bool {
+    name.eq_ignore_ascii_case("public") || name.eq_ignore_ascii_case("information_schema")
+}
+
 /// Puts a config file's tokens in force in a running server (`neve serve` on SIGHUP).
 #[derive(Clone)]
 pub struct Tokens(Arc<http::AppState>);
@@ -241,13 +262,9 @@ impl Server {
                 tracing::warn!(?grace, "connections still open after the shutdown grace: closed");
             }
         }
-        state.ingest.drain().await;
-        // Metadata written after answering is written before the process ends.
-        state.iceberg_settled().await;
-        // A merge cut short commits nothing; its partial output is gc's to collect.
-        let _ = stop_tx.send(true);
         if let Some(f) = flight {
-            // Flight stopped accepting with HTTP; its streams share the same grace.
+            // Flight stopped accepting with HTTP; its streams share the same grace. Waited for
+            // before the drain: an ingest stream ending now still queues its rows.
             let started = (*stopping.borrow()).unwrap_or_else(tokio::time::Instant::now);
             let abort = f.abort_handle();
             if tokio::time::timeout_at(started + grace, f).await.is_err() {
@@ -258,6 +275,11 @@ impl Server {
                 abort.abort();
             }
         }
+        state.ingest.drain().await;
+        // Metadata written after answering is written before the process ends.
+        state.iceberg_settled().await;
+        // A merge cut short commits nothing; its partial output is gc's to collect.
+        let _ = stop_tx.send(true);
         if let Some(m) = maintenance {
             m.abort();
         }

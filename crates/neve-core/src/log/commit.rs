@@ -274,13 +274,19 @@ impl Committer {
         body: Bytes,
         commit_id: &str,
     ) -> Result<bool> {
+        // Once a PUT may have landed, an error must not say the commit failed: the caller
+        // would delete the files a landed commit names.
+        let unknown_outcome = |reason: String| Error::CommitOutcomeUnknown { version, reason };
         let mut unknown = 0u32;
         loop {
             match self.log.put_commit(version, body.clone()).await {
                 PutCommit::Created => return Ok(true),
                 PutCommit::AlreadyExists => {
                     // Possibly our own earlier attempt (the store retried a PUT that had landed).
-                    return Ok(self.owner_is(version, commit_id).await?.unwrap_or(false));
+                    return match self.owner_is(version, commit_id).await {
+                        Ok(mine) => Ok(mine.unwrap_or(false)),
+                        Err(e) => Err(unknown_outcome(e.to_string())),
+                    };
                 }
                 PutCommit::Unknown(e) => {
                     unknown += 1;
@@ -293,8 +299,9 @@ impl Committer {
                             // The store is struggling: give it time (50 ms doubling to 1.6 s).
                             tokio::time::sleep(Duration::from_millis(50 << unknown.min(5))).await;
                         }
-                        Ok(None) => return Err(e.into()),
-                        Err(read_err) => return Err(read_err),
+                        // The last PUT may still land.
+                        Ok(None) => return Err(unknown_outcome(e.to_string())),
+                        Err(read_err) => return Err(unknown_outcome(read_err.to_string())),
                     }
                 }
             }
@@ -320,8 +327,8 @@ impl Committer {
         if snapshot.version == 0 || !due {
             return;
         }
-        let retention_ms = snapshot.metadata.settings.log_retention_hours as i64 * 3_600_000;
-        let keep_after = self.clock.now_millis() - retention_ms;
+        let keep_after =
+            self.clock.now_millis() - crate::gc::tombstones_kept_ms(&snapshot.metadata.settings);
         if let Err(e) = self.log.write_checkpoint(snapshot, keep_after).await {
             // A missing checkpoint only makes opening slower; the commit stands.
             tracing::warn!(version = snapshot.version, error = %e, "checkpoint failed");

@@ -212,11 +212,14 @@ impl Replay {
         let mut lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
         if !whole {
             // The last piece may be cut; what it holds is needed only if it is not an add
-            // or remove line.
+            // or remove line (those come last). A prefix ending on a line's end tells
+            // nothing of the next line unless that line was an add or a remove too.
             let last = lines.pop().unwrap_or_default();
-            let known = last.is_empty()
-                || last.starts_with(b"{\"add\"")
-                || last.starts_with(b"{\"remove\"");
+            let tail = match (last.is_empty(), lines.last()) {
+                (true, Some(previous)) => previous,
+                _ => last,
+            };
+            let known = tail.starts_with(b"{\"add\"") || tail.starts_with(b"{\"remove\"");
             if !known {
                 return Ok(Applied::NeedsMore);
             }
@@ -278,5 +281,46 @@ impl Replay {
             metadata: self.metadata?,
             partitions: self.totals.into_values().filter(|t| t.files > 0).collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prefix that ends right after the commit info, before the metadata line of a commit
+    /// that changed the schema: the commit is read whole, or the head misses the new schema.
+    #[tokio::test]
+    async fn a_prefix_ending_on_a_line_end_before_the_metadata_needs_more() {
+        use crate::{CreateOptions, InsertOptions, TableBuilder, TableLocation};
+        use arrow::array::{Int64Array, RecordBatch};
+        use arrow::datatypes::{DataType, Field, Schema};
+        use std::sync::Arc;
+
+        let t = TableBuilder::new(TableLocation::memory("h")).build();
+        t.create(CreateOptions::default()).await.unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1]))])
+            .unwrap();
+        let progress = Arc::new(crate::write::NoProgress);
+        t.insert_batches(schema, vec![b], &InsertOptions::default(), progress)
+            .await
+            .unwrap();
+        let path = t.log().commit_path(1);
+        let body = t.log().get_opt(&path).await.unwrap().unwrap();
+        let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+        assert!(lines[0].starts_with(b"{\"commitInfo\""));
+        assert!(
+            lines.iter().any(|l| l.starts_with(b"{\"metadata\"")),
+            "the insert added a column"
+        );
+        let cut = &body[..lines[0].len() + 1];
+        let mut replay = Replay::default();
+        let got = replay.apply_commit(path.as_ref(), 1, cut, false).unwrap();
+        assert_eq!(got, Applied::NeedsMore);
+        let mut replay = Replay::default();
+        let got = replay.apply_commit(path.as_ref(), 1, &body, true).unwrap();
+        assert_eq!(got, Applied::Yes);
+        assert!(replay.metadata.is_some());
     }
 }

@@ -415,6 +415,14 @@ impl LogStore {
         if listing.commits.is_empty() {
             return Err(self.not_found());
         }
+        // gc removed the commits right after `version` (the handle is older than the
+        // retention): the caller must open the table afresh.
+        if let Some(&first) = listing.commits.first().filter(|&&v| v > version + 1) {
+            return Err(Error::VersionNotFound {
+                version: version + 1,
+                reason: format!("cleaned from the log (the oldest kept is {first})"),
+            });
+        }
         let newer: Vec<u64> = listing.commits.range(version + 1..).copied().collect();
         self.read_commits(newer).await
     }

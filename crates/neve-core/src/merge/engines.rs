@@ -40,6 +40,50 @@ impl Engine {
     }
 }
 
+/// `files` (the engine's table function over the alive files) with each top-level unsigned
+/// column read as its table type: data files store `uint8`/`uint16` as INT32 and `uint32` as
+/// INT64 (write/stored.rs), and older files as Parquet's unsigned types, which an engine would
+/// otherwise widen to a common type. Unsigned fields inside structs, lists and maps keep
+/// their stored types. `files` itself when the table has no such column. With `path` (a
+/// ClickHouse relation that [`merged_relation`] reads), its `_path` stays readable.
+pub fn typed_relation(schema: &TableSchema, files: &str, engine: Engine, path: bool) -> String {
+    use crate::schema::ColumnType;
+    let casts: Vec<String> = schema
+        .columns
+        .iter()
+        .filter_map(|c| {
+            let t = match (&c.column_type, engine) {
+                (ColumnType::UInt8, Engine::DuckDb) => "UTINYINT",
+                (ColumnType::UInt16, Engine::DuckDb) => "USMALLINT",
+                (ColumnType::UInt32, Engine::DuckDb) => "UINTEGER",
+                (ColumnType::UInt8, Engine::ClickHouse) => "UInt8",
+                (ColumnType::UInt16, Engine::ClickHouse) => "UInt16",
+                (ColumnType::UInt32, Engine::ClickHouse) => "UInt32",
+                _ => return None,
+            };
+            // ClickHouse keeps a NULL through CAST only to a Nullable type.
+            let t = match engine {
+                Engine::ClickHouse if c.nullable => format!("Nullable({t})"),
+                _ => t.to_string(),
+            };
+            let n = engine.ident(&c.name);
+            Some(format!("CAST({n} AS {t}) AS {n}"))
+        })
+        .collect();
+    if casts.is_empty() {
+        return files.to_string();
+    }
+    let extra = if path && engine == Engine::ClickHouse {
+        ", _path"
+    } else {
+        ""
+    };
+    format!(
+        "(SELECT * REPLACE ({}){extra} FROM {files})",
+        casts.join(", ")
+    )
+}
+
 /// A relation over `files` (the engine's table function over the alive files, for DuckDB
 /// with `filename = true`) that holds one row per key, as neve reads the table.
 pub fn merged_relation(
@@ -120,9 +164,28 @@ mod tests {
             "(SELECT \"k\", \"v\", \"del\" FROM (SELECT *, row_number() OVER (PARTITION BY regexp_replace(filename, '/[^/]*$', ''), \"k\" ORDER BY \"v\" DESC NULLS LAST) AS neve_rn FROM F) WHERE neve_rn = 1 AND NOT coalesce(\"del\", false))"
         );
         let a: MergeSpec = "aggregate(key = [k], sum = [v])".parse().unwrap();
+        assert_eq!(typed_relation(&schema, "F", Engine::DuckDb, false), "F");
         assert_eq!(
             merged_relation(&a, &schema, "F", Engine::ClickHouse),
             "(SELECT `k`, sum(`v`) AS `v`, any(`del`) AS `del` FROM F GROUP BY replaceRegexpOne(_path, '/[^/]*$', ''), `k`)"
+        );
+    }
+
+    #[test]
+    fn unsigned_columns_are_cast_to_their_table_types() {
+        let schema = TableSchema::new(vec![
+            Column::new("k", ColumnType::Int64, true),
+            Column::new("a", ColumnType::UInt8, false),
+            Column::new("c", ColumnType::UInt32, true),
+            Column::new("u", ColumnType::UInt64, true),
+        ]);
+        assert_eq!(
+            typed_relation(&schema, "F", Engine::DuckDb, true),
+            "(SELECT * REPLACE (CAST(\"a\" AS UTINYINT) AS \"a\", CAST(\"c\" AS UINTEGER) AS \"c\") FROM F)"
+        );
+        assert_eq!(
+            typed_relation(&schema, "F", Engine::ClickHouse, true),
+            "(SELECT * REPLACE (CAST(`a` AS UInt8) AS `a`, CAST(`c` AS Nullable(UInt32)) AS `c`), _path FROM F)"
         );
     }
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub use engines::{merged_relation, Engine};
+pub use engines::{merged_relation, typed_relation, Engine};
 pub(crate) use plan::known_partitions;
 pub(crate) use plan::seq_of;
 pub use plan::{plan, MergeGroup, MergeOptions, MergeOrder, MergePlan};
@@ -140,7 +140,11 @@ impl Table {
         let kept_set: BTreeSet<usize> = kept.iter().copied().collect();
         let discarded: Vec<_> = merged
             .iter()
-            .filter(|m| result.is_err() || !kept_set.contains(&m.group))
+            // A commit that may have landed keeps what it would have committed.
+            .filter(|m| {
+                !kept_set.contains(&m.group)
+                    || matches!(&result, Err(e) if !matches!(e, Error::CommitOutcomeUnknown { .. }))
+            })
             .flat_map(|m| m.outputs.iter().map(|a| self.location.child(&a.path)))
             .collect();
         delete_quietly(&self.location, discarded).await;

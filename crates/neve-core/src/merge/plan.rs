@@ -178,7 +178,8 @@ pub fn plan(snapshot: &Snapshot, opts: &MergeOptions) -> Result<MergePlan> {
             continue;
         }
         budget = budget.saturating_sub(bytes);
-        let oldest = files.iter().map(|f| seq_of(f)).min();
+        // Every file of the partition, to tell whether a group holds its oldest rows.
+        let everyone: Vec<&AddFile> = files.clone();
         // Runs of small files packed up to the target. Plain tables: smallest first (oldest
         // first among equals), all one run. Tables with merge semantics: in commit order, a
         // large file ending a run, so a group never skips a file whose rows sit between its
@@ -205,7 +206,7 @@ pub fn plan(snapshot: &Snapshot, opts: &MergeOptions) -> Result<MergePlan> {
                         files: current.len(),
                         bytes: current.iter().map(|f| f.size).sum(),
                         rows: current.iter().map(|f| f.rows).sum(),
-                        oldest: current.iter().any(|f| Some(seq_of(f)) == oldest),
+                        oldest: holds_oldest(current, &everyone),
                         inputs: current.iter().map(|f| (*f).clone()).collect(),
                     });
                 }
@@ -229,6 +230,17 @@ pub fn plan(snapshot: &Snapshot, opts: &MergeOptions) -> Result<MergePlan> {
         groups,
         deferred_partitions: deferred,
     })
+}
+
+/// Whether `group` holds its partition's oldest rows: every other file of the partition
+/// (`everyone`) was committed after all of the group's. Not so when another file shares a
+/// commit with the group's newest (one insert writes several files into a partition): its
+/// rows of a key may be older than a tombstone the group would drop.
+fn holds_oldest(group: &[&AddFile], everyone: &[&AddFile]) -> bool {
+    let newest = group.iter().map(|f| seq_of(f).1).max().unwrap_or(0);
+    everyone
+        .iter()
+        .all(|f| group.iter().any(|g| std::ptr::eq(*g, *f)) || seq_of(f).0 > newest)
 }
 
 /// A few partition names, for error messages.

@@ -339,6 +339,10 @@ async fn gc_deletes_tombstones_orphans_and_old_log_after_grace_and_retention() {
     let now = chrono::Utc::now().timestamp_millis();
     let clock = ManualClock::new(now);
     let t = new_table("gc", Some(clock.clone())).await;
+    // A handle that read the table once and then idles past the retention (a server's or
+    // proxy's cache).
+    let idle = TableBuilder::new(t.location().clone()).build();
+    assert_eq!(idle.snapshot().await.unwrap().version, 0);
     for i in 0..6 {
         insert(&t, rows(i * 100, 100, true)).await;
         clock.advance(1000);
@@ -418,6 +422,64 @@ async fn gc_deletes_tombstones_orphans_and_old_log_after_grace_and_retention() {
     // A fresh handle opens the table from the checkpoints left.
     let fresh = TableBuilder::new(t.location().clone()).build();
     assert_eq!(fresh.snapshot().await.unwrap().rows(), 600);
+    // The idle handle's next commits were cleaned: it opens the table afresh, not "corrupt".
+    assert_eq!(idle.snapshot().await.unwrap().rows(), 600);
+}
+
+/// A table that keeps no history (retention 0): checkpoints keep a removed file's tombstone
+/// for the grace all the same, so a merge's inputs outlive the grace (readers in flight may
+/// hold them) instead of being deleted as orphans at the next checkpoint; a run asked to keep
+/// files longer than the table records them is refused.
+#[tokio::test]
+async fn removed_files_outlive_the_grace_in_a_table_without_history() {
+    let clock = ManualClock::new(chrono::Utc::now().timestamp_millis());
+    let t = TableBuilder::new(TableLocation::memory("nohistory"))
+        .with_seed(7)
+        .with_clock(clock.clone())
+        .build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("month(ts) as m").unwrap(),
+        sort_by: vec!["kind".into(), "ts".into()],
+        settings: crate::log::TableSettings {
+            checkpoint_interval: 1,
+            log_retention_hours: 0,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..3 {
+        insert(&t, rows(i * 100, 100, true)).await;
+    }
+    // The inputs are older than the grace when the merge removes them.
+    clock.advance(2 * 3_600_000);
+    t.merge(&opts(2), Arc::new(NoProgress)).await.unwrap();
+    // Half an hour later another commit checkpoints the table.
+    clock.advance(1_800_000);
+    insert(&t, rows(1000, 10, true)).await;
+    let r = t.gc(&GcOptions::default()).await.unwrap();
+    assert_eq!((r.tombstones_deleted, r.orphans_deleted), (0, 0));
+    assert_eq!(r.tombstones_kept, 6);
+    assert_eq!(contents(&t, AsOf::Latest).await.len(), 310);
+
+    let e = t
+        .gc(&GcOptions {
+            retention_ms: Some(2 * 3_600_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidSetting { ref name, .. } if name == "retention"),
+        "{e}"
+    );
+
+    // Past the grace they go.
+    clock.advance(3_600_000);
+    let r = t.gc(&GcOptions::default()).await.unwrap();
+    assert_eq!(r.tombstones_deleted + r.orphans_deleted, 6);
+    assert_eq!(contents(&t, AsOf::Latest).await.len(), 310);
 }
 
 /// A PUT cut off by a crash leaves its staging file on a local folder, which no listing shows:

@@ -778,6 +778,12 @@ pub fn query_error(e: DataFusionError) -> Error {
                 message: format!("{}{position}", root_message(&e)),
             }
         }
+        // A function refusing its arguments as it runs (a pattern that does not compile, a
+        // string that does not parse as the format given): DataFusion's runtime errors; its
+        // own faults are `Internal`, neve's `External`.
+        DataFusionError::Execution(_) => Error::InvalidQuery {
+            message: format!("{}{position}", root_message(&e)),
+        },
         DataFusionError::ResourcesExhausted(m) => Error::QueryOutOfMemory {
             message: m.to_string(),
         },

@@ -216,7 +216,8 @@ impl Table {
         }
     }
 
-    async fn insert_inputs(
+    /// Insert `inputs` (read as their options say: resident or in chunks) on `snapshot`.
+    pub(crate) async fn insert_inputs(
         &self,
         mut snapshot: Snapshot,
         inputs: Vec<OpenedInput>,
@@ -417,7 +418,10 @@ impl Table {
                 if let Some(w) = &iceberg {
                     w.forget_columns(given.iter().map(|p| p.as_str()));
                 }
-                writer.cleanup().await;
+                // A commit that may have landed keeps its files (gc's, if it did not).
+                if !matches!(e, Error::CommitOutcomeUnknown { .. }) {
+                    writer.cleanup().await;
+                }
                 Err(e)
             }
         }

@@ -383,18 +383,22 @@ pub(crate) struct FileFormat {
     props: WriterProperties,
     parquet: SchemaDescriptor,
     schema: SchemaRef,
+    /// The types the files store (stored.rs): their Parquet schema and footer say these.
+    stored: super::stored::Stored,
 }
 
 impl FileFormat {
     pub(crate) fn new(schema: &SchemaRef, mut props: WriterProperties) -> Result<Self> {
+        let stored = super::stored::Stored::new(schema);
         let parquet = ArrowSchemaConverter::new()
             .with_coerce_types(props.coerce_types())
-            .convert(schema)?;
-        add_encoded_arrow_schema_to_metadata(schema, &mut props);
+            .convert(&stored.schema)?;
+        add_encoded_arrow_schema_to_metadata(&stored.schema, &mut props);
         Ok(Self {
             props,
             parquet,
             schema: schema.clone(),
+            stored,
         })
     }
 
@@ -406,7 +410,8 @@ impl FileFormat {
 
 /// Encode one part (of `format`'s schema, or its keyed form: `keys.rs`) as a Parquet file in
 /// memory; returns its bytes and its footer. A keyed column is written as the strings it
-/// stands for: the Parquet schema and the Arrow schema in the footer are the table's.
+/// stands for: the Parquet schema and the Arrow schema in the footer are the table's, in
+/// their stored types (stored.rs).
 pub(crate) fn encode_parquet(
     batch: &RecordBatch,
     format: &FileFormat,
@@ -426,6 +431,7 @@ pub(crate) fn encode_parquet(
             }),
         "a part of another schema"
     );
+    let batch = &format.stored.batch(batch)?;
     let options = ArrowWriterOptions::new()
         .with_properties(tune_dictionary(batch, format.props.clone()))
         .with_parquet_schema(format.parquet.clone())

@@ -11,6 +11,7 @@ mod keys;
 mod order;
 pub(crate) mod sink;
 mod stats;
+mod stored;
 pub mod text;
 mod validate;
 

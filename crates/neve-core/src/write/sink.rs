@@ -56,6 +56,7 @@ struct OpenFile {
 /// Writes one ordered stream of batches into files of about `target_size`.
 pub(crate) struct FileSink {
     config: SinkConfig,
+    stored: super::stored::Stored,
     current: Option<OpenFile>,
     /// Files completed so far.
     pub written: Vec<AddFile>,
@@ -64,6 +65,7 @@ pub(crate) struct FileSink {
 impl FileSink {
     pub fn new(config: SinkConfig) -> Self {
         Self {
+            stored: super::stored::Stored::new(&config.schema),
             config,
             current: None,
             written: Vec::new(),
@@ -75,6 +77,8 @@ impl FileSink {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        // In the types the file stores (stored.rs).
+        let stored = self.stored.batch(batch)?;
         if self.current.is_none() {
             let id = (self.config.new_id)();
             let rel = if self.config.folder.is_empty() {
@@ -86,9 +90,9 @@ impl FileSink {
             let upload =
                 BufWriter::with_capacity(self.config.location.store.clone(), path, 8 << 20)
                     .with_max_concurrency(4);
-            let props = tune_dictionary(batch, self.config.props.clone());
+            let props = tune_dictionary(&stored, self.config.props.clone());
             let writer =
-                AsyncArrowWriter::try_new(upload, self.config.schema.clone(), Some(props))?;
+                AsyncArrowWriter::try_new(upload, self.stored.schema.clone(), Some(props))?;
             self.current = Some(OpenFile {
                 rel,
                 writer,
@@ -97,7 +101,7 @@ impl FileSink {
             });
         }
         let f = self.current.as_mut().expect("opened above");
-        f.writer.write(batch).await?;
+        f.writer.write(&stored).await?;
         f.stats.update(batch)?;
         f.rows += batch.num_rows() as u64;
         self.config.progress.rows_read(batch.num_rows() as u64);

@@ -32,7 +32,9 @@ pub(crate) fn file_stats(
     metadata: &parquet::file::metadata::ParquetMetaData,
 ) -> crate::error::Result<BTreeMap<String, ColumnStats>> {
     walk(schema, batch, |field, a, parent, leaf| {
-        Ok(match leaf_stats(field, leaf, metadata)? {
+        // The footer holds the stored type's bounds (stored.rs): the same numbers.
+        let stored = super::stored::stored_field(field);
+        Ok(match leaf_stats(&stored, leaf, metadata)? {
             Some(s) => s,
             None => column_stats(&with_nulls(
                 &super::keys::unkeyed(a, field.data_type())?,

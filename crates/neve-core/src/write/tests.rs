@@ -440,6 +440,19 @@ fn stat_batch(rows: &[StatRow]) -> RecordBatch {
             "u",
             Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.1))),
         ),
+        // Stored as INT64 and INT32 (stored.rs): the footer's bounds are the same numbers.
+        (
+            "u32",
+            Arc::new(arrow::array::UInt32Array::from_iter(
+                rows.iter().map(|r| r.1.map(|v| v as u32)),
+            )),
+        ),
+        (
+            "u8",
+            Arc::new(arrow::array::UInt8Array::from_iter(
+                rows.iter().map(|r| r.1.map(|v| v as u8)),
+            )),
+        ),
         (
             "f",
             Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.2))),

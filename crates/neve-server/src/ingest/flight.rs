@@ -52,12 +52,13 @@ fn table_name(cmd: &CommandStatementIngest) -> Result<(Option<&str>, &str)> {
         .schema
         .as_deref()
         .filter(|s| !s.is_empty() && *s != "public");
-    for name in ns.into_iter().chain([cmd.table.as_str()]) {
-        if !crate::valid_name(name) {
-            return Err(Error::InvalidTableName {
-                name: name.to_string(),
-            });
-        }
+    if let Some(ns) = ns {
+        crate::check_namespace(ns)?;
+    }
+    if !crate::valid_name(&cmd.table) {
+        return Err(Error::InvalidTableName {
+            name: cmd.table.clone(),
+        });
     }
     Ok((ns, &cmd.table))
 }
@@ -86,22 +87,18 @@ pub(crate) async fn ingest(
         });
     }
     let table = state.table(&address).await?;
+    // A missing table is created once the stream has been read whole: a refused stream
+    // (too large, too slow, undecodable, cancelled) leaves no empty table behind.
     let meta = match table.metadata().await {
         Ok(_) if exists == TableExistsOption::Fail => {
             return Err(Error::Table(neve_core::Error::TableExists {
                 location: format!("{name} (the ingest asked to fail when it exists: mode 'create'; use 'append' or 'create_append')"),
             }));
         }
-        Ok(m) => m,
+        Ok(m) => Some(m),
         Err(neve_core::Error::TableNotFound { .. }) if missing == TableNotExistOption::Create => {
             caller.require(Role::Admin, "create tables")?;
-            match table.create(CreateOptions::default()).await {
-                // Another ingest created it meanwhile: append to it, if asked to.
-                Ok(_) => {}
-                Err(neve_core::Error::TableExists { .. }) if exists != TableExistsOption::Fail => {}
-                Err(e) => return Err(e.into()),
-            }
-            table.metadata().await?
+            None
         }
         Err(e) => return Err(state.gone(e, &address, &name).await),
     };
@@ -144,6 +141,18 @@ pub(crate) async fn ingest(
         .into_inner()
         .expect("not poisoned");
     state.metrics.bytes_in.inc_by(received);
+    let meta = match meta {
+        Some(m) => m,
+        None => {
+            match table.create(CreateOptions::default()).await {
+                // Another ingest created it meanwhile: append to it, if asked to.
+                Ok(_) => {}
+                Err(neve_core::Error::TableExists { .. }) if exists != TableExistsOption::Fail => {}
+                Err(e) => return Err(e.into()),
+            }
+            table.metadata().await?
+        }
+    };
     let t = table.clone();
     let input = OpenedInput {
         name: format!("Flight SQL ingest into table '{name}'"),

@@ -420,18 +420,21 @@ impl FlightSqlService for FlightSqlServer {
         let mut batches = FlightRecordBatchStream::new_from_flight_data(
             request.into_inner().map_err(FlightError::from),
         );
+        // One row is kept at most: refused at the second, not after the whole stream (a
+        // client could otherwise make the server hold any amount of parameters).
         let mut rows: Vec<RecordBatch> = Vec::new();
+        let mut n = 0usize;
         while let Some(b) = batches.next().await {
             let b = b.map_err(Status::from)?;
+            n += b.num_rows();
+            if n > 1 {
+                return Err(Status::invalid_argument(format!(
+                    "{n} or more rows of parameters: bind one row at a time"
+                )));
+            }
             if b.num_rows() > 0 {
                 rows.push(b);
             }
-        }
-        let n: usize = rows.iter().map(|b| b.num_rows()).sum();
-        if n > 1 {
-            return Err(Status::invalid_argument(format!(
-                "{n} rows of parameters: bind one row at a time"
-            )));
         }
         h.params = rows.first().map(batch_to_ipc).transpose()?;
         Ok(DoPutPreparedStatementResult {

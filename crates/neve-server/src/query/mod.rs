@@ -155,10 +155,15 @@ impl AppState {
             .into_iter()
             .map(|(s, t)| (s.filter(|s| s != "public"), t))
             .collect();
+        // Tables the query names; the others are listed for the catalog only.
+        let named = wanted.len();
         if refs.information_schema {
             for address in crate::maintain::discover(std::slice::from_ref(&root)).await {
                 let rel = address[root.len()..].trim_start_matches('/');
                 let t = match rel.split_once('/') {
+                    // A namespace SQL cannot name (written before such names were refused)
+                    // would register a second `public.t`, or a table in the catalog's schema.
+                    Some((ns, _)) if crate::check_namespace(ns).is_err() => continue,
                     Some((ns, t)) => (Some(ns.to_string()), t.to_string()),
                     None => (None, rel.to_string()),
                 };
@@ -168,7 +173,7 @@ impl AppState {
             }
         }
         let mut versions = Vec::new();
-        for (schema, table) in wanted {
+        for (i, (schema, table)) in wanted.into_iter().enumerate() {
             let Some(rel) = relative_path(schema.as_deref(), &table) else {
                 continue;
             };
@@ -197,6 +202,12 @@ impl AppState {
                     self.forget_table(&address).await;
                     continue;
                 }
+                // A table the catalog lists but the query does not name, which did not exist
+                // yet at `as_of`: not in that time's catalog.
+                Err(
+                    neve_core::Error::TimestampNotFound { .. }
+                    | neve_core::Error::VersionNotFound { .. },
+                ) if i >= named => continue,
                 Err(e) => return Err(e.into()),
             };
             versions.push(Pinned {

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use neve_core::merge::{merged_relation, Engine};
+use neve_core::merge::{merged_relation, typed_relation, Engine};
 use neve_core::storage::StoreKind;
 use neve_core::Table;
 
@@ -44,6 +44,7 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                         ""
                     }
                 );
+                let rel = typed_relation(&s.metadata.schema, &rel, Engine::DuckDb, false);
                 match merge {
                     Some(m) => writeln!(
                         out,
@@ -72,7 +73,14 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                 }
             };
             let rel = format!("{func}({}, 'Parquet')", quote(&url));
-            match s.metadata.merge.as_ref().filter(|_| !a.raw) {
+            let merge = s.metadata.merge.as_ref().filter(|_| !a.raw);
+            let rel = typed_relation(
+                &s.metadata.schema,
+                &rel,
+                Engine::ClickHouse,
+                merge.is_some(),
+            );
+            match merge {
                 Some(m) => writeln!(
                     out,
                     "{}",

@@ -233,6 +233,37 @@ async fn unknown_outcome(loc: TableLocation) {
     );
 }
 
+/// A commit PUT that lands but is not answered, on a store that then cannot be read back
+/// either: the insert says the outcome is unknown, and keeps its files, so the landed
+/// version reads its rows (deleting them, as after a failed commit, would leave a version
+/// naming missing files).
+async fn unknown_outcome_keeps_files(loc: TableLocation) {
+    let (flaky, floc) = Flaky::over(&loc);
+    let t = build(&floc, 10);
+    t.create(CreateOptions::default()).await.unwrap();
+    flaky.blind_reads.store(1000, Ordering::SeqCst);
+    flaky.fail_after.store(1, Ordering::SeqCst);
+    let (s, b) = batch(&[1, 2], &["eu", "us"]);
+    let e = insert(&t, s, b).await.unwrap_err();
+    assert!(
+        matches!(e, neve_core::Error::CommitOutcomeUnknown { version: 1, .. }),
+        "{e}"
+    );
+    assert_eq!(
+        e.http_status(),
+        503,
+        "a client may repeat it with its request key"
+    );
+    assert_eq!(flaky.fail_after.load(Ordering::SeqCst), 0, "fault injected");
+    flaky.failing_reads.store(0, Ordering::SeqCst);
+    let snap = build(&loc, 11).snapshot().await.unwrap();
+    assert_eq!(snap.version, 1, "the PUT landed");
+    assert_eq!(
+        int_counts(&read_files(&loc, &snap).await, "id"),
+        BTreeMap::from([(1, 1), (2, 1)])
+    );
+}
+
 /// New columns are added, types widen, conflicts commit nothing.
 async fn schema_evolution(loc: TableLocation) {
     let t = build(&loc, 9);
@@ -320,6 +351,11 @@ struct Flaky {
     /// Next N commit PUTs land, then report `AlreadyExists` (what a client's own retry of a
     /// landed conditional PUT sees).
     exists_after: AtomicU32,
+    /// Log reads that fail once the next `fail_after` PUT has failed: a store that neither
+    /// answers the PUT nor lets the writer read back what it did.
+    blind_reads: AtomicU32,
+    /// Log reads left to fail (armed by a `fail_after` PUT with `blind_reads`).
+    failing_reads: AtomicU32,
     /// Listings leave out log entries whose name ends so (what a local directory read while
     /// writers create entries can do).
     hidden_from_listings: std::sync::Mutex<Option<String>>,
@@ -339,6 +375,8 @@ impl Flaky {
             fail_after: AtomicU32::new(0),
             fail_before: AtomicU32::new(0),
             exists_after: AtomicU32::new(0),
+            blind_reads: AtomicU32::new(0),
+            failing_reads: AtomicU32::new(0),
             hidden_from_listings: Default::default(),
         });
         let floc = TableLocation {
@@ -392,6 +430,8 @@ impl ObjectStore for Flaky {
         }
         let r = self.inner.put_opts(location, payload, opts).await?;
         if is_commit && take(&self.fail_after) {
+            self.failing_reads
+                .store(self.blind_reads.load(Ordering::SeqCst), Ordering::SeqCst);
             return Err(injected());
         }
         if is_commit && take(&self.exists_after) {
@@ -414,6 +454,9 @@ impl ObjectStore for Flaky {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if location.as_ref().contains("_log/") && take(&self.failing_reads) {
+            return Err(injected());
+        }
         self.inner.get_opts(location, options).await
     }
     fn delete_stream(
@@ -521,5 +564,6 @@ conformance!(
     checkpoint_tail,
     racing_writers,
     unknown_outcome,
+    unknown_outcome_keeps_files,
     schema_evolution
 );

@@ -172,6 +172,24 @@ async fn line_protocol_writes_tables_of_a_namespace() {
         let v = json(r).await;
         assert!(v["error"]["message"].to_string().contains("'_'"), "{v}");
     }
+    // A namespace SQL reserves as a schema: its tables could never be queried.
+    for bucket in ["public", "information_schema", "PUBLIC"] {
+        let r = c
+            .post(format!("{}/api/v2/write?bucket={bucket}", s.url))
+            .header("authorization", "Token tok")
+            .body("disk,host=a v=1 1700000000000000000\n")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bucket}");
+        let v = json(r).await;
+        assert!(
+            v["error"]["message"].to_string().contains("reserves"),
+            "{v}"
+        );
+        let out = crate::common::neve(&["info", &format!("{w}/{bucket}/disk")]);
+        assert_eq!(out.status.code(), Some(66), "{bucket}/disk was made");
+    }
     for never in ["metrics/disk", "metrics/_log", "_log/disk"] {
         let out = crate::common::neve(&["info", &format!("{w}/{never}")]);
         assert_eq!(out.status.code(), Some(66), "{never} was made");

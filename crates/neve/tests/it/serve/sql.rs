@@ -189,8 +189,16 @@ async fn sql_errors_say_what_and_where() {
     let s = ServerProc::start(&w, &["--token", "t"]);
     let c = client();
     create(&c, &s.url, "t", "events").await;
-    let cases: [(&str, &str, u16, &str, &str); 8] = [
+    let cases: [(&str, &str, u16, &str, &str); 9] = [
         ("SELEC 1", "*/*", 400, "sql_syntax", "Line: 1, Column: 1"),
+        // An argument a function refuses as it runs: the query's mistake, not the server's.
+        (
+            "SELECT regexp_like('a', '(')",
+            "*/*",
+            400,
+            "invalid_query",
+            "egular expression",
+        ),
         (
             "SELECT nope FROM events",
             "*/*",
@@ -238,6 +246,14 @@ async fn sql_errors_say_what_and_where() {
     }
     let (st, _, body) = sql_as(&c, &s.url, "t", "SELECT 1", "*/*", "?as_of=yesterday").await;
     assert_eq!(st, 400, "{}", String::from_utf8_lossy(&body));
+    // The catalog at a time before the table existed lists no table; naming it is a 404.
+    let before = "?as_of=2020-01-01T00:00:00Z";
+    let (st, _, body) = sql_as(&c, &s.url, "t", "SHOW TABLES", "*/*", before).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(st, 200, "{text}");
+    assert!(!text.contains("events"), "{text}");
+    let (st, _, body) = sql_as(&c, &s.url, "t", "SELECT * FROM events", "*/*", before).await;
+    assert_eq!(st, 404, "{}", String::from_utf8_lossy(&body));
     let (st, _, body) = sql_as(&c, &s.url, "t", "SELECT * FROM events", "*/*", "?as_of=99").await;
     assert_eq!(st, 404, "{}", String::from_utf8_lossy(&body));
     let (st, _, _) = sql_as(&c, &s.url, "wrong", "SELECT 1", "*/*", "").await;
