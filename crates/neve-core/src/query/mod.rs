@@ -784,6 +784,16 @@ pub fn query_error(e: DataFusionError) -> Error {
         DataFusionError::Execution(_) => Error::InvalidQuery {
             message: format!("{}{position}", root_message(&e)),
         },
+        DataFusionError::External(x) if is_regex_error(x.as_ref()) => Error::InvalidQuery {
+            message: format!("{}{position}", root_message(&e)),
+        },
+        DataFusionError::ArrowError(a, _)
+            if matches!(a.as_ref(), ArrowError::ExternalError(x) if is_regex_error(x.as_ref())) =>
+        {
+            Error::InvalidQuery {
+                message: format!("{}{position}", root_message(&e)),
+            }
+        }
         DataFusionError::ResourcesExhausted(m) => Error::QueryOutOfMemory {
             message: m.to_string(),
         },
@@ -791,6 +801,12 @@ pub fn query_error(e: DataFusionError) -> Error {
             message: root_message(&e),
         },
     }
+}
+
+/// A pattern that does not compile: the regex crate's error, or the parser's that DataFusion's
+/// simplifier meets first for a literal pattern.
+fn is_regex_error(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    e.downcast_ref::<regex::Error>().is_some() || e.downcast_ref::<regex_syntax::Error>().is_some()
 }
 
 fn root_message(e: &DataFusionError) -> String {

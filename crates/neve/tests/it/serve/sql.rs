@@ -189,7 +189,7 @@ async fn sql_errors_say_what_and_where() {
     let s = ServerProc::start(&w, &["--token", "t"]);
     let c = client();
     create(&c, &s.url, "t", "events").await;
-    let cases: [(&str, &str, u16, &str, &str); 9] = [
+    let cases: [(&str, &str, u16, &str, &str); 10] = [
         ("SELEC 1", "*/*", 400, "sql_syntax", "Line: 1, Column: 1"),
         // An argument a function refuses as it runs: the query's mistake, not the server's.
         (
@@ -197,7 +197,14 @@ async fn sql_errors_say_what_and_where() {
             "*/*",
             400,
             "invalid_query",
-            "egular expression",
+            "regex parse error",
+        ),
+        (
+            "SELECT to_timestamp('x', '%Y-%m-%d')",
+            "*/*",
+            400,
+            "invalid_query",
+            "parsing timestamp",
         ),
         (
             "SELECT nope FROM events",
