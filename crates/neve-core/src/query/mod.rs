@@ -787,9 +787,7 @@ pub fn query_error(e: DataFusionError) -> Error {
         DataFusionError::External(x) if is_regex_error(x.as_ref()) => Error::InvalidQuery {
             message: format!("{}{position}", root_message(&e)),
         },
-        DataFusionError::ArrowError(a, _)
-            if matches!(a.as_ref(), ArrowError::ExternalError(x) if is_regex_error(x.as_ref())) =>
-        {
+        DataFusionError::ArrowError(a, _) if matches!(a.as_ref(), ArrowError::ExternalError(x) if is_regex_error(x.as_ref())) => {
             Error::InvalidQuery {
                 message: format!("{}{position}", root_message(&e)),
             }

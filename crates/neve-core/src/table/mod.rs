@@ -294,6 +294,7 @@ impl Table {
             summary: Default::default(),
             requests: Vec::new(),
         };
+        let commit_id = info.commit_id.clone();
         let format_version = crate::log::format_version_of(&metadata);
         let actions = vec![
             Action::CommitInfo(info),
@@ -313,9 +314,13 @@ impl Table {
         {
             Ok(_) => {}
             Err(object_store::Error::AlreadyExists { .. }) => {
-                return Err(Error::TableExists {
-                    location: self.location.display.clone(),
-                })
+                // The store may have retried a PUT of ours that had landed: then it is ours.
+                let mine = self.log.read_commit(0).await?;
+                if mine.is_none_or(|c| c.info.commit_id != commit_id) {
+                    return Err(Error::TableExists {
+                        location: self.location.display.clone(),
+                    });
+                }
             }
             Err(e) => return Err(e.into()),
         }

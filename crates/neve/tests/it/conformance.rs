@@ -240,7 +240,19 @@ async fn unknown_outcome(loc: TableLocation) {
 async fn unknown_outcome_keeps_files(loc: TableLocation) {
     let (flaky, floc) = Flaky::over(&loc);
     let t = build(&floc, 10);
+    // A create whose PUT the store retried after it had landed: the table is its own.
+    flaky.exists_after.store(1, Ordering::SeqCst);
     t.create(CreateOptions::default()).await.unwrap();
+    assert_eq!(
+        flaky.exists_after.load(Ordering::SeqCst),
+        0,
+        "fault injected"
+    );
+    let e = build(&floc, 12)
+        .create(CreateOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, neve_core::Error::TableExists { .. }), "{e}");
     flaky.blind_reads.store(1000, Ordering::SeqCst);
     flaky.fail_after.store(1, Ordering::SeqCst);
     let (s, b) = batch(&[1, 2], &["eu", "us"]);
