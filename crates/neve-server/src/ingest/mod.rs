@@ -504,6 +504,21 @@ impl Flusher {
                 }
                 Err(Retry::Again)
             }
+            // The table's schema changed under the flush (another writer's commit added a
+            // column of another type) and the requests no longer fit together: each alone,
+            // so only those that no longer fit fail, with their own error.
+            Err(e) if e.kind() == neve_core::ErrorKind::BadInput && go.len() > 1 => {
+                tracing::info!(table = %self.table.location().display, error = %e, requests = go.len(), "flush refused: committing its requests one by one");
+                for &i in &go {
+                    // A request committed meanwhile under its key is left open for the
+                    // flush's next attempt, as any other.
+                    let _ = Box::pin(self.commit(batch, &[i], results)).await;
+                }
+                match go.iter().any(|&i| results[i].is_none()) {
+                    true => Err(Retry::Again),
+                    false => Ok(()),
+                }
+            }
             Err(e) => {
                 tracing::warn!(table = %self.table.location().display, error = %e, requests = go.len(), "flush failed");
                 self.metrics.flush_failures.inc();
@@ -522,6 +537,9 @@ impl Flusher {
 enum Retry {
     Again,
 }
+
+#[cfg(test)]
+mod tests;
 
 fn replayed(logged: &neve_core::log::LoggedRequest) -> Ack {
     Ack {
