@@ -359,9 +359,6 @@ fn conform_leaf(
     path: &str,
     rows: &Rows<'_>,
 ) -> CResult<ArrayRef> {
-    if from == to {
-        return Ok(a.clone());
-    }
     let bad = |i: usize, reason: &str| {
         ConformError::Value(BadValue {
             index: rows.row(i),
@@ -370,6 +367,22 @@ fn conform_leaf(
             reason: reason.to_string(),
         })
     };
+    // Arrow's IPC and Parquet readers take a decimal's declared precision on trust, and the
+    // Parquet writer keeps only the bytes the precision needs: a value with more digits
+    // would be stored cut.
+    if from.is_decimal() {
+        if let Some((i, value, ty)) = super::validate::decimal_over_precision(a.as_ref()) {
+            return Err(ConformError::Value(BadValue {
+                index: rows.row(i),
+                path: path.to_string(),
+                value,
+                reason: format!("has more digits than its type, {ty}, holds"),
+            }));
+        }
+    }
+    if from == to {
+        return Ok(a.clone());
+    }
     const NS: &str = "has nanoseconds; neve keeps microseconds";
     const RANGE: &str = "is out of range for a microsecond timestamp";
     match (from, to) {

@@ -192,3 +192,42 @@ fn foreign_decimals_beyond_their_precision_are_refused_with_their_row() {
         .to_string();
     assert!(m.contains("row 2"), "{m}");
 }
+
+/// Decimals from any Arrow input (IPC, Parquet, Flight), not only the C interfaces: one with
+/// more digits than its declared precision is refused with its row and column, the table left
+/// as it was; the Parquet writer would have stored it cut to the precision's bytes.
+#[tokio::test]
+async fn decimals_beyond_their_precision_from_any_arrow_input_are_refused() {
+    use arrow::array::Decimal128Array;
+    let t = crate::TableBuilder::new(crate::TableLocation::memory("d")).build();
+    t.create(Default::default()).await.unwrap();
+    let d = |v: Vec<i128>| {
+        Arc::new(
+            Decimal128Array::from(v)
+                .with_precision_and_scale(5, 2)
+                .unwrap(),
+        ) as arrow::array::ArrayRef
+    };
+    let insert = |a| {
+        let b = RecordBatch::try_from_iter([("amount", a)]).unwrap();
+        let t = &t;
+        async move {
+            t.insert_batches(
+                b.schema(),
+                vec![b],
+                &Default::default(),
+                Arc::new(crate::write::NoProgress),
+            )
+            .await
+        }
+    };
+    insert(d(vec![12345, -99999])).await.unwrap();
+    let e = insert(d(vec![1, 4_294_967_396])).await.unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{m}");
+    assert!(
+        m.contains("row 2") && m.contains("'amount'") && m.contains("decimal(5,2)"),
+        "{m}"
+    );
+    assert_eq!(t.snapshot().await.unwrap().rows(), 2, "nothing committed");
+}

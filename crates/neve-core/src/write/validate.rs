@@ -45,7 +45,9 @@ pub fn validate_foreign(input: &str, batches: &[arrow::array::RecordBatch]) -> R
 
 /// The first value in `a`, or in an array nested in it, with more digits than its decimal
 /// type's precision: `(row of a, the value, its type)`.
-fn decimal_over_precision(a: &dyn arrow::array::Array) -> Option<(usize, String, String)> {
+pub(super) fn decimal_over_precision(
+    a: &dyn arrow::array::Array,
+) -> Option<(usize, String, String)> {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{DataType, Decimal128Type, Decimal32Type, Decimal64Type, DecimalType};
 

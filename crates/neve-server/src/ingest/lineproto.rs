@@ -179,7 +179,25 @@ fn parse_value(v: &str) -> Result<Value<'_>, String> {
         .bytes()
         .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E'));
     match v.parse::<f64>() {
-        Ok(f) if looks_numeric && f.is_finite() => Ok(Value::Float(f)),
+        Ok(f) if looks_numeric && f.is_finite() => {
+            // A float holds the value written, or the value is refused: no rounding of an
+            // integer past 2^53, no number too small for a float stored as zero.
+            let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+            if digits.bytes().all(|b| b.is_ascii_digit())
+                && v.parse::<i128>().is_ok_and(|exact| f as i128 != exact)
+            {
+                return Err(format!(
+                    "'{v}' is an integer a float cannot hold exactly (beyond 2^53): write it as {v}i"
+                ));
+            }
+            let mantissa = v.split(['e', 'E']).next().unwrap_or("");
+            if f == 0.0 && mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+                return Err(format!(
+                    "'{v}' is too close to zero for a float (it would be stored as 0)"
+                ));
+            }
+            Ok(Value::Float(f))
+        }
         _ => Err(format!(
             "'{v}' is not a field value (a float, 1i, 1u, \"string\" or a boolean)"
         )),

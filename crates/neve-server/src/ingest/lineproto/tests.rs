@@ -116,6 +116,8 @@ fn errors_name_the_line() {
         ("m f=99999999999999999999i", 1, "64-bit integer"),
         (",t=1 f=1", 1, "measurement"),
         ("m f=1,f=2", 1, "twice"),
+        ("m f=9007199254740993", 1, "cannot hold exactly"),
+        ("m f=1e-400", 1, "too close to zero"),
     ] {
         let e = parse(text, Precision::Ns, 1, NOW).unwrap_err();
         assert_eq!(e.line, line, "{text}: {e}");
