@@ -431,7 +431,8 @@ pub(crate) fn encode_parquet(
             }),
         "a part of another schema"
     );
-    let batch = &format.stored.batch(batch)?;
+    let stored = format.stored.batch(batch)?;
+    let batch = stored.as_ref();
     let options = ArrowWriterOptions::new()
         .with_properties(tune_dictionary(batch, format.props.clone()))
         .with_parquet_schema(format.parquet.clone())

@@ -7,6 +7,7 @@
 //! integer and stays UINT_64 (Iceberg refuses the type). Files written before keep their
 //! unsigned columns, and are read as before.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
@@ -83,10 +84,11 @@ impl Stored {
 
     /// `batch` (of the table's columns; a column may be in its keyed form: keys.rs) with the
     /// columns whose stored type differs cast to it. Every value fits: a cast cannot fail
-    /// but on a batch of another schema.
-    pub(crate) fn batch(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+    /// but on a batch of another schema. Borrowed as it is when no column changes (most
+    /// tables): every part and every merged batch passes here.
+    pub(crate) fn batch<'a>(&self, batch: &'a RecordBatch) -> Result<Cow<'a, RecordBatch>> {
         if self.changed.is_empty() {
-            return Ok(batch.clone());
+            return Ok(Cow::Borrowed(batch));
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         let mut fields: Vec<FieldRef> = batch.schema().fields().iter().cloned().collect();
@@ -95,7 +97,7 @@ impl Stored {
             fields[*i] = with_type(&fields[*i], t.clone());
         }
         let schema = Schema::new_with_metadata(fields, batch.schema().metadata().clone());
-        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+        Ok(Cow::Owned(RecordBatch::try_new(Arc::new(schema), columns)?))
     }
 }
 
@@ -158,6 +160,7 @@ mod tests {
         )
         .unwrap();
         let out = stored.batch(&batch).unwrap();
+        let out = out.into_owned();
         assert_eq!(out.schema(), stored.schema);
         let c0 = out.column(0).as_primitive::<Int32Type>();
         assert_eq!(c0.values(), &[0, 255]);
