@@ -228,11 +228,13 @@ impl ServerConfig {
     /// Refuse settings that cannot work, with the reason.
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::InvalidConfig { reason });
-        if self.tenants.is_empty() && self.admin_token.is_none() && !self.listen.ip().is_loopback()
-        {
+        // Every port that answers requests counts: Flight SQL reads and writes tables too.
+        let open = std::iter::once(self.listen)
+            .chain(self.flight_listen)
+            .find(|a| !a.ip().is_loopback());
+        if let (true, None, Some(addr)) = (self.tenants.is_empty(), &self.admin_token, open) {
             return bad(format!(
-                "no tenants and no token: the server would be open to anyone on {}; set --token (or NEVE_TOKEN), or listen on 127.0.0.1",
-                self.listen
+                "no tenants and no token: the server would be open to anyone on {addr}; set --token (or NEVE_TOKEN), or listen on 127.0.0.1",
             ));
         }
         let mut folders = std::collections::HashMap::new();
@@ -330,6 +332,18 @@ mod tests {
             ..Default::default()
         };
         assert!(open.validate().unwrap_err().to_string().contains("--token"));
+        // Flight SQL on the network, HTTP on loopback: as open, refused.
+        let open_flight = ServerConfig {
+            flight_listen: Some("0.0.0.0:8815".parse().unwrap()),
+            ..Default::default()
+        };
+        let e = open_flight.validate().unwrap_err().to_string();
+        assert!(e.contains("0.0.0.0:8815") && e.contains("--token"), "{e}");
+        let loopback_flight = ServerConfig {
+            flight_listen: Some("127.0.0.1:8815".parse().unwrap()),
+            ..Default::default()
+        };
+        loopback_flight.validate().unwrap();
         // A gc grace so short that the server's own flushes could not commit: refused.
         let mut quick = ServerConfig::default();
         quick.maintenance.gc_grace = Duration::ZERO;

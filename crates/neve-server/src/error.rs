@@ -70,6 +70,14 @@ pub enum Error {
     #[error("cannot answer as '{accept}': ask for one of {known}")]
     NotAcceptable { accept: String, known: String },
 
+    /// The asked format cannot hold the result's types (CSV and nested values, Parquet and
+    /// some intervals): found on the first batch, before anything is answered.
+    #[error("the result cannot be written as {media_type}: {reason}; ask for application/vnd.apache.arrow.stream or application/json")]
+    ResultNotWritable {
+        media_type: &'static str,
+        reason: String,
+    },
+
     /// The flush (group commit) that held the request failed; none of its rows are visible.
     #[error("commit failed: {reason}")]
     CommitFailed { kind: ErrorKind, reason: String },
@@ -134,7 +142,9 @@ impl Error {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Error::QueryTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            Error::NotAcceptable { .. } => StatusCode::NOT_ACCEPTABLE,
+            Error::NotAcceptable { .. } | Error::ResultNotWritable { .. } => {
+                StatusCode::NOT_ACCEPTABLE
+            }
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Error::NoSuchRoute => StatusCode::NOT_FOUND,
             Error::Refused { status, .. } => *status,
@@ -191,7 +201,7 @@ impl Error {
             Error::IdempotencyKeyReused { .. } => "idempotency_key_reused",
             Error::TooManyQueries { .. } => "too_many_queries",
             Error::QueryTimeout { .. } => "query_timeout",
-            Error::NotAcceptable { .. } => "not_acceptable",
+            Error::NotAcceptable { .. } | Error::ResultNotWritable { .. } => "not_acceptable",
             Error::CommitFailed { .. } => "commit_failed",
             Error::InMeasurement { source, .. } => source.code(),
             Error::Table(e) => match e {

@@ -141,6 +141,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/v2/write", post(write_v2))
         .route("/write", post(write_v1))
         .route("/query", get(influx_query).post(influx_query))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
         .fallback(|| async { Error::NoSuchRoute })
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::map_response(move |r: Response| {
@@ -153,6 +157,27 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// The caller is known before the body is read: a request without a valid token is
+/// answered 401 at once, never after the server has taken up to `max_body_bytes` of it.
+/// The handlers still authorise what the request touches.
+async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Result<Response> {
+    #[derive(Deserialize)]
+    struct Token {
+        p: Option<String>,
+    }
+    // InfluxDB 1 clients send the token as `p=`; a query string that does not parse is
+    // the handler's to refuse.
+    let p = Query::<Token>::try_from_uri(req.uri())
+        .ok()
+        .and_then(|q| q.0.p);
+    state.auth().caller(req.headers(), p.as_deref())?;
+    Ok(next.run(req).await)
 }
 
 /// Every error is answered in JSON, as the docs say, and names tables relative to the

@@ -13,6 +13,12 @@ pub enum CliError {
     /// Writing output failed (closed pipe, full disk).
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
+    /// A file or standard input could not be read (missing, unreadable, not UTF-8).
+    #[error("cannot read {what}: {source}")]
+    Read {
+        what: String,
+        source: std::io::Error,
+    },
     /// A benchmark peer (e.g. the delta-rs script) failed.
     #[error("benchmark peer '{peer}' failed: {reason}")]
     PeerFailed { peer: String, reason: String },
@@ -24,11 +30,20 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The error of reading `what` (a path, or standard input).
+    pub fn read(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.to_string();
+        move |source| CliError::Read { what, source }
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Core(e) => e.exit_code(),
             CliError::Usage(_) => 64,
             CliError::Output(_) => 74,
+            // EX_DATAERR for text that is not UTF-8, else EX_NOINPUT.
+            CliError::Read { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => 65,
+            CliError::Read { .. } => 66,
             CliError::PeerFailed { .. } => 69,
             CliError::Server(neve_server::Error::Table(e)) => e.exit_code(),
             CliError::Server(neve_server::Error::InvalidConfig { .. }) => 78,

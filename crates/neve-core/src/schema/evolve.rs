@@ -162,7 +162,7 @@ impl TableSchema {
                 siblings.push(c);
             }
             AlterOp::RenameColumn { from, to } => {
-                if let Some((parent, _)) = from.rsplit_once('.') {
+                if let Some((parent, _)) = nested_path(&out.columns, from) {
                     // `rename column user.plan to tier` (or `to user.tier`): a field keeps its
                     // struct; only its name changes.
                     let leaf = match to.rsplit_once('.') {
@@ -201,7 +201,7 @@ impl TableSchema {
                 }
             }
             AlterOp::DropColumn(name) => {
-                if let Some((parent, leaf)) = name.rsplit_once('.') {
+                if let Some((parent, leaf)) = nested_path(&out.columns, name) {
                     let siblings = struct_fields(&mut out.columns, parent, name)?;
                     let i = siblings
                         .iter()
@@ -299,12 +299,25 @@ fn struct_fields<'a>(
     }
 }
 
-/// The field at a dotted path (`user.plan`) through structs.
+/// A dotted path's struct and field (`user.plan`), unless a top-level column has that
+/// very name (`user.id` from a CSV header): the name a table has is found first.
+fn nested_path<'p>(columns: &[Column], path: &'p str) -> Option<(&'p str, &'p str)> {
+    if columns.iter().any(|c| c.name == path) {
+        return None;
+    }
+    path.rsplit_once('.')
+}
+
+/// The field at a dotted path (`user.plan`) through structs, or the top-level column of
+/// exactly that name.
 fn field_mut<'a>(columns: &'a mut [Column], path: &str) -> Result<&'a mut Column> {
     let missing = || Error::UnsafeAlter {
         column: path.to_string(),
         reason: "no such column".into(),
     };
+    if let Some(i) = columns.iter().position(|c| c.name == path) {
+        return Ok(&mut columns[i]);
+    }
     let mut parts = path.split('.');
     let first = parts.next().ok_or_else(missing)?;
     let mut c = columns

@@ -598,3 +598,35 @@ fn a_table_keeps_at_most_max_fields_columns() {
     let err = table.evolve(&wide(max), false).unwrap_err().to_string();
     assert!(err.contains("at most 10000"), "{err}");
 }
+
+/// A top-level column whose name holds a dot (`user.id`, as a CSV header makes) is renamed,
+/// widened, set not null and dropped by that name; a struct's field keeps its dotted path.
+#[test]
+fn top_level_names_with_dots_are_altered_by_name() {
+    let s = parse_schema("a int32, user struct<plan string>, b string").unwrap();
+    let op = |words: &str| {
+        AlterOp::parse(&words.split(' ').map(String::from).collect::<Vec<_>>()).unwrap()
+    };
+    let dotted = s.alter(&op("rename column a to user.id"), true).unwrap();
+    let id = s.column("a").unwrap().id;
+    assert_eq!(dotted.column("user.id").unwrap().id, id);
+    let widened = dotted.alter(&op("widen user.id int64"), true).unwrap();
+    assert_eq!(widened.column("user.id").unwrap().column_type, t("int64"));
+    let strict = widened.alter(&op("set not null user.id"), true).unwrap();
+    assert!(!strict.column("user.id").unwrap().nullable);
+    let back = strict
+        .alter(&op("rename column user.id to a"), true)
+        .unwrap();
+    assert_eq!(back.column("a").unwrap().id, id);
+    let dropped = strict.alter(&op("drop column user.id"), true).unwrap();
+    assert!(dropped.column("user.id").is_none());
+    assert!(dropped.column("user").is_some(), "the struct stays");
+    // The struct's field is still reached through its path.
+    let tier = strict
+        .alter(&op("rename column user.plan to tier"), true)
+        .unwrap();
+    assert_eq!(
+        tier.column("user").unwrap().column_type.to_string(),
+        "struct<tier string>"
+    );
+}

@@ -272,12 +272,21 @@ impl TableLocation {
         }
         // `AmazonS3Builder::from_env`, but an empty variable counts as unset, as in the AWS SDKs
         // (an empty endpoint would otherwise become the base of every request's URL).
-        let mut builder = AmazonS3Builder::new();
+        // The client's defaults come first, so that the environment's client settings
+        // (AWS_ALLOW_INVALID_CERTIFICATES, AWS_PROXY_URL, AWS_TIMEOUT...) apply over them;
+        // `allow_http` was decided above, from the environment too.
+        let allow_http_key = K::Client(object_store::ClientConfigKey::AllowHttp);
+        let mut builder = AmazonS3Builder::new().with_client_options(
+            ClientOptions::new()
+                .with_allow_http(allow_http)
+                .with_timeout(std::time::Duration::from_secs(60)),
+        );
         for (key, value) in std::env::vars_os() {
             if let (Some(key), Some(value)) = (key.to_str(), value.to_str()) {
                 if key.starts_with("AWS_") && !value.is_empty() {
-                    if let Ok(k) = key.to_ascii_lowercase().parse::<K>() {
-                        builder = builder.with_config(k, value);
+                    match key.to_ascii_lowercase().parse::<K>() {
+                        Ok(k) if k != allow_http_key => builder = builder.with_config(k, value),
+                        _ => {}
                     }
                 }
             }
@@ -285,11 +294,6 @@ impl TableLocation {
         let mut builder = builder
             .with_bucket_name(bucket)
             .with_region(&region)
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(allow_http)
-                    .with_timeout(std::time::Duration::from_secs(60)),
-            )
             .with_retry(RetryConfig::default())
             // Skip SHA-256 of every uploaded byte (TLS or the loopback protects the payload);
             // AWS_UNSIGNED_PAYLOAD=false turns signing back on.
@@ -299,8 +303,7 @@ impl TableLocation {
                     .unwrap_or(true),
             );
         for (k, v) in &given {
-            let allow_http = K::Client(object_store::ClientConfigKey::AllowHttp);
-            if !matches!(k, K::Endpoint | K::Region) && *k != allow_http {
+            if !matches!(k, K::Endpoint | K::Region) && *k != allow_http_key {
                 builder = builder.with_config(*k, *v);
             }
         }

@@ -411,7 +411,7 @@ impl Table {
                         return Err(refuse(c, "the table is partitioned or sorted by it".into()))
                     }
                     AlterOp::SetNotNull(c) => {
-                        if c.contains('.') {
+                        if meta.schema.column(c).is_none() && c.contains('.') {
                             return Err(refuse(
                                 c,
                                 "not null can be set on top-level columns; declare nested fields not null when creating the table".into(),

@@ -380,7 +380,26 @@ fn conform_leaf(
             }));
         }
     }
+    // Beyond chrono's years, a timestamp has no text: its partition label and statistics
+    // could not be written (they were the epoch's), so such values are refused.
+    let beyond = |i: usize, us: i64| {
+        ConformError::Value(BadValue {
+            index: rows.row(i),
+            path: path.to_string(),
+            value: format!("{us} µs since the epoch"),
+            reason: format!(
+                "is beyond the timestamps neve keeps (years {} to {})",
+                chrono::DateTime::<chrono::Utc>::MIN_UTC.format("%Y"),
+                chrono::DateTime::<chrono::Utc>::MAX_UTC.format("%Y")
+            ),
+        })
+    };
     if from == to {
+        if let DataType::Timestamp(TimeUnit::Microsecond, _) = to {
+            if let Some((i, us)) = timestamp_beyond_range(a.as_primitive()) {
+                return Err(beyond(i, us));
+            }
+        }
         return Ok(a.clone());
     }
     const NS: &str = "has nanoseconds; neve keeps microseconds";
@@ -405,6 +424,9 @@ fn conform_leaf(
                     })?
                 }
             };
+            if let Some((i, us)) = timestamp_beyond_range(&us) {
+                return Err(beyond(i, us));
+            }
             return Ok(Arc::new(us.with_timezone_opt(tz.clone())));
         }
         (DataType::Time32(unit), DataType::Time64(TimeUnit::Microsecond)) => {
@@ -492,6 +514,24 @@ fn narrow(a: &ArrayRef, to: &DataType, bad: impl Fn(usize) -> ConformError) -> C
 }
 
 /// Multiply 32- or 64-bit time values by `factor` into i64-based `O`, refusing overflow.
+/// The first valid value outside the instants chrono can write as text, and its index.
+pub(crate) fn timestamp_beyond_range(
+    a: &PrimitiveArray<TimestampMicrosecondType>,
+) -> Option<(usize, i64)> {
+    let lo = chrono::DateTime::<chrono::Utc>::MIN_UTC.timestamp_micros();
+    let hi = chrono::DateTime::<chrono::Utc>::MAX_UTC.timestamp_micros();
+    let values = a.values();
+    let mut from = 0;
+    while let Some(k) = values[from..].iter().position(|&v| v < lo || v > hi) {
+        let i = from + k;
+        if a.is_valid(i) {
+            return Some((i, values[i]));
+        }
+        from = i + 1;
+    }
+    None
+}
+
 fn scale_checked<I, O>(
     a: &PrimitiveArray<I>,
     factor: i64,

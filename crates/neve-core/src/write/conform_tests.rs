@@ -231,3 +231,32 @@ async fn decimals_beyond_their_precision_from_any_arrow_input_are_refused() {
     );
     assert_eq!(t.snapshot().await.unwrap().rows(), 2, "nothing committed");
 }
+
+/// Timestamps beyond the years chrono writes as text (Postgres' `infinity` exported as
+/// i64::MAX) would get the epoch's partition label and statistics: refused with their row,
+/// as microseconds and from coarser units; the range's own ends are kept.
+#[test]
+fn timestamps_beyond_the_years_with_text_are_refused() {
+    use arrow::array::{TimestampMicrosecondArray, TimestampMillisecondArray};
+    use arrow::datatypes::TimeUnit;
+    let to = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    let max = chrono::DateTime::<chrono::Utc>::MAX_UTC.timestamp_micros();
+    let min = chrono::DateTime::<chrono::Utc>::MIN_UTC.timestamp_micros();
+    let us = TimestampMicrosecondArray::from(vec![Some(0), None, Some(max), Some(min)])
+        .with_timezone("UTC");
+    narrowed(Arc::new(us), to.clone()).unwrap();
+    let us =
+        TimestampMicrosecondArray::from(vec![Some(0), None, Some(i64::MAX)]).with_timezone("UTC");
+    let e = narrowed(Arc::new(us), to.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("row 3") && e.contains("beyond the timestamps"),
+        "{e}"
+    );
+    let ms =
+        TimestampMillisecondArray::from(vec![Some(1), Some(min / 1000 - 1)]).with_timezone("UTC");
+    let e = narrowed(Arc::new(ms), to).unwrap_err().to_string();
+    assert!(
+        e.contains("row 2") && e.contains("beyond the timestamps"),
+        "{e}"
+    );
+}

@@ -426,7 +426,10 @@ fn parse_timestamp(
                 Some(n / 1000)
             }
         };
-        return us.ok_or_else(|| "is out of range for a timestamp".into());
+        // Within the years a timestamp has text for (its partition label, its statistics).
+        return us
+            .filter(|&us| chrono::DateTime::from_timestamp_micros(us).is_some())
+            .ok_or_else(|| "is out of range for a timestamp".into());
     }
     if let Some((naive, offset_s)) = iso_timestamp(t.as_bytes()) {
         return match offset_s {
@@ -569,12 +572,14 @@ fn iso_timestamp(b: &[u8]) -> Option<(i64, Option<i32>)> {
     let offset = match rest {
         [] => None,
         [b'Z'] | [b'z'] => Some(0),
-        [sign @ (b'+' | b'-'), hh @ ..] => {
-            let hh: Vec<u8> = hh.iter().copied().filter(|&c| c != b':').collect();
-            if hh.len() != 4 {
+        // `±HH:MM` or `±HHMM`; an offset of 24 hours or more, or of 60 minutes, is no offset
+        // (left to chrono, which refuses it).
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] | [sign @ (b'+' | b'-'), h1, h2, m1, m2] => {
+            let (oh, om) = (num(&[*h1, *h2])?, num(&[*m1, *m2])?);
+            if oh > 23 || om > 59 {
                 return None;
             }
-            let secs = (num(&hh[..2])? * 3600 + num(&hh[2..])? * 60) as i32;
+            let secs = (oh * 3600 + om * 60) as i32;
             Some(if *sign == b'-' { -secs } else { secs })
         }
         _ => return None,

@@ -109,7 +109,33 @@ fn timestamps_keep_every_digit_and_no_leap_second() {
         let e = one(v, t.clone()).unwrap_err();
         assert!(e.contains("leap second"), "{v}: {e}");
     }
-    assert!(one("2024-01-01T00:00:00.1234560000000Z", tz).is_ok());
+    assert!(one("2024-01-01T00:00:00.1234560000000Z", tz.clone()).is_ok());
+}
+
+#[test]
+fn offsets_out_of_range_are_refused() {
+    let tz = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    for v in [
+        "2024-01-01T12:00:00+05:99",
+        "2024-01-01T12:00:00+0599",
+        "2024-01-01T12:00:00+24:00",
+        "2024-01-01T12:00:00-99:00",
+        "2024-01-01T12:00:00+0:530",
+        "2024-01-01 12:00:00+05:3",
+    ] {
+        assert!(one(v, tz.clone()).is_err(), "{v} was taken");
+        assert!(!has_offset(v), "{v}");
+    }
+    let v = one("2024-01-01T12:00:00-2359", tz.clone()).unwrap();
+    assert_eq!(
+        arrow::util::display::array_value_to_string(&v, 0).unwrap(),
+        "2024-01-02T11:59:00Z"
+    );
+    let v = one("2024-01-01 12:00:00+05:30", tz).unwrap();
+    assert_eq!(
+        arrow::util::display::array_value_to_string(&v, 0).unwrap(),
+        "2024-01-01T06:30:00Z"
+    );
 }
 
 #[test]
@@ -138,6 +164,9 @@ fn timestamps_need_text_or_a_unit() {
         arrow::util::display::array_value_to_string(&v, 0).unwrap(),
         "2023-11-14T22:13:20Z"
     );
+    // Microseconds beyond the years chrono writes (Postgres' `infinity` as i64::MAX).
+    let e = one_with("9223372036854775807", tz.clone(), Some(EpochUnit::Micros)).unwrap_err();
+    assert!(e.contains("out of range"), "{e}");
     let e = one_with("1700000000123", tz.clone(), Some(EpochUnit::Nanos)).unwrap_err();
     assert!(e.contains("nanoseconds"), "{e}");
     // An offset into a zoned column is the same instant.

@@ -181,7 +181,7 @@ pub(crate) async fn ingest(
 
 /// `data`, ended with an error once no message came for `idle` (`body_read_timeout`, as an
 /// HTTP body has): a client that stops sending holds neither its memory nor the table's queue.
-fn silent_after<S>(
+pub(crate) fn silent_after<S>(
     data: S,
     idle: std::time::Duration,
 ) -> impl Stream<Item = Result<FlightData, FlightError>> + Send + 'static

@@ -269,6 +269,22 @@ static XDBC_INFO: LazyLock<XdbcTypeInfoData> = LazyLock::new(|| {
     b.build().expect("valid XDBC type info")
 });
 
+/// The most bytes of parameters a prepared statement's DoPut may send.
+const MAX_PARAMETER_BYTES: u64 = 16 << 20;
+
+/// A parameter stream that failed: this server's refusal (too large, silent), the client's
+/// own error, or messages that do not decode (the client's fault, never an internal error).
+fn parameter_error(e: FlightError) -> Status {
+    match e {
+        FlightError::ExternalError(inner) => match inner.downcast::<Error>() {
+            Ok(e) => Status::from(*e),
+            Err(other) => Status::invalid_argument(format!("parameters: {other}")),
+        },
+        FlightError::Tonic(status) => *status,
+        other => Status::invalid_argument(format!("parameters do not decode: {other}")),
+    }
+}
+
 impl From<Error> for Status {
     fn from(e: Error) -> Self {
         let message = e.to_string();
@@ -417,15 +433,30 @@ impl FlightSqlService for FlightSqlServer {
         self.caller(&request)?;
         let mut h: PreparedHandle =
             decode_json(&query.prepared_statement_handle, "prepared statement")?;
-        let mut batches = FlightRecordBatchStream::new_from_flight_data(
-            request.into_inner().map_err(FlightError::from),
-        );
+        // Bounded in bytes (empty batches and dictionaries are messages too) and in time, as
+        // an ingest's stream is: parameters are one row.
+        let mut received = 0u64;
+        let data = crate::ingest::flight::silent_after(
+            request.into_inner(),
+            self.state.config.body_read_timeout,
+        )
+        .map(move |m| {
+            let m = m?;
+            received += (m.data_header.len() + m.data_body.len()) as u64;
+            if received > MAX_PARAMETER_BYTES {
+                return Err(FlightError::ExternalError(Box::new(Error::BodyTooLarge {
+                    limit: MAX_PARAMETER_BYTES,
+                })));
+            }
+            Ok(m)
+        });
+        let mut batches = FlightRecordBatchStream::new_from_flight_data(data);
         // One row is kept at most: refused at the second, not after the whole stream (a
         // client could otherwise make the server hold any amount of parameters).
         let mut rows: Vec<RecordBatch> = Vec::new();
         let mut n = 0usize;
         while let Some(b) = batches.next().await {
-            let b = b.map_err(Status::from)?;
+            let b = b.map_err(parameter_error)?;
             n += b.num_rows();
             if n > 1 {
                 return Err(Status::invalid_argument(format!(

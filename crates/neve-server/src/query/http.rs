@@ -135,11 +135,27 @@ pub async fn sql(
         })
         .transpose()?;
     let started = state.start_query(&caller, &sql, at, None, timeout).await?;
-    let encoder = Encoder::new(format, started.running.schema())?;
+    let mut running = started.running;
+    // The first batch is encoded before the status is sent: a format that cannot hold the
+    // result's types is a 406, not a 200 whose body breaks off.
+    let unwritable = |e: Error| Error::ResultNotWritable {
+        media_type: format.media_type(),
+        reason: e.to_string(),
+    };
+    let mut pending = VecDeque::new();
+    let encoder = match Encoder::new(format, running.schema()).and_then(|mut encoder| {
+        if let Some(first) = running.take_first() {
+            encoder.write(&first, true, &mut pending)?;
+        }
+        Ok(encoder)
+    }) {
+        Ok(encoder) => encoder,
+        Err(e) => return Err(running.fail(unwritable(e))),
+    };
     let stream = ResultStream {
-        running: started.running,
+        running,
         encoder: Some(encoder),
-        pending: VecDeque::new(),
+        pending,
         metrics: state.metrics.clone(),
         sent: 0,
     };

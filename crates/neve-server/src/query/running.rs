@@ -13,8 +13,14 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::error::Error;
 use crate::metrics::Metrics;
 
+/// The query's stream, shared with the watchdog, which drops it at the deadline.
+type Shared = Arc<std::sync::Mutex<Option<SendableRecordBatchStream>>>;
+
 pub struct Running {
-    batches: SendableRecordBatchStream,
+    /// Taken (and dropped) by the watchdog at the deadline: a client that stopped reading
+    /// must not keep the query's memory and spill files until it closes the connection.
+    batches: Shared,
+    schema: arrow::datatypes::SchemaRef,
     /// A batch read already (to decide the status before answering), sent first.
     first: Option<RecordBatch>,
     deadline: tokio::time::Instant,
@@ -26,8 +32,8 @@ pub struct Running {
     /// The query's slot. Given back as the query ends, before its last bytes are sent, so a
     /// client that has read the whole answer finds the slot free for its next query.
     slot: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
-    /// Gives the slot back at the deadline even if the client stopped reading (nothing polls
-    /// `next` while the socket is full). Aborted when this is dropped.
+    /// Gives the slot back and drops the query at the deadline even if the client stopped
+    /// reading (nothing polls `next` while the socket is full). Aborted when this is dropped.
     watchdog: tokio::task::AbortHandle,
 }
 
@@ -42,8 +48,12 @@ impl Running {
     ) -> Self {
         let slot = Arc::new(std::sync::Mutex::new(Some(permit)));
         let held = slot.clone();
+        let schema = batches.schema();
+        let batches: Shared = Arc::new(std::sync::Mutex::new(Some(batches)));
+        let query = batches.clone();
         Self {
             batches,
+            schema,
             first,
             deadline,
             timeout,
@@ -55,13 +65,25 @@ impl Running {
             watchdog: tokio::spawn(async move {
                 tokio::time::sleep_until(deadline).await;
                 release(&held);
+                // Dropping the stream stops the query and frees its memory and spill files;
+                // `next` then reports the timeout, if the client ever asks.
+                let stopped = lock(&query).take();
+                drop(stopped);
             })
             .abort_handle(),
         }
     }
 
     pub fn schema(&self) -> arrow::datatypes::SchemaRef {
-        self.batches.schema()
+        self.schema.clone()
+    }
+
+    /// The batch read before answering, if any (counted as sent), for the caller to encode
+    /// before it commits to a status.
+    pub fn take_first(&mut self) -> Option<RecordBatch> {
+        let b = self.first.take()?;
+        self.rows += b.num_rows() as u64;
+        Some(b)
     }
 
     /// The next batch; `None` at the end (counted as answered). An error ends the query.
@@ -71,12 +93,21 @@ impl Running {
         }
         let next = match self.first.take() {
             Some(b) => Some(Ok(b)),
-            None => match tokio::time::timeout_at(self.deadline, self.batches.next()).await {
-                Ok(b) => b.map(|r| r.map_err(|e| Error::from(query_error(e)))),
-                Err(_) => Some(Err(Error::QueryTimeout {
+            None => {
+                let timeout = Error::QueryTimeout {
                     after: self.timeout,
-                })),
-            },
+                };
+                // The lock is held for one poll at a time, never across an await.
+                let batches = &self.batches;
+                let next = futures::future::poll_fn(|cx| match lock(batches).as_mut() {
+                    Some(s) => s.poll_next_unpin(cx).map(Ok),
+                    None => std::task::Poll::Ready(Err(())),
+                });
+                match tokio::time::timeout_at(self.deadline, next).await {
+                    Ok(Ok(b)) => b.map(|r| r.map_err(|e| Error::from(query_error(e)))),
+                    Ok(Err(())) | Err(_) => Some(Err(timeout)),
+                }
+            }
         };
         match next {
             Some(Ok(b)) => {
@@ -123,5 +154,64 @@ impl Drop for Running {
 
 /// Give the query's slot back (once; later calls find it gone).
 fn release(slot: &std::sync::Mutex<Option<OwnedSemaphorePermit>>) {
-    drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+    drop(lock(slot).take());
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Says when it is dropped.
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A client that stopped reading (nobody calls `next`) still loses its query, slot and
+    /// memory at the deadline; asking afterwards gets the timeout.
+    #[tokio::test]
+    async fn the_deadline_drops_a_query_nobody_reads() {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let schema = Arc::new(arrow::datatypes::Schema::empty());
+        // A query that never ends, and says when it is dropped.
+        let flag = Flag(dropped.clone());
+        let stream = Box::pin(neve_core::query::RecordBatchStreamAdapter::new(
+            schema.clone(),
+            futures::stream::poll_fn(move |_| {
+                let _alive = &flag;
+                std::task::Poll::Pending
+            }),
+        ));
+        let slots = Arc::new(tokio::sync::Semaphore::new(1));
+        let permit = slots.clone().acquire_owned().await.unwrap();
+        let timeout = Duration::from_millis(400);
+        let mut running = Running::new(
+            stream,
+            None,
+            tokio::time::Instant::now() + timeout,
+            timeout,
+            Arc::new(Metrics::default()),
+            permit,
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!dropped.load(Ordering::SeqCst));
+        assert_eq!(slots.available_permits(), 0);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the query outlived its deadline"
+        );
+        assert_eq!(slots.available_permits(), 1);
+        assert_eq!(running.schema(), schema);
+        let e = running.next().await.unwrap().unwrap_err();
+        assert!(matches!(e, Error::QueryTimeout { .. }), "{e}");
+        assert!(running.next().await.is_none());
+    }
 }

@@ -66,10 +66,22 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                 [] => String::new(),
                 [one] => loc.http_url(one),
                 many => {
-                    // One URL with a {a,b,...} alternation of the paths under the table root.
+                    // One URL with a {a,b,...} alternation of the paths under the table root,
+                    // each spelled as its own URL spells it (an escaped partition value's `%`
+                    // encoded as the store names it).
                     let root = loc.http_url("");
                     let root = root.trim_end_matches('/');
-                    format!("{root}/{{{}}}", many.join(","))
+                    let parts: Vec<String> = many
+                        .iter()
+                        .map(|r| {
+                            let url = loc.http_url(r);
+                            match url.strip_prefix(root) {
+                                Some(rest) => rest.trim_start_matches('/').to_string(),
+                                None => url,
+                            }
+                        })
+                        .collect();
+                    format!("{root}/{{{}}}", parts.join(","))
                 }
             };
             let rel = format!("{func}({}, 'Parquet')", quote(&url));

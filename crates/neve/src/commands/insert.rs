@@ -66,28 +66,19 @@ async fn same_layout(table: &Table, a: &InsertArgs, given: &CreateOptions) -> Re
 
 pub async fn run(a: InsertArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
-    if a.create {
-        let opts = super::create_options(&a.layout, false)?;
-        // A missing input is found before the table is made: a failed `--create` of a new
-        // table leaves nothing behind. (A bad value deep in an input is found only while
-        // inserting; the table is created by then, and stays, empty.)
-        for input in a.inputs.iter().filter(|i| *i != "-" && !i.contains("://")) {
-            if let Err(source) = std::fs::metadata(input) {
-                return Err(neve_core::Error::InputUnreadable {
-                    input: input.clone(),
-                    source,
-                }
-                .into());
-            }
-        }
-        match table.create(opts.clone()).await {
-            Ok(_) => {}
-            Err(neve_core::Error::TableExists { .. }) => same_layout(&table, &a, &opts).await?,
-            Err(e) => return Err(e.into()),
-        }
-    } else if !a.layout.partition_by.is_empty() || a.layout.sort_by.iter().any(|s| !s.is_empty()) {
+    // Every flag is checked before anything is made: a failed `--create` of a new table
+    // leaves nothing behind.
+    let layout = &a.layout;
+    if !a.create
+        && (!layout.partition_by.is_empty()
+            || layout.sort_by.iter().any(|s| !s.is_empty())
+            || layout.merge.is_some()
+            || !layout.settings.is_empty())
+    {
         return Err(CliError::Usage(
-            "--partition-by/--sort-by apply with --create or `neve create`".into(),
+            "--partition-by/--sort-by/--merge/--set apply with --create or `neve create` \
+             (an existing table's settings change with `neve alter TABLE set KEY=VALUE`)"
+                .into(),
         ));
     }
     let delimiter = match a.delimiter.as_str() {
@@ -102,6 +93,31 @@ pub async fn run(a: InsertArgs) -> Result<()> {
     if a.inputs.iter().filter(|i| *i == "-").count() > 1 {
         return Err(CliError::Usage("stdin (`-`) can be given once".into()));
     }
+    let epoch_unit = a
+        .epoch_unit
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    if a.create {
+        let opts = super::create_options(&a.layout, false)?;
+        // A missing input is found before the table is made. (A bad value deep in an input
+        // is found only while inserting; the table is created by then, and stays, empty.)
+        for input in a.inputs.iter().filter(|i| *i != "-" && !i.contains("://")) {
+            if let Err(source) = std::fs::metadata(input) {
+                return Err(neve_core::Error::InputUnreadable {
+                    input: input.clone(),
+                    source,
+                }
+                .into());
+            }
+        }
+        match table.create(opts.clone()).await {
+            Ok(_) => {}
+            Err(neve_core::Error::TableExists { .. }) => same_layout(&table, &a, &opts).await?,
+            Err(e) => return Err(e.into()),
+        }
+    }
     let opts = InsertOptions {
         read: ReadOptions {
             format: a.format.map(|f| match f {
@@ -114,14 +130,7 @@ pub async fn run(a: InsertArgs) -> Result<()> {
             infer_rows: a.infer_rows.max(1),
             csv_delimiter: delimiter,
             csv_header: !a.no_header,
-            text: neve_core::write::text::TextOptions {
-                epoch_unit: a
-                    .epoch_unit
-                    .as_deref()
-                    .map(str::parse)
-                    .transpose()
-                    .map_err(CliError::Usage)?,
-            },
+            text: neve_core::write::text::TextOptions { epoch_unit },
             ..Default::default()
         },
         write: WriteOptions {

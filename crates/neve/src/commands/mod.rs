@@ -80,6 +80,22 @@ pub fn parse_as_of(s: &Option<String>) -> Result<AsOf> {
 
 async fn create(a: CreateArgs) -> Result<()> {
     let table = Table::at(&a.table)?;
+    // A flag and a `--set` of the same setting: which one wins would be a guess.
+    for (flag, given, key) in [
+        ("--strict-schema", a.strict_schema, "strict_schema"),
+        ("--iceberg", a.iceberg, "iceberg"),
+    ] {
+        let set = a
+            .layout
+            .settings
+            .iter()
+            .any(|kv| kv.split_once('=').is_some_and(|(k, _)| k.trim() == key));
+        if given && set {
+            return Err(CliError::Usage(format!(
+                "{flag} and --set {key}=... both set {key}: give one"
+            )));
+        }
+    }
     let mut opts = create_options(&a.layout, a.strict_schema)?;
     if let Some(schema) = &a.schema {
         opts.schema = neve_core::schema::parse_schema(schema)?;

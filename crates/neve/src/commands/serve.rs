@@ -12,7 +12,8 @@ use crate::error::{CliError, Result};
 fn read_config(path: Option<&std::path::Path>) -> Result<ServerConfig> {
     Ok(match path {
         Some(path) => {
-            let text = std::fs::read_to_string(path)?;
+            let text = std::fs::read_to_string(path)
+                .map_err(CliError::read(format!("config file {}", path.display())))?;
             ServerConfig::from_toml(&text)?
         }
         None => ServerConfig::default(),
@@ -193,7 +194,10 @@ fn proxy_config(
     key: &ProxyKeyArgs,
 ) -> Result<neve_proxy::ProxyConfig> {
     let mut config = match path {
-        Some(path) => neve_proxy::ProxyConfig::from_toml(&std::fs::read_to_string(path)?)?,
+        Some(path) => neve_proxy::ProxyConfig::from_toml(
+            &std::fs::read_to_string(path)
+                .map_err(CliError::read(format!("config file {}", path.display())))?,
+        )?,
         None => neve_proxy::ProxyConfig::new(""),
     };
     if let Some(w) = warehouse.filter(|w| !w.is_empty()) {
@@ -331,7 +335,9 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
 pub fn hash_token(a: HashTokenArgs) -> Result<()> {
     let token = if a.token == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s)?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(CliError::read("the token from standard input"))?;
         s.trim().to_string()
     } else {
         a.token

@@ -19,7 +19,9 @@ pub async fn run(a: SqlArgs) -> Result<()> {
     };
     let query = if a.query == "-" {
         let mut q = String::new();
-        std::io::stdin().read_to_string(&mut q)?;
+        std::io::stdin()
+            .read_to_string(&mut q)
+            .map_err(CliError::read("the query from standard input"))?;
         q
     } else {
         a.query.clone()

@@ -381,6 +381,19 @@ fn usage_errors() {
         assert!(err.contains(needle), "{err}");
         assert!(!Path::new(&t2).join("_log").exists());
     }
+    for flags in [
+        &["--strict-schema", "--set", "strict_schema=false"][..],
+        &["--iceberg", "--set", "iceberg=false"][..],
+    ] {
+        let (_d2, t2) = local_table("conflict");
+        let mut args = vec!["create", &t2];
+        args.extend_from_slice(flags);
+        let out = neve(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{flags:?}: {err}");
+        assert!(err.contains("give one"), "{flags:?}: {err}");
+        assert!(!Path::new(&t2).join("_log").exists());
+    }
     let out = neve(&["merge", &t, "--min-files", "0"]);
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2"));
@@ -435,6 +448,64 @@ fn insert_create_and_names_refused_cleanly() {
     }
     assert_eq!(version(&t), before, "nothing committed");
 
+    // Layout flags without `--create` would change nothing: refused, not ignored.
+    for flags in [
+        &["--set", "strict_schema=true"][..],
+        &["--merge", "dedupe(key = [id])"][..],
+    ] {
+        let mut args = vec!["insert", &t, &good];
+        args.extend_from_slice(flags);
+        let out = neve(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{flags:?}: {err}");
+        assert!(err.contains("apply with --create"), "{flags:?}: {err}");
+    }
+    assert_eq!(version(&t), before, "nothing committed");
+    // A bad flag is found before `--create` makes the table.
+    let fresh = d.path().join("fresh").display().to_string();
+    for flags in [
+        &["--delimiter", ";;"][..],
+        &["--epoch-unit", "fortnights"][..],
+    ] {
+        let mut args = vec!["insert", &fresh, &good, "--create"];
+        args.extend_from_slice(flags);
+        let out = neve(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{flags:?}: {err}");
+        assert!(!Path::new(&fresh).exists(), "{flags:?}: a table was made");
+    }
+    // What cannot be read is named, with its own exit code (not "cannot write output").
+    for cmd in ["serve", "proxy", "maintain"] {
+        let out = neve(&[
+            cmd,
+            "--config",
+            "/nonexistent/neve.toml",
+            "--warehouse",
+            &fresh,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(66), "{cmd}: {err}");
+        assert!(
+            err.contains("cannot read config file /nonexistent/neve.toml"),
+            "{cmd}: {err}"
+        );
+    }
+    let mut child = std::process::Command::new(crate::common::neve_bin())
+        .args(["sql", "-", "--table", &format!("t={t}")])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"SELECT '\xff'").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("cannot read the query from standard input"),
+        "{err}"
+    );
+
     let table = format!("t={t}");
     let out = neve(&["sql", "DROP TABLE t", "--table", &table]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -460,4 +531,33 @@ fn insert_create_and_names_refused_cleanly() {
     neve_ok(&["alter", &t, "set", "gc_grace=1h"]);
     let text = neve_ok(&["info", &t]);
     assert!(text.contains("maintenance   gc_grace=3600s"), "{text}");
+}
+
+/// `files --format clickhouse` names every file where it is, also when a partition value was
+/// escaped (a space, a `:`) and the files are listed as one `{a,b}` alternation.
+#[test]
+fn clickhouse_paths_of_escaped_partitions_exist() {
+    let (d, t) = local_table("escaped");
+    let rows = d.path().join("rows.ndjson");
+    std::fs::write(
+        &rows,
+        "{\"id\": 1, \"region\": \"United States\"}\n{\"id\": 2, \"region\": \"France\"}\n\
+         {\"id\": 3, \"region\": \"a:b/c%d\"}\n",
+    )
+    .unwrap();
+    let rows = rows.display().to_string();
+    neve_ok(&["insert", &t, &rows, "--create", "--partition-by", "region"]);
+    let text = neve_ok(&["files", &t, "--format", "clickhouse"]);
+    let (root, rest) = text
+        .trim()
+        .strip_prefix("file('")
+        .and_then(|s| s.split_once("/{"))
+        .unwrap_or_else(|| panic!("not one alternation: {text}"));
+    let list = rest.split_once("}'").map(|(l, _)| l).unwrap();
+    let files: Vec<&str> = list.split(',').collect();
+    assert_eq!(files.len(), 3, "{text}");
+    for f in files {
+        let p = Path::new(root).join(f);
+        assert!(p.is_file(), "{} is not there: {text}", p.display());
+    }
 }

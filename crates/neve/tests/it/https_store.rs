@@ -150,4 +150,18 @@ fn a_store_signed_by_a_private_ca_is_trusted_only_through_ssl_cert_file() {
         (Some(2), Some(3)),
         "{count}"
     );
+    // The client settings of the environment apply, as in the AWS SDKs: with no CA, the
+    // store is read only when AWS_ALLOW_INVALID_CERTIFICATES says so.
+    let info = |allow: &str| {
+        Command::new(neve_bin())
+            .args(["info", "--json", table])
+            .env("AWS_ENDPOINT_URL", &minio.endpoint)
+            .env_remove("SSL_CERT_FILE")
+            .env("AWS_ALLOW_INVALID_CERTIFICATES", allow)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(info("false").status.code(), Some(74));
+    let text = ok(info("true"));
+    assert!(text.contains("\"version\""), "{text}");
 }

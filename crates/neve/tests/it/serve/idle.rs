@@ -213,3 +213,49 @@ async fn a_body_that_stops_arriving_fails_the_request() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(counts(&format!("{w}/events")), (3, 3));
 }
+
+/// A request without a valid token is answered 401 as soon as its headers are in, never
+/// after the server has read (and held) a body of up to `max_body_bytes`: each route that
+/// takes a body, with the token wrong or missing, the body announced at 100 MB and only a
+/// few bytes of it sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_valid_token_is_refused_before_its_body() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let w = s3_table("serve-auth-first");
+    let dir = tempfile::tempdir().unwrap();
+    // A body read timeout far beyond the test's wait: only the token can end these requests.
+    let config = config_file(&dir, "body_read_timeout = \"60s\"\n");
+    let s = ServerProc::start(&w, &["--config", &config, "--token", "t"]);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    for (path, auth) in [
+        ("/v1/sql", "Authorization: Bearer wrong\r\n"),
+        ("/v1/sql", ""),
+        ("/v1/tables/events/insert", "Authorization: Token wrong\r\n"),
+        ("/api/v2/write?bucket=ns", ""),
+        ("/write?db=ns&p=wrong", ""),
+    ] {
+        let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        slow.write_all(
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 100000000\r\n\r\nSELECT"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut buf = [0u8; 1024];
+            while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                match slow.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "{path}: no answer after 10 s");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{path}: {answer}");
+    }
+}

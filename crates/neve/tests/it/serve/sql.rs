@@ -189,7 +189,7 @@ async fn sql_errors_say_what_and_where() {
     let s = ServerProc::start(&w, &["--token", "t"]);
     let c = client();
     create(&c, &s.url, "t", "events").await;
-    let cases: [(&str, &str, u16, &str, &str); 10] = [
+    let cases: [(&str, &str, u16, &str, &str); 12] = [
         ("SELEC 1", "*/*", 400, "sql_syntax", "Line: 1, Column: 1"),
         // An argument a function refuses as it runs: the query's mistake, not the server's.
         (
@@ -242,6 +242,21 @@ async fn sql_errors_say_what_and_where() {
             "not supported",
         ),
         ("SELECT 1", "text/html", 406, "not_acceptable", "text/csv"),
+        // A format that cannot hold the result's types: refused before a 200 is sent.
+        (
+            "SELECT make_array(1, 2) AS l",
+            "text/csv",
+            406,
+            "not_acceptable",
+            "cannot be written as text/csv",
+        ),
+        (
+            "SELECT INTERVAL '1 month 2 days' AS i",
+            "application/vnd.apache.parquet",
+            406,
+            "not_acceptable",
+            "cannot be written as application/vnd.apache.parquet",
+        ),
         ("  ", "*/*", 400, "bad_request", "no SQL"),
     ];
     for (sql, accept, status, want, message) in cases {
