@@ -367,9 +367,10 @@ impl GroupState {
                 version, deleted, ..
             } => (
                 version.as_ref().map(|_| &cols[k]),
+                // A deleted column still of type null (no flag yet) deletes nothing.
                 deleted
                     .as_ref()
-                    .map(|_| cols[k + usize::from(version.is_some())].as_boolean()),
+                    .and_then(|_| cols[k + usize::from(version.is_some())].as_boolean_opt()),
             ),
             _ => (None, None),
         };

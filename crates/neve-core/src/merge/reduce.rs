@@ -14,7 +14,7 @@ use arrow::array::{
 };
 use arrow::compute::kernels::partition::partition;
 use arrow::compute::{concat_batches, filter_record_batch, take, take_record_batch, SortOptions};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
@@ -112,7 +112,8 @@ impl Reducer {
             MergeSpec::Aggregate { .. } => self.aggregate(batch, &groups)?,
         };
         match (self.deleted, self.drop_deleted) {
-            (Some(d), true) => {
+            // A deleted column still of type null (no flag yet) deletes nothing.
+            (Some(d), true) if out.column(d).as_boolean_opt().is_some() => {
                 let flag = out.column(d).as_boolean();
                 let keep: BooleanArray = (0..flag.len())
                     .map(|i| Some(!(flag.is_valid(i) && flag.value(i))))
@@ -303,13 +304,41 @@ fn sum_groups(
     if col.null_count() == col.len() && !null_as_one {
         return Ok(new_null_array(col.data_type(), groups.len()));
     }
-    downcast_primitive_array!(
+    let sums = downcast_primitive_array!(
         col => typed(col, groups, null_as_one, name),
         t => Err(Error::InvalidMergeSpec {
             spec: format!("sum of '{name}'"),
             reason: format!("{t} cannot be summed"),
         })
-    )
+    )?;
+    // A decimal sum must fit its column's precision, not only the integer beneath it: the
+    // Parquet writer would store it cut to the precision's bytes.
+    let over = |e: arrow::error::ArrowError| Error::MergedSumOverflow {
+        column: name.to_string(),
+        data_type: col.data_type().to_string(),
+        values: e.to_string(),
+    };
+    use arrow::datatypes::{Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type};
+    match sums.data_type() {
+        DataType::Decimal32(p, _) => sums
+            .as_primitive::<Decimal32Type>()
+            .validate_decimal_precision(*p)
+            .map_err(over)?,
+        DataType::Decimal64(p, _) => sums
+            .as_primitive::<Decimal64Type>()
+            .validate_decimal_precision(*p)
+            .map_err(over)?,
+        DataType::Decimal128(p, _) => sums
+            .as_primitive::<Decimal128Type>()
+            .validate_decimal_precision(*p)
+            .map_err(over)?,
+        DataType::Decimal256(p, _) => sums
+            .as_primitive::<Decimal256Type>()
+            .validate_decimal_precision(*p)
+            .map_err(over)?,
+        _ => {}
+    }
+    Ok(sums)
 }
 
 #[cfg(test)]

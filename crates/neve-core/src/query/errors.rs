@@ -4,7 +4,7 @@
 use arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 
 /// The parser names the line and column of every token but the end: a statement cut short
 /// says where it ends, as the others say where they are.
@@ -90,6 +90,19 @@ pub fn query_error(e: DataFusionError) -> Error {
         DataFusionError::ResourcesExhausted(m) => Error::QueryOutOfMemory {
             message: m.to_string(),
         },
+        // neve's own error raised inside the plan (a merged read's sum that overflows, a
+        // table that failed to load): classed as that error is, not as a fault of the query.
+        DataFusionError::External(x) if x.downcast_ref::<Error>().is_some() => {
+            let inner = x.downcast_ref::<Error>().expect("checked");
+            let message = inner.to_string();
+            match inner.kind() {
+                ErrorKind::BadInput => Error::InvalidQuery { message },
+                ErrorKind::Unavailable => Error::QueryStorage { message },
+                ErrorKind::NotFound | ErrorKind::Conflict | ErrorKind::Internal => {
+                    Error::QueryFailed { message }
+                }
+            }
+        }
         _ => Error::QueryFailed {
             message: root_message(&e),
         },

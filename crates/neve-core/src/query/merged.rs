@@ -116,13 +116,15 @@ pub(crate) fn split<'a>(
 }
 
 /// Per file of one partition: it holds one row per key and its key range (by the first key
-/// column) overlaps no other file's.
+/// column) overlaps no other file's. A null key is a key too, outside every range: two files
+/// that may both hold one overlap.
 fn standalone(part: &[(usize, &AddFile)], key: Option<&super::stats::ColumnArrays>) -> Vec<bool> {
     let n = part.len();
     let Some(key) = key else {
         return vec![false; n];
     };
     let known = |i: usize| key.min.is_valid(i) && key.max.is_valid(i);
+    let may_be_null = |i: usize| !key.nulls.is_valid(i) || key.nulls.value(i) > 0;
     let Ok(cmp) = make_comparator(&key.min, &key.max, SortOptions::default()) else {
         return vec![false; n];
     };
@@ -131,8 +133,11 @@ fn standalone(part: &[(usize, &AddFile)], key: Option<&super::stats::ColumnArray
             f.merged
                 && known(i)
                 && part.iter().all(|&(j, _)| {
-                    // Disjoint: one ends before the other starts.
-                    j == i || (known(j) && (cmp(j, i).is_gt() || cmp(i, j).is_gt()))
+                    // Disjoint: one ends before the other starts, and not both with nulls.
+                    j == i
+                        || (known(j)
+                            && (cmp(j, i).is_gt() || cmp(i, j).is_gt())
+                            && !(may_be_null(i) && may_be_null(j)))
                 })
         })
         .collect()

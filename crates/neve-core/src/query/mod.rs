@@ -499,7 +499,12 @@ impl QueryEngine {
             }
             match self.register(&name, &sub, as_of).await {
                 Ok(_) => names.push(name),
-                Err(Error::TableNotFound { .. }) => continue,
+                // Not there, or younger than `as_of`: not in the warehouse at that time.
+                Err(
+                    Error::TableNotFound { .. }
+                    | Error::TimestampNotFound { .. }
+                    | Error::VersionNotFound { .. },
+                ) => continue,
                 // One broken table does not take the warehouse's others with it.
                 Err(e @ (Error::CorruptLog { .. } | Error::UnsupportedFormatVersion { .. })) => {
                     tracing::warn!(table = %sub, error = %e, "table left out of the warehouse");

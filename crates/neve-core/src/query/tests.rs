@@ -12,6 +12,7 @@ use crate::partition::parse_spec;
 use crate::table::{CreateOptions, InsertOptions, Table, TableBuilder};
 use crate::write::NoProgress;
 
+mod edges;
 mod head;
 
 const DAY_US: i64 = 86_400_000_000;

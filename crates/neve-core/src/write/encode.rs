@@ -221,7 +221,8 @@ pub(crate) fn writer_properties(
     b.build()
 }
 
-/// Turn dictionary encoding off where a dictionary only costs hashing and makes the file
+/// A part's own writer settings: no statistics for a float column holding a NaN (see the
+/// body), and dictionary encoding off where a dictionary only costs hashing and makes the file
 /// larger. Each column is judged on up to 1,024 non-null values taken at even steps over the
 /// whole part, not its first rows: a column of a few thousand values (fares, distances, taxi
 /// ids) looks distinct in its first thousand rows, and there the dictionary makes the file
@@ -271,6 +272,18 @@ pub(crate) fn tune_dictionary(batch: &RecordBatch, props: WriterProperties) -> W
             builder = Some(b.set_column_dictionary_enabled(
                 parquet::schema::types::ColumnPath::from(f.name().as_str()),
                 false,
+            ));
+        }
+        // Parquet's float bounds leave NaN out, and readers that prune row groups and pages
+        // by them (DataFusion, ClickHouse, Trino) then skip the NaN that `x > 5` or `x != 3`
+        // matches: a column holding one gets no statistics in this file.
+        if f.data_type().is_floating() && super::stats::has_nan(col) {
+            let b = builder
+                .take()
+                .unwrap_or_else(|| props.clone().into_builder());
+            builder = Some(b.set_column_statistics_enabled(
+                parquet::schema::types::ColumnPath::from(f.name().as_str()),
+                EnabledStatistics::None,
             ));
         }
     }

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, PrimitiveArray, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
 use serde_json::Value;
 
 use crate::log::ColumnStats;
@@ -35,6 +35,15 @@ pub(crate) fn file_stats(
         // The footer holds the stored type's bounds (stored.rs): the same numbers.
         let stored = super::stored::stored_field(field);
         Ok(match leaf_stats(&stored, leaf, metadata)? {
+            // Parquet's bounds leave NaN out, and NaN sorts above every number (DataFusion,
+            // Spark, Iceberg): a file holding one has no known max. (A top-level column with
+            // a NaN has no footer statistics at all: `encode::tune_dictionary`.)
+            Some(mut s)
+                if s.max.is_some() && parent.is_some() && has_nan(&with_nulls(a, parent)) =>
+            {
+                s.max = None;
+                s
+            }
             Some(s) => s,
             None => column_stats(&with_nulls(
                 &super::keys::unkeyed(a, field.data_type())?,
@@ -79,7 +88,6 @@ fn walk_column(
     ) -> crate::error::Result<ColumnStats>,
     out: &mut BTreeMap<String, ColumnStats>,
 ) -> crate::error::Result<()> {
-    use arrow::datatypes::DataType;
     if !a.data_type().is_nested() {
         out.insert(path.to_string(), leaf_stats(field, a, parent, *leaf)?);
         *leaf += 1;
@@ -283,11 +291,35 @@ fn min_max(a: &ArrayRef) -> (Option<Value>, Option<Value>) {
     }
 }
 
+/// Whether a float column holds a NaN among its values (not its null slots, which may hold
+/// anything).
+pub(super) fn has_nan(a: &ArrayRef) -> bool {
+    use arrow::datatypes::{Float16Type, Float32Type, Float64Type};
+    fn any<T: ArrowPrimitiveType>(a: &PrimitiveArray<T>, nan: impl Fn(&T::Native) -> bool) -> bool {
+        // A pass without branches first (it vectorises); the nulls only when it finds one.
+        if !a.values().iter().fold(false, |seen, v| seen | nan(v)) {
+            return false;
+        }
+        a.iter().flatten().any(|v| nan(&v))
+    }
+    match a.data_type() {
+        DataType::Float16 => any(a.as_primitive::<Float16Type>(), |v| v.is_nan()),
+        DataType::Float32 => any(a.as_primitive::<Float32Type>(), |v| v.is_nan()),
+        DataType::Float64 => any(a.as_primitive::<Float64Type>(), |v| v.is_nan()),
+        _ => false,
+    }
+}
+
+/// The bounds of a float column's values. NaN is no bound (as in Parquet), but it sorts above
+/// every number where engines compare floats (DataFusion, Spark, Iceberg): with one, the max
+/// is unknown, and a filter such as `x > 5` cannot skip the file.
 fn float_min_max(values: impl Iterator<Item = Option<f64>>) -> (Option<Value>, Option<Value>) {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     let mut any = false;
+    let mut nan = false;
     for v in values.flatten() {
         if v.is_nan() {
+            nan = true;
             continue;
         }
         any = true;
@@ -308,7 +340,9 @@ fn float_min_max(values: impl Iterator<Item = Option<f64>>) -> (Option<Value>, O
     }
     (
         serde_json::Number::from_f64(lo).map(Value::Number),
-        serde_json::Number::from_f64(hi).map(Value::Number),
+        serde_json::Number::from_f64(hi)
+            .filter(|_| !nan)
+            .map(Value::Number),
     )
 }
 
@@ -343,10 +377,9 @@ mod tests {
             assert!(lo == 0.0 && lo.is_sign_negative(), "{values:?}: {lo}");
             assert!(hi == 0.0 && hi.is_sign_positive(), "{values:?}: {hi}");
         }
+        // NaN sorts above every number: the min holds, the max is unknown.
         let (lo, hi) = float_min_max([Some(-1.5), None, Some(f64::NAN), Some(2.0)].into_iter());
-        assert_eq!(
-            (lo.unwrap().as_f64(), hi.unwrap().as_f64()),
-            (Some(-1.5), Some(2.0))
-        );
+        assert_eq!(lo.unwrap().as_f64(), Some(-1.5));
+        assert!(hi.is_none(), "{hi:?}");
     }
 }
