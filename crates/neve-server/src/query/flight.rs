@@ -86,6 +86,8 @@ impl FlightSqlServer {
         caller: &Caller,
         sql: &str,
     ) -> Result<(Arc<Schema>, Arc<Schema>, Vec<Pinned>), Status> {
+        // Planning loads the tables' snapshots: it takes a query's slot and time limit.
+        let _slot = self.state.queries.admit()?;
         let timeout = self.state.queries.config.timeout;
         let planned = tokio::time::timeout(timeout, async {
             let Registered {
@@ -639,31 +641,39 @@ impl FlightSqlService for FlightSqlServer {
 impl FlightSqlServer {
     /// The caller's tables: (schema, table, Arrow schema of the table's columns).
     async fn tables(&self, caller: &Caller) -> Result<Vec<(String, String, Schema)>, Status> {
-        let Registered {
-            engine,
-            versions: pins,
-            ..
-        } = self
-            .state
-            .query_engine(
-                caller,
-                "SELECT * FROM information_schema.tables",
-                &At::Latest,
-            )
-            .await?;
-        let mut out = Vec::new();
-        for p in pins {
-            let schema = engine
-                .table_schema(p.schema.as_deref(), &p.table)
-                .await
-                .map_err(|e| Status::from(Error::from(e)))?;
-            out.push((
-                p.schema.unwrap_or_else(|| "public".into()),
-                p.table,
-                schema.as_ref().clone(),
-            ));
-        }
-        Ok(out)
+        // Listing loads every table's snapshot: a query's slot and time limit, as for SQL.
+        let _slot = self.state.queries.admit()?;
+        let timeout = self.state.queries.config.timeout;
+        let listed = tokio::time::timeout(timeout, async {
+            let Registered {
+                engine,
+                versions: pins,
+                ..
+            } = self
+                .state
+                .query_engine(
+                    caller,
+                    "SELECT * FROM information_schema.tables",
+                    &At::Latest,
+                )
+                .await?;
+            let mut out = Vec::new();
+            for p in pins {
+                let schema = engine
+                    .table_schema(p.schema.as_deref(), &p.table)
+                    .await
+                    .map_err(Error::from)?;
+                out.push((
+                    p.schema.unwrap_or_else(|| "public".into()),
+                    p.table,
+                    schema.as_ref().clone(),
+                ));
+            }
+            Ok::<_, Error>(out)
+        })
+        .await
+        .map_err(|_| Error::QueryTimeout { after: timeout })?;
+        Ok(listed?)
     }
 }
 
@@ -722,3 +732,7 @@ impl tokio::io::AsyncWrite for FlightConn {
         Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+#[path = "flight_tests.rs"]
+mod tests;
