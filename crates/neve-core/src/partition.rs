@@ -124,7 +124,8 @@ pub fn parse_spec(spec: &str) -> Result<Vec<PartitionField>> {
             Some((_, a)) if a.trim().is_empty() => {
                 return Err(err(format!("'{level}': a name must follow 'as'")))
             }
-            Some((e, a)) => (e.trim(), Some(a.trim().to_string())),
+            // Quoted as a column may be: `month(ts) as "d"` names the partition `d`.
+            Some((e, a)) => (e.trim(), Some(unquote(a))),
             None => (level, None),
         };
         let (transform, source) = if let Some(open) = expr.find('(') {

@@ -20,6 +20,7 @@ fn parses_specs() {
         parse_spec("bucket(2147483647, a)").unwrap()[0].transform,
         Transform::Bucket(2147483647)
     );
+    assert_eq!(parse_spec("month(ts) as \"d\"").unwrap()[0].name, "d");
     let e = parse_spec("month(ts) as").unwrap_err().to_string();
     assert!(e.contains("a name must follow 'as'"), "{e}");
     let e = parse_spec("bucket(4294967295, a)").unwrap_err().to_string();
