@@ -24,10 +24,14 @@ impl TableSchema {
     pub fn evolve(&self, input: &TableSchema, strict: bool) -> Result<TableSchema> {
         let mut out = self.clone();
         let mut new_fields = Vec::new();
+        let last = self.last_column_id;
         for col in &input.columns {
             match out.columns.iter_mut().find(|c| c.name == col.name) {
-                Some(existing) => evolve_column(existing, col, &col.name, strict, &mut new_fields)?,
+                Some(existing) => {
+                    evolve_column(existing, col, &col.name, strict, last, &mut new_fields)?
+                }
                 None => {
+                    missing_since(col, &col.name, last)?;
                     new_fields.push(col.name.clone());
                     out.columns.push(Column {
                         nullable: true,
@@ -369,12 +373,30 @@ fn id_conflict(path: &str, table: u32, input: u32) -> Error {
     }
 }
 
+/// An input field the table has no field of that name for, but with an id the table gave
+/// (`last` is the table's last id): a column the insert's files were written with that a
+/// concurrent commit dropped or renamed. Added back it would bring its old values back
+/// (readers match files' columns by id), so the insert is written again instead.
+fn missing_since(input: &Column, path: &str, last: u32) -> Result<()> {
+    if input.id != 0 && input.id <= last {
+        return Err(Error::ConcurrentSchemaChange {
+            version: 0,
+            reason: format!(
+                "column '{path}' (field id {}) is no longer in the table: a concurrent commit dropped or renamed it",
+                input.id
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Evolve one existing field to accept `input` (same name).
 fn evolve_column(
     existing: &mut Column,
     input: &Column,
     path: &str,
     strict: bool,
+    last: u32,
     new_fields: &mut Vec<String>,
 ) -> Result<()> {
     if input.id != 0 && existing.id != 0 && input.id != existing.id {
@@ -388,8 +410,9 @@ fn evolve_column(
             for f in inputs {
                 let p = format!("{path}.{}", f.name);
                 match fields.iter_mut().find(|c| c.name == f.name) {
-                    Some(e) => evolve_column(e, f, &p, strict, new_fields)?,
+                    Some(e) => evolve_column(e, f, &p, strict, last, new_fields)?,
                     None => {
+                        missing_since(f, &p, last)?;
                         new_fields.push(p);
                         fields.push(Column {
                             nullable: true,
@@ -400,7 +423,9 @@ fn evolve_column(
                 }
             }
         }
-        (C::List(e), C::List(i)) => evolve_column(e, i, &format!("{path}[]"), strict, new_fields)?,
+        (C::List(e), C::List(i)) => {
+            evolve_column(e, i, &format!("{path}[]"), strict, last, new_fields)?
+        }
         (C::Map(k, v), C::Map(ik, iv)) => {
             let kp = format!("{path}.key");
             if k.column_type != ik.column_type {
@@ -416,7 +441,7 @@ fn evolve_column(
             if ik.id != 0 && k.id != 0 && ik.id != k.id {
                 return Err(id_conflict(&kp, k.id, ik.id));
             }
-            evolve_column(v, iv, &format!("{path}.value"), strict, new_fields)?;
+            evolve_column(v, iv, &format!("{path}.value"), strict, last, new_fields)?;
         }
         (t, i) if !t.is_nested() && !i.is_nested() => {
             if t != i {

@@ -347,6 +347,23 @@ fn written_ids_must_agree_with_the_table() {
     assert!(matches!(e, Error::ConcurrentSchemaChange { .. }), "{e}");
     // The same schema evolving onto itself is fine.
     assert_eq!(written.evolve(&written, false).unwrap(), written);
+    // A drop meanwhile: the column is not added back with its old id (its old values would
+    // show again), at the top or in a struct, strict or not.
+    let written =
+        parse_schema("a int64, tags string, user struct<plan string, tier int32>").unwrap();
+    for drop in ["tags", "user.tier"] {
+        let table = written
+            .alter(&AlterOp::DropColumn(drop.into()), true)
+            .unwrap();
+        for strict in [false, true] {
+            let e = table.evolve(&written, strict).unwrap_err();
+            assert!(
+                matches!(e, Error::ConcurrentSchemaChange { .. }),
+                "{drop}: {e}"
+            );
+            assert!(e.to_string().contains(drop), "{e}");
+        }
+    }
 }
 
 /// Empty names, and names equal but for case, are refused where they would be new; a table

@@ -205,9 +205,11 @@ pub(crate) fn parse_text(
             Arc::new(b.finish())
         }
         DataType::Null => {
-            each(&mut |v| match v {
+            each(&mut |v| {
+                match v {
                 None => Ok(()),
-                Some(_) => Err("is not null, and the column is all nulls (type null)".into()),
+                Some(_) => Err("is a value, and the column's type is null (no value was in the rows its type was decided from: the first --infer-rows rows of a new column); raise --infer-rows, or give the column a type first (`neve alter TABLE widen COLUMN TYPE`)".into()),
+            }
             })?;
             arrow::array::new_null_array(&DataType::Null, a.len())
         }
@@ -276,10 +278,13 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 fn parse_float(s: &str, mantissa: u32) -> Result<f64, String> {
     let t = s.trim();
     let ty = if mantissa == 24 { "float32" } else { "float64" };
-    let v: f64 = t
-        .parse()
-        .map_err(|_| format!("is not a number (column type {ty})"))?;
-    let narrow = if mantissa == 24 { v as f32 as f64 } else { v };
+    let bad = |_| format!("is not a number (column type {ty})");
+    // Parsed at the column's own width: through f64 first, a float32 could be rounded twice.
+    let narrow = if mantissa == 24 {
+        t.parse::<f32>().map_err(bad)? as f64
+    } else {
+        t.parse::<f64>().map_err(bad)?
+    };
     if narrow.is_infinite() && !t.to_ascii_lowercase().contains("inf") {
         return Err(format!("is out of range for {ty}"));
     }
@@ -298,7 +303,58 @@ fn parse_float(s: &str, mantissa: u32) -> Result<f64, String> {
             ));
         }
     }
+    // More significant digits than the type always keeps: the text must be the float written
+    // to as many digits (`0.10000000000000001` is 0.1 in a float64, as `%.17g` prints it;
+    // `9007199254740993.0` in a float64, or `16777217.5` in a float32, is another number than
+    // the one that would be stored).
+    if let Some(text) = decimal_digits(t) {
+        let kept = if mantissa == 24 { 6 } else { 15 };
+        if text.0.len() > kept {
+            let precision = text.0.len() - 1;
+            let stored = if mantissa == 24 {
+                format!("{:.precision$e}", narrow as f32)
+            } else {
+                format!("{narrow:.precision$e}")
+            };
+            if decimal_digits(&stored) != Some(text) {
+                let shortest = if mantissa == 24 {
+                    format!("{}", narrow as f32)
+                } else {
+                    format!("{narrow}")
+                };
+                return Err(format!(
+                    "has more digits than {ty} holds (it would be stored as {shortest})"
+                ));
+            }
+        }
+    }
     Ok(narrow)
+}
+
+/// A decimal number's text as its significant digits and the power of ten of the last one
+/// (`-12.50e3` is `("125", 2)`); zero has no digits. `None` for what is not such a number
+/// (`NaN`, `inf`).
+fn decimal_digits(t: &str) -> Option<(String, i64)> {
+    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (mantissa, exp) = match t.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i64>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let all: String = int.chars().chain(frac.chars()).collect();
+    let digits = all.trim_start_matches('0');
+    let trimmed = digits.trim_end_matches('0');
+    let exp = exp - frac.len() as i64 + (digits.len() - trimmed.len()) as i64;
+    Some(if trimmed.is_empty() {
+        (String::new(), 0)
+    } else {
+        (trimmed.to_string(), exp)
+    })
 }
 
 /// Whether a number's text has a digit other than zero before its exponent.
@@ -572,8 +628,16 @@ fn iso_timestamp(b: &[u8]) -> Option<(i64, Option<i32>)> {
     let offset = match rest {
         [] => None,
         [b'Z'] | [b'z'] => Some(0),
-        // `±HH:MM` or `±HHMM`; an offset of 24 hours or more, or of 60 minutes, is no offset
-        // (left to chrono, which refuses it).
+        // `±HH:MM`, `±HHMM` or `±HH` (Postgres); an offset of 24 hours or more, or of 60
+        // minutes, is no offset (left to chrono, which refuses it).
+        [sign @ (b'+' | b'-'), h1, h2] => {
+            let oh = num(&[*h1, *h2])?;
+            if oh > 23 {
+                return None;
+            }
+            let secs = (oh * 3600) as i32;
+            Some(if *sign == b'-' { -secs } else { secs })
+        }
         [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] | [sign @ (b'+' | b'-'), h1, h2, m1, m2] => {
             let (oh, om) = (num(&[*h1, *h2])?, num(&[*m1, *m2])?);
             if oh > 23 || om > 59 {

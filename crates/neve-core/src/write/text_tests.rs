@@ -45,6 +45,40 @@ fn floats_keep_integers_exact() {
     assert!(one("NaN", DataType::Float64).is_ok());
 }
 
+/// A float's text with more digits than the type keeps is taken only when it is the stored
+/// float written to that many digits (`%.17g`); otherwise the value would change.
+#[test]
+fn floats_keep_every_digit_they_are_given() {
+    for ok in ["0.1", "0.10000000000000001", "0.30000000000000004", "1e22"] {
+        assert!(one(ok, DataType::Float64).is_ok(), "{ok}");
+    }
+    // Any float written to 17 digits, as `%.17g` and `repr` of old did.
+    for x in [1.0 / 3.0, 2f64.sqrt(), -1e-300 / 7.0, 123456789.0 / 1e-7] {
+        let text = format!("{x:.16e}");
+        let v = one(&text, DataType::Float64).unwrap();
+        use arrow::array::AsArray;
+        assert_eq!(
+            v.as_primitive::<arrow::datatypes::Float64Type>().value(0),
+            x
+        );
+    }
+    for changed in [
+        "9007199254740993.0",
+        "9007199254740993e0",
+        "3.141592653589793238",
+        "0.1000000000000000000001",
+    ] {
+        let e = one(changed, DataType::Float64).unwrap_err();
+        assert!(e.contains("more digits than float64"), "{changed}: {e}");
+    }
+    assert!(one("3.141593", DataType::Float32).is_ok());
+    assert!(one("16777216.0", DataType::Float32).is_ok());
+    for changed in ["16777217.0", "3.14159265358979"] {
+        let e = one(changed, DataType::Float32).unwrap_err();
+        assert!(e.contains("more digits than float32"), "{changed}: {e}");
+    }
+}
+
 #[test]
 fn decimals_never_round() {
     let d = one("12.50", DataType::Decimal128(5, 2)).unwrap();
@@ -131,6 +165,13 @@ fn offsets_out_of_range_are_refused() {
         arrow::util::display::array_value_to_string(&v, 0).unwrap(),
         "2024-01-02T11:59:00Z"
     );
+    // Postgres writes whole-hour offsets as `+00`, `-05`.
+    let v = one("2024-01-01 12:00:00-05", tz.clone()).unwrap();
+    assert_eq!(
+        arrow::util::display::array_value_to_string(&v, 0).unwrap(),
+        "2024-01-01T17:00:00Z"
+    );
+    assert!(has_offset("2024-01-01 10:00:00+00"));
     let v = one("2024-01-01 12:00:00+05:30", tz).unwrap();
     assert_eq!(
         arrow::util::display::array_value_to_string(&v, 0).unwrap(),

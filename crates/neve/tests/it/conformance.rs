@@ -18,6 +18,7 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
+use tokio::sync::Notify;
 
 use crate::common::{int_counts, read_files};
 
@@ -352,6 +353,48 @@ async fn schema_evolution(loc: TableLocation) {
     assert_eq!(t2.snapshot().await.unwrap().version, 1);
 }
 
+/// An insert whose files were written before a concurrent `drop column` commits after it:
+/// the dropped column stays dropped (added back with its old field id, the values of every
+/// file written before the drop would show again), and every row of the insert is there.
+async fn insert_racing_a_drop(loc: TableLocation) {
+    let t = build(&loc, 11);
+    t.create(CreateOptions::default()).await.unwrap();
+    let (s, b) = batch(&[1, 2], &["eu", "us"]);
+    insert(&t, s, b).await.unwrap();
+    let (flaky, floc) = Flaky::over(&loc);
+    let racer = build(&floc, 12);
+    let (arrived, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    *flaky.pause_next_commit.lock().unwrap() = Some((arrived.clone(), go.clone()));
+    let ids = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+    let b = RecordBatch::try_new(ids.clone(), vec![Arc::new(Int64Array::from(vec![3]))]).unwrap();
+    let task = tokio::spawn(async move { insert(&racer, ids, b).await });
+    arrived.notified().await;
+    let op = neve_core::schema::AlterOp::DropColumn("region".into());
+    t.alter(&op).await.unwrap();
+    go.notify_one();
+    task.await.unwrap().unwrap();
+    let snap = t.snapshot().await.unwrap();
+    let cols: Vec<&str> = snap
+        .metadata
+        .schema
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(cols, ["id"], "the dropped column came back");
+    let mut e = neve_core::QueryEngine::new();
+    e.register_table("t", &t, None).await.unwrap();
+    let out = e.collect("SELECT * FROM t ORDER BY id").await.unwrap();
+    let ids: Vec<i64> = out
+        .iter()
+        .flat_map(|b| {
+            assert_eq!(b.num_columns(), 1, "{:?}", b.schema());
+            b.column(0).as_primitive::<Int64Type>().values().to_vec()
+        })
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+}
+
 /// Injects failures into create-only PUTs of log entries.
 #[derive(Debug)]
 struct Flaky {
@@ -371,6 +414,9 @@ struct Flaky {
     /// Listings leave out log entries whose name ends so (what a local directory read while
     /// writers create entries can do).
     hidden_from_listings: std::sync::Mutex<Option<String>>,
+    /// The next commit PUT says it has arrived (the first) and waits to be let go (the
+    /// second): another writer commits meanwhile.
+    pause_next_commit: std::sync::Mutex<Option<(Arc<Notify>, Arc<Notify>)>>,
 }
 
 impl fmt::Display for Flaky {
@@ -390,6 +436,7 @@ impl Flaky {
             blind_reads: AtomicU32::new(0),
             failing_reads: AtomicU32::new(0),
             hidden_from_listings: Default::default(),
+            pause_next_commit: Default::default(),
         });
         let floc = TableLocation {
             store: flaky.clone(),
@@ -437,6 +484,15 @@ impl ObjectStore for Flaky {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let is_commit = matches!(opts.mode, PutMode::Create) && location.as_ref().contains("_log/");
+        let pause = if is_commit {
+            self.pause_next_commit.lock().unwrap().take()
+        } else {
+            None
+        };
+        if let Some((arrived, go)) = pause {
+            arrived.notify_one();
+            go.notified().await;
+        }
         if is_commit && take(&self.fail_before) {
             return Err(injected());
         }
@@ -577,5 +633,6 @@ conformance!(
     racing_writers,
     unknown_outcome,
     unknown_outcome_keeps_files,
-    schema_evolution
+    schema_evolution,
+    insert_racing_a_drop
 );

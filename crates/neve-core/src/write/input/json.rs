@@ -24,6 +24,19 @@ fn refine_json_types(inferred: Schema, samples: &[serde_json::Value]) -> Schema 
         .fields()
         .iter()
         .map(|f| {
+            // Whole numbers beyond i64 (arrow types them float64, which cannot hold them):
+            // uint64 when every one of the sample is a whole number from 0 to 2^64 - 1.
+            if f.data_type() == &DataType::Float64 {
+                let numbers: Vec<&serde_json::Number> = samples
+                    .iter()
+                    .filter_map(|v| v.get(f.name()).and_then(|x| x.as_number()))
+                    .collect();
+                if numbers.iter().any(|n| n.is_u64() && !n.is_i64())
+                    && numbers.iter().all(|n| n.is_u64())
+                {
+                    return Field::new(f.name(), DataType::UInt64, true);
+                }
+            }
             if f.data_type() != &DataType::Utf8 {
                 return Field::new(f.name(), f.data_type().clone(), true);
             }

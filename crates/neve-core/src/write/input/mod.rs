@@ -267,7 +267,7 @@ fn detect_format(
             input: name.into(),
             reason: "the input is empty".into(),
         }),
-        Some(_) if std::str::from_utf8(&head[..head.len().min(4096)]).is_ok() && ext.is_none() => {
+        Some(_) if looks_like_text(&head[..head.len().min(4096)]) && ext.is_none() => {
             Ok(InputFormat::Csv)
         }
         Some(_) => Err(Error::UnknownFormat {
@@ -277,6 +277,14 @@ fn detect_format(
                 None => "content is neither Parquet, Arrow, JSON nor text".into(),
             },
         }),
+    }
+}
+
+/// UTF-8, but for a character the cut at the end of `head` may have split.
+fn looks_like_text(head: &[u8]) -> bool {
+    match std::str::from_utf8(head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
     }
 }
 
@@ -516,7 +524,9 @@ fn raw_type(dt: &DataType) -> DataType {
                 *sorted,
             )
         }
-        DataType::Null | DataType::Utf8 => dt.clone(),
+        // A column typed null (no value in the rows its type was inferred from) is read as
+        // text too: a value further down is refused by its line, never dropped.
+        DataType::Utf8 => dt.clone(),
         _ => DataType::Utf8,
     }
 }

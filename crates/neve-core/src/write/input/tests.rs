@@ -57,3 +57,85 @@ fn zoned_text_timestamps_infer_utc() {
         (naive, vec![midnight, midnight])
     );
 }
+
+/// A CSV column with no value in the rows its type is inferred from is typed null; a value
+/// further down is refused with its line, not dropped.
+#[test]
+fn a_value_below_an_empty_sample_is_refused_by_its_line() {
+    let opts = ReadOptions {
+        format: Some(InputFormat::Csv),
+        infer_rows: 1,
+        ..Default::default()
+    };
+    let body = "id,note\n1,\n2,hello\n";
+    let input = open_bytes(
+        "t.csv",
+        body.to_string().into(),
+        &opts,
+        &TableSchema::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        input.schema.field_with_name("note").unwrap().data_type(),
+        &DataType::Null
+    );
+    let e = input
+        .batches
+        .map(|b| b.map(|_| ()))
+        .collect::<Result<Vec<_>>>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 3") && e.contains("note") && e.contains("--infer-rows"),
+        "{e}"
+    );
+}
+
+/// Text whose first 4 KiB end inside a character is still text (a CSV of non-ASCII values
+/// from stdin, with no name to go by).
+#[test]
+fn a_character_cut_at_the_sniffed_head_is_still_text() {
+    let mut body = String::from("id,name\n");
+    let mut i = 0;
+    while body.len() < 5000 {
+        body.push_str(&format!("{i},Zoë Ångström\n"));
+        i += 1;
+    }
+    // Shifted until byte 4,096 falls inside a character.
+    let mut shifted = body.clone();
+    while shifted.is_char_boundary(4096) {
+        shifted.insert(8, 'x');
+    }
+    let opts = ReadOptions::default();
+    let input = open_bytes("-", shifted.into(), &opts, &TableSchema::default()).unwrap();
+    assert_eq!(input.format, InputFormat::Csv);
+}
+
+/// JSON whole numbers beyond i64 make a uint64 column, every digit kept (arrow alone would
+/// type them float64, which cannot hold them).
+#[test]
+fn json_integers_beyond_i64_are_uint64() {
+    let opts = ReadOptions {
+        format: Some(InputFormat::Ndjson),
+        ..Default::default()
+    };
+    let body = "{\"h\": 18446744073709551615}\n{\"h\": 1}\n";
+    let input = open_bytes("t", body.to_string().into(), &opts, &TableSchema::default()).unwrap();
+    assert_eq!(
+        input.schema.field_with_name("h").unwrap().data_type(),
+        &DataType::UInt64
+    );
+    let values: Vec<u64> = input
+        .batches
+        .flat_map(|b| {
+            let b = b.unwrap();
+            let h = b
+                .column_by_name("h")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::UInt64Type>()
+                .clone();
+            h.values().to_vec()
+        })
+        .collect();
+    assert_eq!(values, [u64::MAX, 1]);
+}
