@@ -12,8 +12,10 @@ use crate::metrics::Metrics;
 async fn planning_and_listing_take_a_query_slot() {
     let dir = std::env::temp_dir().join(format!("neve-flight-slots-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut config = ServerConfig::default();
-    config.warehouse = dir.display().to_string();
+    let mut config = ServerConfig {
+        warehouse: dir.display().to_string(),
+        ..Default::default()
+    };
     config.query.max_concurrent = 1;
     let auth = Auth::new(&config).unwrap();
     let state = Arc::new(AppState::new(config, auth, Arc::new(Metrics::default())));
