@@ -343,8 +343,10 @@ impl Table {
                     "insert",
                     snap.version,
                 )?;
+                // A partition source renamed meanwhile: the insert is written again with the
+                // partitioning the table has now.
                 if snap.metadata.partition_by != meta.partition_by {
-                    return Err(Error::CommitConflict {
+                    return Err(Error::ConcurrentSchemaChange {
                         version: snap.version,
                         reason: "the table's partitioning changed while inserting".into(),
                     });
@@ -457,7 +459,17 @@ impl Table {
             meta.merge.as_ref(),
         )?;
         crate::partition::check_source_change(&meta.partition_by, &meta.schema, &evolved)?;
-        let target = evolved.to_arrow();
+        // The input's own columns only, in the table's types: the table's other columns are
+        // filled in as the input is committed, from the schema then (a column dropped or
+        // renamed while this input waited is not brought back as nulls).
+        let all = evolved.to_arrow();
+        let target = Arc::new(arrow::datatypes::Schema::new(
+            all.fields()
+                .iter()
+                .filter(|f| crate::write::input::has_column(&input.schema, f.name()))
+                .cloned()
+                .collect::<Vec<_>>(),
+        ));
         let mut batches = Vec::new();
         let mut rows = 0u64;
         for b in input.batches {
@@ -548,3 +560,6 @@ fn refuse_rows_without_columns(input: OpenedInput) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -326,8 +326,12 @@ impl Table {
         }
         let snap = self.snapshot().await?;
         if snap.metadata.settings.iceberg {
-            // The empty table's metadata, so readers find it from the start.
-            self.iceberg_sync(&Default::default()).await?;
+            // The empty table's metadata, so readers find it from the start. The table exists
+            // whatever happens here: a failure is logged (the next commit or sync catches up),
+            // as after any commit, not reported as a create that did not happen.
+            if let Err(e) = self.iceberg_sync(&Default::default()).await {
+                tracing::warn!(table = %self.location.display, error = %e, "created; its Iceberg metadata is left to the next sync");
+            }
         }
         Ok(snap)
     }

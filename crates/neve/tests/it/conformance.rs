@@ -395,6 +395,43 @@ async fn insert_racing_a_drop(loc: TableLocation) {
     assert_eq!(ids, [1, 2, 3]);
 }
 
+/// An insert into a table whose partition source is renamed while it writes is checked
+/// again against the new partitioning: an input without the renamed column is refused as
+/// one sent after the rename would be (its partition column named), and adds nothing.
+async fn insert_racing_a_partition_rename(loc: TableLocation) {
+    let t = build(&loc, 13);
+    t.create(CreateOptions {
+        partition_by: parse_spec("region").unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (s, b) = batch(&[1], &["eu"]);
+    insert(&t, s, b).await.unwrap();
+    let (flaky, floc) = Flaky::over(&loc);
+    let racer = build(&floc, 14);
+    let (arrived, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    *flaky.pause_next_commit.lock().unwrap() = Some((arrived.clone(), go.clone()));
+    let (s, b) = batch(&[2], &["us"]);
+    let task = tokio::spawn(async move { insert(&racer, s, b).await });
+    arrived.notified().await;
+    let op = neve_core::schema::AlterOp::RenameColumn {
+        from: "region".into(),
+        to: "area".into(),
+    };
+    let renamed = t.alter(&op).await.unwrap();
+    go.notify_one();
+    match task.await.unwrap() {
+        Err(neve_core::Error::MissingPartitionColumn { column, .. }) => assert_eq!(column, "area"),
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(
+        t.snapshot().await.unwrap().version,
+        renamed,
+        "nothing added"
+    );
+}
+
 /// Injects failures into create-only PUTs of log entries.
 #[derive(Debug)]
 struct Flaky {
@@ -634,5 +671,6 @@ conformance!(
     unknown_outcome,
     unknown_outcome_keeps_files,
     schema_evolution,
-    insert_racing_a_drop
+    insert_racing_a_drop,
+    insert_racing_a_partition_rename
 );
