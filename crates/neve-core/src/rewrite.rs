@@ -188,7 +188,10 @@ impl Table {
         })
     }
 
-    /// One plan-rewrite-commit round; `None` when a concurrent commit forces a new plan.
+    /// Plan, rewrite and commit; `None` when a concurrent commit forces a new plan (a file
+    /// this delete read is gone, or the schema changed). Files a concurrent insert added that
+    /// the predicate may match are planned and rewritten on their own, keeping what was
+    /// rewritten already, so a delete on a table that is being written to finishes.
     async fn delete_once(
         &self,
         mut snapshot: Snapshot,
@@ -196,125 +199,144 @@ impl Table {
         parallelism: usize,
         progress: Arc<dyn Progress>,
     ) -> Result<Option<DeleteReport>> {
-        let all = snapshot
+        let mut todo: Vec<AddFile> = snapshot
             .files
             .values()
             .map(|f| f.as_ref().clone())
             .collect();
-        let decisions = decide(&self.location, &snapshot, all, expr);
-        let mut whole: Vec<AddFile> = Vec::new();
-        let mut partial: Vec<AddFile> = Vec::new();
-        for (f, d) in decisions {
-            match d {
-                Some(true) => whole.push(f),
-                None => partial.push(f),
-                Some(false) => {}
-            }
-        }
-        let mut report = DeleteReport::default();
-        if whole.is_empty() && partial.is_empty() {
-            return Ok(Some(report));
-        }
-        let started_ms = self.clock.now_millis();
-        let rewritten = self
-            .rewrite_without(&snapshot, &partial, expr, parallelism, progress)
-            .await?;
-        let outputs: Vec<AddFile> = rewritten.iter().flat_map(|(_, o)| o.clone()).collect();
-        for (input, out) in &rewritten {
-            let kept: u64 = out.iter().map(|a| a.rows).sum();
-            report.rows_deleted += input.rows - kept;
-        }
-        // A file that turned out to hold no matching row is left as it was.
-        let changed: Vec<&(AddFile, Vec<AddFile>)> = rewritten
-            .iter()
-            .filter(|(input, out)| out.iter().map(|a| a.rows).sum::<u64>() < input.rows)
-            .collect();
-        let unchanged_outputs: Vec<_> = rewritten
-            .iter()
-            .filter(|(input, out)| out.iter().map(|a| a.rows).sum::<u64>() == input.rows)
-            .flat_map(|(_, out)| out.iter().map(|a| self.location.child(&a.path)))
-            .collect();
-        delete_quietly(&self.location, unchanged_outputs).await;
-        report.rows_deleted += whole.iter().map(|f| f.rows).sum::<u64>();
-        if report.rows_deleted == 0 {
-            return Ok(Some(report));
-        }
-        let planned: HashSet<String> = snapshot.files.keys().cloned().collect();
-        let mut raced = false;
+        let mut planned: HashSet<String> = snapshot.files.keys().cloned().collect();
         let written_with = snapshot.metadata.schema.clone();
-        let result = self
-            .committer
-            .commit(&mut snapshot, "DELETE", |snap| {
-                let now = self.clock.now_millis();
-                if !outputs.is_empty() {
-                    crate::table::written_within_grace(
-                        &snap.metadata.settings,
-                        None,
-                        now - started_ms,
-                        "delete",
-                        snap.version,
-                    )?;
+        let started_ms = self.clock.now_millis();
+        let mut report = DeleteReport::default();
+        let mut whole: Vec<AddFile> = Vec::new();
+        // Rewritten files that lost rows, with what replaces them.
+        let mut changed: Vec<(AddFile, Vec<AddFile>)> = Vec::new();
+        for round in 1..=DELETE_ATTEMPTS {
+            let mut partial: Vec<AddFile> = Vec::new();
+            for (f, d) in decide(&self.location, &snapshot, std::mem::take(&mut todo), expr) {
+                match d {
+                    Some(true) => whole.push(f),
+                    None => partial.push(f),
+                    Some(false) => {}
                 }
-                let renamed = written_with.renames_and_drops(&snap.metadata.schema);
-                let gone = whole
-                    .iter()
-                    .chain(changed.iter().map(|(i, _)| i))
-                    .any(|f| !snap.files.contains_key(&f.path));
-                let added: Vec<AddFile> = snap
-                    .files
-                    .values()
-                    .filter(|f| !planned.contains(&f.path))
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                let may_match = decide(&self.location, snap, added, expr)
-                    .iter()
-                    .any(|(_, d)| *d != Some(false));
-                if gone || may_match {
-                    raced = true;
-                    return Err(Error::CommitConflict {
-                        version: snap.version,
-                        reason: "files this delete read were changed by a concurrent commit".into(),
-                    });
-                }
-                let mut actions: Vec<Action> = whole.iter().map(|f| remove(f, now)).collect();
-                for (input, out) in &changed {
-                    actions.push(remove(input, now));
-                    actions.extend(
-                        out.iter()
-                            .map(|f| Action::Add(crate::log::rekey_stats(f, &renamed))),
-                    );
-                }
-                Ok(actions)
-            })
-            .await;
-        let outcome = match result {
-            Ok(o) => o,
-            // A commit that may have landed keeps its files (gc's, if it did not).
-            Err(e @ Error::CommitOutcomeUnknown { .. }) => return Err(e),
-            Err(e) => {
-                let paths = outputs
-                    .iter()
-                    .map(|a| self.location.child(&a.path))
-                    .collect();
-                delete_quietly(&self.location, paths).await;
-                return if raced { Ok(None) } else { Err(e) };
             }
-        };
-        *self.cache.lock().await = Some(snapshot.clone());
-        let mut partitions = BTreeSet::new();
-        for f in whole.iter().chain(changed.iter().map(|(i, _)| i)) {
-            partitions.insert(folder_of(&snapshot, f));
-            report.bytes_removed += f.size;
+            let rewritten = self
+                .rewrite_without(&snapshot, &partial, expr, parallelism, progress.clone())
+                .await?;
+            let mut unchanged_outputs = Vec::new();
+            for (input, out) in rewritten {
+                let kept: u64 = out.iter().map(|a| a.rows).sum();
+                if kept < input.rows {
+                    report.rows_deleted += input.rows - kept;
+                    changed.push((input, out));
+                } else {
+                    // A file that turned out to hold no matching row is left as it was.
+                    unchanged_outputs.extend(out.iter().map(|a| self.location.child(&a.path)));
+                }
+            }
+            delete_quietly(&self.location, unchanged_outputs).await;
+            let deleted = report.rows_deleted + whole.iter().map(|f| f.rows).sum::<u64>();
+            if deleted == 0 {
+                return Ok(Some(report));
+            }
+            let outputs: Vec<AddFile> = changed.iter().flat_map(|(_, o)| o.clone()).collect();
+            let mut raced = false;
+            let mut more: Vec<AddFile> = Vec::new();
+            let result = self
+                .committer
+                .commit(&mut snapshot, "DELETE", |snap| {
+                    let now = self.clock.now_millis();
+                    if !outputs.is_empty() {
+                        crate::table::written_within_grace(
+                            &snap.metadata.settings,
+                            None,
+                            now - started_ms,
+                            "delete",
+                            snap.version,
+                        )?;
+                    }
+                    let renamed = written_with.renames_and_drops(&snap.metadata.schema);
+                    let gone = whole
+                        .iter()
+                        .chain(changed.iter().map(|(i, _)| i))
+                        .any(|f| !snap.files.contains_key(&f.path));
+                    let added: Vec<AddFile> = snap
+                        .files
+                        .values()
+                        .filter(|f| !planned.contains(&f.path))
+                        .map(|f| f.as_ref().clone())
+                        .collect();
+                    let may_match: Vec<AddFile> = decide(&self.location, snap, added, expr)
+                        .into_iter()
+                        .filter(|(_, d)| *d != Some(false))
+                        .map(|(f, _)| f)
+                        .collect();
+                    if gone || !may_match.is_empty() {
+                        raced = true;
+                        // Files added meanwhile are planned on their own, unless a file
+                        // this delete read is gone (then everything is planned again).
+                        more = if gone { Vec::new() } else { may_match };
+                        return Err(Error::CommitConflict {
+                            version: snap.version,
+                            reason: "files this delete read were changed by a concurrent commit"
+                                .into(),
+                        });
+                    }
+                    let mut actions: Vec<Action> = whole.iter().map(|f| remove(f, now)).collect();
+                    for (input, out) in &changed {
+                        actions.push(remove(input, now));
+                        actions.extend(
+                            out.iter()
+                                .map(|f| Action::Add(crate::log::rekey_stats(f, &renamed))),
+                        );
+                    }
+                    Ok(actions)
+                })
+                .await;
+            let outcome = match result {
+                Ok(o) => o,
+                // A commit that may have landed keeps its files (gc's, if it did not).
+                Err(e @ Error::CommitOutcomeUnknown { .. }) => return Err(e),
+                Err(e) => {
+                    let same_schema = snapshot.metadata.schema == written_with;
+                    if raced && !more.is_empty() && same_schema && round < DELETE_ATTEMPTS {
+                        tracing::info!(
+                            round,
+                            files = more.len(),
+                            "files added while deleting may match; rewriting those too"
+                        );
+                        planned.extend(more.iter().map(|f| f.path.clone()));
+                        todo = more;
+                        continue;
+                    }
+                    let paths = outputs
+                        .iter()
+                        .map(|a| self.location.child(&a.path))
+                        .collect();
+                    delete_quietly(&self.location, paths).await;
+                    return if raced { Ok(None) } else { Err(e) };
+                }
+            };
+            *self.cache.lock().await = Some(snapshot.clone());
+            report.rows_deleted = deleted;
+            let mut partitions = BTreeSet::new();
+            for f in whole.iter().chain(changed.iter().map(|(i, _)| i)) {
+                partitions.insert(folder_of(&snapshot, f));
+                report.bytes_removed += f.size;
+            }
+            for (_, out) in &changed {
+                report.files_added += out.len() as u64;
+                report.bytes_added += out.iter().map(|a| a.size).sum::<u64>();
+            }
+            report.version = Some(outcome.version);
+            report.files_removed = whole.len() as u64;
+            report.files_rewritten = changed.len() as u64;
+            report.partitions = partitions.into_iter().collect();
+            return Ok(Some(report));
         }
-        for (_, out) in &changed {
-            report.files_added += out.len() as u64;
-            report.bytes_added += out.iter().map(|a| a.size).sum::<u64>();
-        }
-        report.version = Some(outcome.version);
-        report.files_removed = whole.len() as u64;
-        report.files_rewritten = changed.len() as u64;
-        report.partitions = partitions.into_iter().collect();
-        Ok(Some(report))
+        Err(Error::CommitRetriesExhausted {
+            attempts: DELETE_ATTEMPTS,
+        })
     }
 
     /// Each of `files` rewritten without the rows matching `expr`, in parallel.

@@ -432,6 +432,40 @@ async fn insert_racing_a_partition_rename(loc: TableLocation) {
     );
 }
 
+/// A delete whose commit meets a file a concurrent insert added that it may match rewrites
+/// that file too and keeps what it rewrote already (one plan, not a new one per insert): the
+/// matching rows of both are gone, every other row is there.
+async fn delete_racing_an_insert(loc: TableLocation) {
+    let t = build(&loc, 15);
+    t.create(CreateOptions::default()).await.unwrap();
+    let (s, b) = batch(&[1, 2, 3, 4], &["eu", "us", "eu", "us"]);
+    insert(&t, s, b).await.unwrap();
+    let (flaky, floc) = Flaky::over(&loc);
+    let deleter = build(&floc, 16);
+    let (arrived, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    *flaky.pause_next_commit.lock().unwrap() = Some((arrived.clone(), go.clone()));
+    let task = tokio::spawn(async move {
+        deleter
+            .delete("region = 'eu'", 2, Arc::new(NoProgress))
+            .await
+    });
+    arrived.notified().await;
+    let (s, b) = batch(&[5, 6], &["eu", "us"]);
+    insert(&t, s, b).await.unwrap();
+    go.notify_one();
+    let report = task.await.unwrap().unwrap();
+    assert_eq!(report.attempts, 1, "{report:?}");
+    assert_eq!(report.rows_deleted, 3, "{report:?}");
+    let mut e = neve_core::QueryEngine::new();
+    e.register_table("t", &t, None).await.unwrap();
+    let out = e.collect("SELECT id FROM t ORDER BY id").await.unwrap();
+    let ids: Vec<i64> = out
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert_eq!(ids, [2, 4, 6]);
+}
+
 /// Injects failures into create-only PUTs of log entries.
 #[derive(Debug)]
 struct Flaky {
@@ -672,5 +706,6 @@ conformance!(
     unknown_outcome_keeps_files,
     schema_evolution,
     insert_racing_a_drop,
-    insert_racing_a_partition_rename
+    insert_racing_a_partition_rename,
+    delete_racing_an_insert
 );
