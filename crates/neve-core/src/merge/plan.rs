@@ -5,7 +5,7 @@
 //! when it has at least `min_files` small files. Partitions are taken newest or oldest first
 //! (by partition value) until the run's cap on input bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -132,27 +132,33 @@ pub fn plan(snapshot: &Snapshot, opts: &MergeOptions) -> Result<MergePlan> {
         });
     }
     let fields = &snapshot.metadata.partition_by;
-    let mut by_partition: BTreeMap<String, Vec<&AddFile>> = BTreeMap::new();
+    // By folder and by values: two values can share a folder (a NULL and the string
+    // `__HIVE_DEFAULT_PARTITION__`, an empty string and "\0"), and a merged file holds the
+    // rows of one partition's values, which it is labelled with.
+    type Partition = (String, Vec<Option<String>>);
+    let mut by_partition: BTreeMap<Partition, Vec<&AddFile>> = BTreeMap::new();
     for f in snapshot.files.values() {
         let values: Vec<Option<String>> = fields
             .iter()
             .map(|p| f.partition_values.get(&p.name).cloned().flatten())
             .collect();
         by_partition
-            .entry(partition_path(fields, &values))
+            .entry((partition_path(fields, &values), values))
             .or_default()
             .push(f);
     }
+    let folders: BTreeSet<String> = by_partition.keys().map(|(p, _)| p.clone()).collect();
     for p in &opts.partitions {
-        if !by_partition.contains_key(p.trim_matches('/')) {
+        if !folders.contains(p.trim_matches('/')) {
             return Err(Error::PartitionNotFound {
                 partition: p.clone(),
-                known: known_partitions(by_partition.keys()),
+                known: known_partitions(folders.iter()),
             });
         }
     }
     let mut partitions: Vec<(String, Vec<&AddFile>)> = by_partition
         .into_iter()
+        .map(|((p, _), files)| (p, files))
         .filter(|(p, _)| {
             opts.partitions.is_empty() || opts.partitions.iter().any(|x| x.trim_matches('/') == p)
         })

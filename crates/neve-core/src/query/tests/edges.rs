@@ -283,3 +283,54 @@ async fn a_warehouse_as_of_a_time_leaves_out_younger_tables() {
     let names = e.register_warehouse(&w, None).await.unwrap();
     assert_eq!(names, ["old", "young"]);
 }
+
+/// A NULL partition and the string `__HIVE_DEFAULT_PARTITION__` share a folder name; a merge
+/// keeps their rows apart, each file labelled with its own values, so neither is hidden by
+/// pruning on the other's label.
+#[tokio::test]
+async fn a_null_partition_and_its_folder_names_twin_merge_apart() {
+    let t = created(
+        "hive",
+        1,
+        CreateOptions {
+            partition_by: parse_spec("region").unwrap(),
+            ..Default::default()
+        },
+    )
+    .await;
+    for region in [
+        None,
+        Some("__HIVE_DEFAULT_PARTITION__"),
+        None,
+        Some("__HIVE_DEFAULT_PARTITION__"),
+    ] {
+        insert(
+            &t,
+            batch(vec![
+                ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+                ("region", Arc::new(StringArray::from(vec![region]))),
+            ]),
+        )
+        .await;
+    }
+    let opts = crate::merge::MergeOptions {
+        min_files: 2,
+        ..Default::default()
+    };
+    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    let s = t.snapshot().await.unwrap();
+    assert_eq!(s.files.len(), 2, "one merged file per partition's values");
+    let e = engine(&t).await;
+    assert_eq!(
+        answer(&e, "SELECT count(*) FROM t WHERE region IS NULL").await,
+        ["2"]
+    );
+    assert_eq!(
+        answer(
+            &e,
+            "SELECT count(*) FROM t WHERE region = '__HIVE_DEFAULT_PARTITION__'"
+        )
+        .await,
+        ["2"]
+    );
+}
