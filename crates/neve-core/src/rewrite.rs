@@ -220,9 +220,21 @@ impl Table {
                     Some(false) => {}
                 }
             }
-            let rewritten = self
+            let rewritten = match self
                 .rewrite_without(&snapshot, &partial, expr, parallelism, progress.clone())
-                .await?;
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    // What earlier rounds wrote goes too: nothing is left behind.
+                    let paths = changed
+                        .iter()
+                        .flat_map(|(_, o)| o.iter().map(|a| self.location.child(&a.path)))
+                        .collect();
+                    delete_quietly(&self.location, paths).await;
+                    return Err(e);
+                }
+            };
             let mut unchanged_outputs = Vec::new();
             for (input, out) in rewritten {
                 let kept: u64 = out.iter().map(|a| a.rows).sum();
@@ -360,7 +372,11 @@ impl Table {
                 config: SinkConfig {
                     location: self.location.clone(),
                     schema: schema.clone(),
-                    props: props.clone(),
+                    props: crate::write::sink::without_nan_statistics(
+                        &props,
+                        &schema,
+                        std::slice::from_ref(f),
+                    ),
                     ids: ids.clone(),
                     folder: folder_of(snapshot, f),
                     partition_values: f.partition_values.clone(),

@@ -204,8 +204,10 @@ impl Table {
                     config: SinkConfig {
                         location: self.location.clone(),
                         schema: schema.clone(),
-                        props: props.clone(),
                         ids: ids.clone(),
+                        props: crate::write::sink::without_nan_statistics(
+                            &props, &schema, &g.inputs,
+                        ),
                         folder: g.partition.clone(),
                         partition_values: g.inputs[0].partition_values.clone(),
                         target_size: opts.target_file_size,

@@ -499,12 +499,13 @@ impl QueryEngine {
             }
             match self.register(&name, &sub, as_of).await {
                 Ok(_) => names.push(name),
-                // Not there, or younger than `as_of`: not in the warehouse at that time.
-                Err(
-                    Error::TableNotFound { .. }
-                    | Error::TimestampNotFound { .. }
-                    | Error::VersionNotFound { .. },
-                ) => continue,
+                Err(Error::TableNotFound { .. }) => continue,
+                // Younger than `as_of` (or its history then is gone): left out, and a query
+                // naming it is told why.
+                Err(e @ (Error::TimestampNotFound { .. } | Error::VersionNotFound { .. })) => {
+                    tracing::debug!(table = %sub, error = %e, "table left out of the warehouse at as_of");
+                    self.unopened.push((name, e.to_string()));
+                }
                 // One broken table does not take the warehouse's others with it.
                 Err(e @ (Error::CorruptLog { .. } | Error::UnsupportedFormatVersion { .. })) => {
                     tracing::warn!(table = %sub, error = %e, "table left out of the warehouse");

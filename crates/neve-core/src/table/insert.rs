@@ -70,6 +70,47 @@ pub struct PreparedInput {
     pub bytes: u64,
 }
 
+impl PreparedInput {
+    /// This input for a table whose schema is now `table`: a column it was prepared with
+    /// that the table no longer has (dropped or renamed while the input waited) and that holds
+    /// no value in it (filled with nulls when it was prepared) is left out, so the commit does
+    /// not bring the column back. A column with values is the input's own, and is kept.
+    pub fn fit(&self, table: &TableSchema) -> PreparedInput {
+        let gone: Vec<usize> = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| {
+                table.column(f.name()).is_none()
+                    && self
+                        .batches
+                        .iter()
+                        .all(|b| b.column(*i).null_count() == b.num_rows())
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if gone.is_empty() {
+            return self.clone();
+        }
+        let keep: Vec<usize> = (0..self.schema.fields().len())
+            .filter(|i| !gone.contains(i))
+            .collect();
+        let project = |b: &RecordBatch| b.project(&keep).expect("indices of its own columns");
+        PreparedInput {
+            name: self.name.clone(),
+            schema: Arc::new(
+                self.schema
+                    .project(&keep)
+                    .expect("indices of its own columns"),
+            ),
+            batches: self.batches.iter().map(project).collect(),
+            rows: self.rows,
+            bytes: self.bytes,
+        }
+    }
+}
+
 /// The schema the table has once `input` (named `name`) is inserted on top of `merged`:
 /// refused when it lacks a not-null column or a partition source, or brings what the table's
 /// rules do not allow.
@@ -459,17 +500,7 @@ impl Table {
             meta.merge.as_ref(),
         )?;
         crate::partition::check_source_change(&meta.partition_by, &meta.schema, &evolved)?;
-        // The input's own columns only, in the table's types: the table's other columns are
-        // filled in as the input is committed, from the schema then (a column dropped or
-        // renamed while this input waited is not brought back as nulls).
-        let all = evolved.to_arrow();
-        let target = Arc::new(arrow::datatypes::Schema::new(
-            all.fields()
-                .iter()
-                .filter(|f| crate::write::input::has_column(&input.schema, f.name()))
-                .cloned()
-                .collect::<Vec<_>>(),
-        ));
+        let target = evolved.to_arrow();
         let mut batches = Vec::new();
         let mut rows = 0u64;
         for b in input.batches {
@@ -506,6 +537,11 @@ impl Table {
     ) -> Result<InsertReport> {
         self.with_schema_retries(true, || async {
             let snapshot = self.snapshot().await?;
+            let fitted: Vec<PreparedInput> = inputs
+                .iter()
+                .map(|p| p.fit(&snapshot.metadata.schema))
+                .collect();
+            let inputs = &fitted[..];
             // Inputs of one schema are one stream, so a flush of many small requests writes
             // one file per partition, not one per request.
             let mut opened: Vec<OpenedInput> = Vec::new();

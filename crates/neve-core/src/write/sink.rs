@@ -53,6 +53,37 @@ struct OpenFile {
     rows: u64,
 }
 
+/// `props` with no statistics for the float columns any of `inputs` may hold a NaN in (a max
+/// unknown though the column has values): a rewrite's batches come one by one, and a NaN in a
+/// later one than the first (which `tune_dictionary` looks at) would be left out of the bounds
+/// readers prune row groups and pages by.
+pub(crate) fn without_nan_statistics(
+    props: &WriterProperties,
+    schema: &SchemaRef,
+    inputs: &[AddFile],
+) -> WriterProperties {
+    let nan = |name: &str| {
+        inputs.iter().any(|f| {
+            f.stats
+                .get(name)
+                .is_some_and(|s| s.max.is_none() && s.nulls < f.rows)
+        })
+    };
+    let mut builder: Option<parquet::file::properties::WriterPropertiesBuilder> = None;
+    for f in schema.fields() {
+        if f.data_type().is_floating() && nan(f.name()) {
+            let b = builder
+                .take()
+                .unwrap_or_else(|| props.clone().into_builder());
+            builder = Some(b.set_column_statistics_enabled(
+                parquet::schema::types::ColumnPath::from(f.name().as_str()),
+                parquet::file::properties::EnabledStatistics::None,
+            ));
+        }
+    }
+    builder.map(|b| b.build()).unwrap_or_else(|| props.clone())
+}
+
 /// Writes one ordered stream of batches into files of about `target_size`.
 pub(crate) struct FileSink {
     config: SinkConfig,

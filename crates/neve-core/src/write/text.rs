@@ -307,28 +307,44 @@ fn parse_float(s: &str, mantissa: u32) -> Result<f64, String> {
     // to as many digits (`0.10000000000000001` is 0.1 in a float64, as `%.17g` prints it;
     // `9007199254740993.0` in a float64, or `16777217.5` in a float32, is another number than
     // the one that would be stored).
-    if let Some(text) = decimal_digits(t) {
-        let kept = if mantissa == 24 { 6 } else { 15 };
-        if text.0.len() > kept {
-            let precision = text.0.len() - 1;
-            let stored = if mantissa == 24 {
-                format!("{:.precision$e}", narrow as f32)
+    let kept = if mantissa == 24 { 6 } else { 15 };
+    if significant_digits(t) > kept {
+        let Some(text) = decimal_digits(t) else {
+            return Ok(narrow);
+        };
+        let precision = text.0.len() - 1;
+        let stored = if mantissa == 24 {
+            format!("{:.precision$e}", narrow as f32)
+        } else {
+            format!("{narrow:.precision$e}")
+        };
+        if decimal_digits(&stored) != Some(text) {
+            let shortest = if mantissa == 24 {
+                format!("{}", narrow as f32)
             } else {
-                format!("{narrow:.precision$e}")
+                format!("{narrow}")
             };
-            if decimal_digits(&stored) != Some(text) {
-                let shortest = if mantissa == 24 {
-                    format!("{}", narrow as f32)
-                } else {
-                    format!("{narrow}")
-                };
-                return Err(format!(
-                    "has more digits than {ty} holds (it would be stored as {shortest})"
-                ));
-            }
+            return Err(format!(
+                "has more digits than {ty} holds (it would be stored as {shortest})"
+            ));
         }
     }
     Ok(narrow)
+}
+
+/// How many significant digits a number's text has (leading and trailing zeros aside),
+/// without allocating: every float value of a text input is counted.
+fn significant_digits(t: &str) -> usize {
+    let mantissa = t.split(['e', 'E']).next().unwrap_or("");
+    let (mut n, mut first, mut last) = (0usize, None, 0usize);
+    for d in mantissa.bytes().filter(u8::is_ascii_digit) {
+        if d != b'0' {
+            first.get_or_insert(n);
+            last = n;
+        }
+        n += 1;
+    }
+    first.map_or(0, |f| last - f + 1)
 }
 
 /// A decimal number's text as its significant digits and the power of ten of the last one

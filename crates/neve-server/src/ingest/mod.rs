@@ -425,7 +425,8 @@ impl Flusher {
         let mut merged = meta.schema.clone();
         let mut go = Vec::with_capacity(todo.len());
         for i in todo {
-            let fits = neve_core::schema::TableSchema::from_arrow(&batch[i].input.schema)
+            let fitted = batch[i].input.fit(&meta.schema);
+            let fits = neve_core::schema::TableSchema::from_arrow(&fitted.schema)
                 .and_then(|s| merged.evolve(&s, meta.settings.strict_schema));
             match fits {
                 Ok(m) => {

@@ -66,9 +66,19 @@ impl Running {
                 tokio::time::sleep_until(deadline).await;
                 release(&held);
                 // Dropping the stream stops the query and frees its memory and spill files;
-                // `next` then reports the timeout, if the client ever asks.
-                let stopped = lock(&query).take();
-                drop(stopped);
+                // `next` then reports the timeout, if the client ever asks. A poll in progress
+                // holds the lock: waited for without blocking a runtime thread.
+                loop {
+                    let taken = match query.try_lock() {
+                        Ok(mut g) => Some(g.take()),
+                        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner().take()),
+                        Err(std::sync::TryLockError::WouldBlock) => None,
+                    };
+                    match taken {
+                        Some(stream) => break drop(stream),
+                        None => tokio::time::sleep(Duration::from_millis(10)).await,
+                    }
+                }
             })
             .abort_handle(),
         }

@@ -278,6 +278,13 @@ async fn a_warehouse_as_of_a_time_leaves_out_younger_tables() {
         let names = e.register_warehouse(&w, Some(as_of)).await.unwrap();
         assert_eq!(names, ["old"], "{as_of:?}");
         assert_eq!(answer(&e, "SELECT count(*) FROM old").await, [rows]);
+        // Naming the younger table says why it is not there.
+        let err = e
+            .collect("SELECT * FROM young")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'young' could not be opened"), "{err}");
     }
     let mut e = QueryEngine::new();
     let names = e.register_warehouse(&w, None).await.unwrap();
@@ -332,5 +339,42 @@ async fn a_null_partition_and_its_folder_names_twin_merge_apart() {
         )
         .await,
         ["2"]
+    );
+}
+
+/// A merge whose NaN comes in a later batch than the first still writes no statistics for the
+/// column (the inputs' log says a NaN may be there), so row-group pruning cannot drop it.
+#[tokio::test]
+async fn a_nan_in_a_later_batch_of_a_merge_is_found() {
+    let t = created("nanmerge", 1, CreateOptions::default()).await;
+    let rows = |n: usize, nan_last: bool| {
+        let mut x = vec![1.0; n];
+        if nan_last {
+            x[n - 1] = f64::NAN;
+        }
+        batch(vec![
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(0..n as i64)) as ArrayRef,
+            ),
+            ("x", Arc::new(Float64Array::from(x))),
+        ])
+    };
+    insert(&t, rows(20_000, false)).await;
+    insert(&t, rows(30_000, true)).await;
+    let opts = crate::merge::MergeOptions {
+        min_files: 2,
+        ..Default::default()
+    };
+    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    assert_eq!(t.snapshot().await.unwrap().files.len(), 1, "merged");
+    let e = engine(&t).await;
+    assert_eq!(
+        answer(&e, "SELECT count(*) FROM t WHERE x > 5").await,
+        ["1"]
+    );
+    assert_eq!(
+        answer(&e, "SELECT count(*) FROM t WHERE isnan(x)").await,
+        ["1"]
     );
 }
