@@ -15,6 +15,7 @@ use arrow::array::{
 use arrow::compute::kernels::partition::partition;
 use arrow::compute::{concat_batches, filter_record_batch, take, take_record_batch, SortOptions};
 use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
@@ -313,31 +314,23 @@ fn sum_groups(
     )?;
     // A decimal sum must fit its column's precision, not only the integer beneath it: the
     // Parquet writer would store it cut to the precision's bytes.
-    let over = |e: arrow::error::ArrowError| Error::MergedSumOverflow {
+    let over = |e: ArrowError| Error::MergedSumOverflow {
         column: name.to_string(),
         data_type: col.data_type().to_string(),
         values: e.to_string(),
     };
+    fn fits<T: arrow::datatypes::DecimalType>(a: &ArrayRef, p: u8) -> Result<(), ArrowError> {
+        a.as_primitive::<T>().validate_decimal_precision(p)
+    }
     use arrow::datatypes::{Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type};
     match sums.data_type() {
-        DataType::Decimal32(p, _) => sums
-            .as_primitive::<Decimal32Type>()
-            .validate_decimal_precision(*p)
-            .map_err(over)?,
-        DataType::Decimal64(p, _) => sums
-            .as_primitive::<Decimal64Type>()
-            .validate_decimal_precision(*p)
-            .map_err(over)?,
-        DataType::Decimal128(p, _) => sums
-            .as_primitive::<Decimal128Type>()
-            .validate_decimal_precision(*p)
-            .map_err(over)?,
-        DataType::Decimal256(p, _) => sums
-            .as_primitive::<Decimal256Type>()
-            .validate_decimal_precision(*p)
-            .map_err(over)?,
-        _ => {}
+        DataType::Decimal32(p, _) => fits::<Decimal32Type>(&sums, *p),
+        DataType::Decimal64(p, _) => fits::<Decimal64Type>(&sums, *p),
+        DataType::Decimal128(p, _) => fits::<Decimal128Type>(&sums, *p),
+        DataType::Decimal256(p, _) => fits::<Decimal256Type>(&sums, *p),
+        _ => Ok(()),
     }
+    .map_err(over)?;
     Ok(sums)
 }
 

@@ -24,6 +24,15 @@ async fn answer(e: &QueryEngine, sql: &str) -> Vec<String> {
     out
 }
 
+/// Merge every partition of `t` with two files or more.
+async fn merge_all(t: &Table) -> crate::Result<crate::merge::MergeReport> {
+    let opts = crate::merge::MergeOptions {
+        min_files: 2,
+        ..Default::default()
+    };
+    t.merge(&opts, Arc::new(NoProgress)).await
+}
+
 fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
     RecordBatch::try_from_iter(cols).unwrap()
 }
@@ -120,11 +129,7 @@ async fn a_null_key_in_two_files_is_one_key() {
     };
     insert(&t, rows(vec![None, Some(1)], vec!["a", "x"])).await;
     insert(&t, rows(vec![Some(1)], vec!["y"])).await;
-    let opts = crate::merge::MergeOptions {
-        min_files: 2,
-        ..Default::default()
-    };
-    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    merge_all(&t).await.unwrap();
     insert(&t, rows(vec![None, Some(10)], vec!["b", "z"])).await;
     let e = engine(&t).await;
     assert_eq!(
@@ -171,11 +176,7 @@ async fn a_deleted_flag_of_type_null_deletes_nothing() {
         answer(&e, "SELECT k FROM t ORDER BY k").await,
         ["1", "2", "3"]
     );
-    let opts = crate::merge::MergeOptions {
-        min_files: 2,
-        ..Default::default()
-    };
-    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    merge_all(&t).await.unwrap();
     // The flag becomes boolean with its first value, and deletes.
     let del = Arc::new(BooleanArray::from(vec![Some(true)]));
     insert(&t, rows(vec![1], del)).await;
@@ -236,11 +237,7 @@ async fn sums_beyond_their_type_are_refused_as_bad_input() {
     assert_eq!(err.kind(), ErrorKind::BadInput, "{err}");
     assert!(err.to_string().contains("amount"), "{err}");
     let before = t.snapshot().await.unwrap().version;
-    let opts = crate::merge::MergeOptions {
-        min_files: 2,
-        ..Default::default()
-    };
-    let err = t.merge(&opts, Arc::new(NoProgress)).await.unwrap_err();
+    let err = merge_all(&t).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadInput, "{err}");
     assert!(err.to_string().contains("precision 9"), "{err}");
     assert_eq!(
@@ -320,11 +317,7 @@ async fn a_null_partition_and_its_folder_names_twin_merge_apart() {
         )
         .await;
     }
-    let opts = crate::merge::MergeOptions {
-        min_files: 2,
-        ..Default::default()
-    };
-    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    merge_all(&t).await.unwrap();
     let s = t.snapshot().await.unwrap();
     assert_eq!(s.files.len(), 2, "one merged file per partition's values");
     let e = engine(&t).await;
@@ -362,11 +355,7 @@ async fn a_nan_in_a_later_batch_of_a_merge_is_found() {
     };
     insert(&t, rows(20_000, false)).await;
     insert(&t, rows(30_000, true)).await;
-    let opts = crate::merge::MergeOptions {
-        min_files: 2,
-        ..Default::default()
-    };
-    t.merge(&opts, Arc::new(NoProgress)).await.unwrap();
+    merge_all(&t).await.unwrap();
     assert_eq!(t.snapshot().await.unwrap().files.len(), 1, "merged");
     let e = engine(&t).await;
     assert_eq!(
