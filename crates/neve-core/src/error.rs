@@ -272,6 +272,11 @@ pub enum Error {
     #[error("Iceberg position deletes: more than {limit} distinct keys to weigh at once")]
     IcebergTooManyKeys { limit: u64 },
 
+    /// The SQL another engine would run to read the table as neve does cannot be written:
+    /// a column hides what that SQL needs of the engine (ClickHouse's `_path`).
+    #[error("cannot write {engine} SQL that merges this table's rows: {reason}")]
+    EngineCannotMerge { engine: String, reason: String },
+
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
@@ -364,6 +369,7 @@ impl Error {
             | IcebergUnsupported { .. }
             | IcebergMergeSemantics { .. }
             | IcebergNotEnabled { .. }
+            | EngineCannotMerge { .. }
             | SqlSyntax { .. }
             | InvalidQuery { .. }
             | QueryOutOfMemory { .. } => ErrorKind::BadInput,

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub use engines::{merged_relation, typed_relation, Engine};
+pub use engines::{relation, Engine, Scan};
 pub(crate) use plan::known_partitions;
 pub(crate) use plan::seq_of;
 pub use plan::{plan, MergeGroup, MergeOptions, MergeOrder, MergePlan};

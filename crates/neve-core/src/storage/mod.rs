@@ -400,6 +400,8 @@ impl TableLocation {
     }
 
     /// An http(s) URL for engines that want one (ClickHouse `s3()`); local paths as is.
+    /// The key is percent-encoded, as a URL's path is: a reader decodes it once, and a key
+    /// holds `%` (an escaped partition value's, itself encoded by object_store).
     pub fn http_url(&self, relative: &str) -> String {
         match &self.kind {
             StoreKind::S3 {
@@ -408,7 +410,16 @@ impl TableLocation {
                 region,
                 ..
             } => {
-                let key = self.child(relative);
+                use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+                const KEY: &AsciiSet = &NON_ALPHANUMERIC
+                    .remove(b'-')
+                    .remove(b'.')
+                    .remove(b'_')
+                    .remove(b'~')
+                    .remove(b'/')
+                    .remove(b'=');
+                let child = self.child(relative);
+                let key = utf8_percent_encode(child.as_ref(), KEY);
                 match endpoint {
                     Some(ep) => format!("{}/{bucket}/{key}", ep.trim_end_matches('/')),
                     None => format!("https://{bucket}.s3.{region}.amazonaws.com/{key}"),
@@ -547,6 +558,25 @@ mod tests {
         assert!(
             e.to_string().contains("is a file; a table is a folder"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn http_urls_encode_the_key_once_more() {
+        let opts = StorageOptions::from([(
+            "endpoint_url".to_string(),
+            "http://127.0.0.1:9000/".to_string(),
+        )]);
+        let l = TableLocation::parse_with("s3://lake/t", &opts).unwrap();
+        // The key holds `region=United%2520States` (the escaped space, its `%` encoded).
+        let rel = "_data/region=United%20States/x,{y}.parquet";
+        assert_eq!(
+            l.file_url(rel),
+            "s3://lake/t/_data/region=United%2520States/x,%7By%7D.parquet"
+        );
+        assert_eq!(
+            l.http_url(rel),
+            "http://127.0.0.1:9000/lake/t/_data/region=United%252520States/x%2C%257By%257D.parquet"
         );
     }
 

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use neve_core::merge::{merged_relation, typed_relation, Engine};
+use neve_core::merge::{relation, Scan};
 use neve_core::storage::StoreKind;
 use neve_core::Table;
 
@@ -14,7 +14,8 @@ pub async fn run(a: FilesArgs) -> Result<()> {
     let s = table.snapshot_as_of(super::parse_as_of(&a.as_of)?).await?;
     let loc = table.location();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let quote = |u: &str| format!("'{}'", u.replace('\'', "''"));
+    // Tables with merge semantics are read one row per key, unless `--raw`.
+    let merge = s.metadata.merge.as_ref().filter(|_| !a.raw);
     match a.format {
         FilesFormat::Plain => {
             for f in s.files.values() {
@@ -29,35 +30,14 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                 // An empty list is an error in DuckDB; an empty relation of the same shape is not known here.
                 writeln!(out, "read_parquet([])")?;
             } else {
-                let list: Vec<String> = s
-                    .files
-                    .values()
-                    .map(|f| quote(&loc.file_url(&f.path)))
-                    .collect();
-                let merge = s.metadata.merge.as_ref().filter(|_| !a.raw);
-                let rel = format!(
-                    "read_parquet([{}], union_by_name = true{})",
-                    list.join(", "),
-                    if merge.is_some() {
-                        ", filename = true"
-                    } else {
-                        ""
-                    }
-                );
-                let rel = typed_relation(&s.metadata.schema, &rel, Engine::DuckDb, false);
-                match merge {
-                    Some(m) => writeln!(
-                        out,
-                        "{}",
-                        merged_relation(m, &s.metadata.schema, &rel, Engine::DuckDb)
-                    )?,
-                    None => writeln!(out, "{rel}")?,
-                }
+                let urls: Vec<String> = s.files.values().map(|f| loc.file_url(&f.path)).collect();
+                let rel = relation(&s.metadata.schema, merge, Scan::DuckDb { urls: &urls })?;
+                writeln!(out, "{rel}")?;
             }
         }
         FilesFormat::Clickhouse => {
             let rels: Vec<&str> = s.files.values().map(|f| f.path.as_str()).collect();
-            let func = if matches!(loc.kind, StoreKind::S3 { .. }) {
+            let function = if matches!(loc.kind, StoreKind::S3 { .. }) {
                 "s3"
             } else {
                 "file"
@@ -84,22 +64,11 @@ pub async fn run(a: FilesArgs) -> Result<()> {
                     format!("{root}/{{{}}}", parts.join(","))
                 }
             };
-            let rel = format!("{func}({}, 'Parquet')", quote(&url));
-            let merge = s.metadata.merge.as_ref().filter(|_| !a.raw);
-            let rel = typed_relation(
-                &s.metadata.schema,
-                &rel,
-                Engine::ClickHouse,
-                merge.is_some(),
-            );
-            match merge {
-                Some(m) => writeln!(
-                    out,
-                    "{}",
-                    merged_relation(m, &s.metadata.schema, &rel, Engine::ClickHouse)
-                )?,
-                None => writeln!(out, "{rel}")?,
-            }
+            let scan = Scan::ClickHouse {
+                function,
+                url: &url,
+            };
+            writeln!(out, "{}", relation(&s.metadata.schema, merge, scan)?)?;
         }
     }
     out.flush()?;

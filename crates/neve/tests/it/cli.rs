@@ -550,7 +550,7 @@ fn clickhouse_paths_of_escaped_partitions_exist() {
     let text = neve_ok(&["files", &t, "--format", "clickhouse"]);
     let (root, rest) = text
         .trim()
-        .strip_prefix("file('")
+        .strip_prefix("(SELECT * FROM file('")
         .and_then(|s| s.split_once("/{"))
         .unwrap_or_else(|| panic!("not one alternation: {text}"));
     let list = rest.split_once("}'").map(|(l, _)| l).unwrap();
