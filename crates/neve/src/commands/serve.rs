@@ -80,6 +80,16 @@ fn server_malloc() {
 
 pub async fn run(a: ServeArgs) -> Result<()> {
     server_malloc();
+    // A key that would read every table, given where nothing serves it: say so, not ignore it.
+    if a.s3_listen.is_none()
+        && (a.s3_key.access_key_id.is_some() || a.s3_key.secret_access_key.is_some())
+    {
+        return Err(CliError::Usage(
+            "--access-key-id and --secret-access-key (NEVE_PROXY_ACCESS_KEY_ID, \
+             NEVE_PROXY_SECRET_ACCESS_KEY) are the S3 keys of --s3-listen, which is not given"
+                .into(),
+        ));
+    }
     let mut config = read_config(a.config.as_deref())?;
     apply_policy(&mut config, &a.policy);
     if a.no_maintenance {

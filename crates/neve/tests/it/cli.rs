@@ -394,6 +394,19 @@ fn usage_errors() {
         assert!(err.contains("give one"), "{flags:?}: {err}");
         assert!(!Path::new(&t2).join("_log").exists());
     }
+    // An S3 key with nothing to serve it is refused, not ignored.
+    let out = neve(&[
+        "serve",
+        "--warehouse",
+        &t,
+        "--access-key-id",
+        "AKIAEXAMPLE",
+        "--secret-access-key",
+        "secret",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("--s3-listen, which is not given"), "{err}");
     let out = neve(&["merge", &t, "--min-files", "0"]);
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2"));
