@@ -211,6 +211,13 @@ impl Table {
         let mut whole: Vec<AddFile> = Vec::new();
         // Rewritten files that lost rows, with what replaces them.
         let mut changed: Vec<(AddFile, Vec<AddFile>)> = Vec::new();
+        // The paths of what the rounds so far wrote, for when they are given up.
+        let written = |changed: &[(AddFile, Vec<AddFile>)]| {
+            changed
+                .iter()
+                .flat_map(|(_, o)| o.iter().map(|a| self.location.child(&a.path)))
+                .collect()
+        };
         for round in 1..=DELETE_ATTEMPTS {
             let mut partial: Vec<AddFile> = Vec::new();
             for (f, d) in decide(&self.location, &snapshot, std::mem::take(&mut todo), expr) {
@@ -227,11 +234,7 @@ impl Table {
                 Ok(r) => r,
                 Err(e) => {
                     // What earlier rounds wrote goes too: nothing is left behind.
-                    let paths = changed
-                        .iter()
-                        .flat_map(|(_, o)| o.iter().map(|a| self.location.child(&a.path)))
-                        .collect();
-                    delete_quietly(&self.location, paths).await;
+                    delete_quietly(&self.location, written(&changed)).await;
                     return Err(e);
                 }
             };
@@ -321,11 +324,7 @@ impl Table {
                         todo = more;
                         continue;
                     }
-                    let paths = outputs
-                        .iter()
-                        .map(|a| self.location.child(&a.path))
-                        .collect();
-                    delete_quietly(&self.location, paths).await;
+                    delete_quietly(&self.location, written(&changed)).await;
                     return if raced { Ok(None) } else { Err(e) };
                 }
             };
