@@ -184,6 +184,10 @@ def _names(values: Iterable[str], what: str) -> list:
 
 
 def _as_of(as_of: AsOf) -> Optional[str]:
+    """A version or a time as neve's text. A naive `datetime` is this machine's local time, as
+    Python's own `timestamp()` reads it; a time as text without a zone is UTC, as in the CLI."""
+    if isinstance(as_of, datetime.datetime) and as_of.tzinfo is None:
+        as_of = as_of.astimezone()
     return None if as_of is None else str(as_of)
 
 

@@ -9,8 +9,10 @@ for one TCP connection and TLS handshake, not one each.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
+import os
 import socket
 import ssl
 import threading
@@ -103,14 +105,22 @@ class Client:
                  ca_cert: Optional[str] = None, client_cert: Optional[str] = None,
                  client_key: Optional[str] = None):
         self.url = url.rstrip("/")
-        self.token = token
+        self.token = _checked_token(token)
         self.timeout = timeout
         self.retries = retries
         u = urllib.parse.urlsplit(self.url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise InvalidInputError(f"{url!r} is not a server's URL: use http://host:port or https://host:port")
+        if u.username is not None or u.password is not None:
+            # Never sent (the token is), and kept out of every message and repr.
+            raise InvalidInputError("a server's URL holds no user or password: pass token= instead")
+        try:
+            port = u.port
+        except ValueError:
+            raise InvalidInputError(f"{url!r}: the port is not a number from 0 to 65535") from None
         self._https = u.scheme == "https"
-        self._host, self._port, self._prefix = u.hostname, u.port, u.path
+        # The port always given: http.client would read an IPv6 host's last group as one.
+        self._host, self._port, self._prefix = u.hostname, port or (443 if self._https else 80), u.path
         if (client_cert or client_key) and not self._https:
             raise InvalidInputError("client_cert is for an https:// server")
         if client_key and not client_cert:
@@ -141,17 +151,23 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._tls)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
-    def _send(self, method: str, path: str, body: Optional[bytes], headers: dict, reuse: bool):
+    def _send(self, method: str, path: str, body: Optional[bytes], headers: dict, reuse: bool, timeout: float):
         """One request: its connection and response (status and headers read)."""
         conn = getattr(self._idle, "conn", None)
         self._idle.conn = None
+        if getattr(self._idle, "pid", None) != os.getpid():
+            # Kept by the parent before a fork: its socket is the parent's too, and two
+            # processes on one stream would read each other's answers. Left to the parent.
+            conn = None
         if conn is not None and reuse:
             try:
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
                 conn.request(method, self._prefix + path, body=body, headers=headers)
                 return conn, conn.getresponse()
             except (http.client.RemoteDisconnected, ConnectionResetError, ConnectionAbortedError,
@@ -161,7 +177,7 @@ class Client:
                 pass
         if conn is not None:
             conn.close()
-        conn = self._connection()
+        conn = self._connection(timeout)
         try:
             conn.request(method, self._prefix + path, body=body, headers=headers)
             return conn, conn.getresponse()
@@ -175,6 +191,7 @@ class Client:
             conn.close()
             return
         old, self._idle.conn = getattr(self._idle, "conn", None), conn
+        self._idle.pid = os.getpid()
         if old is not None:
             old.close()
 
@@ -194,17 +211,19 @@ class Client:
         return data
 
     def _open(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[dict] = None,
-              repeatable: bool = True):
+              repeatable: bool = True, timeout: Optional[float] = None):
         """The connection and response of a successful call, its body not read yet.
         `repeatable`: whether the call may be sent again after a connection broke with it under
         way (reads, and inserts, which carry an idempotency key); a refused connection is always
-        retried, as the request never reached the server."""
+        retried, as the request never reached the server. `timeout`: how long the socket may
+        wait for bytes, when longer than the client's."""
         h = dict(headers or {})
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
+        wait_for = max(self.timeout, timeout or 0)
         for attempt in range(self.retries + 1):
             try:
-                conn, r = self._send(method, path, body, h, reuse=repeatable)
+                conn, r = self._send(method, path, body, h, reuse=repeatable, timeout=wait_for)
             except (http.client.HTTPException, OSError) as e:
                 broke = isinstance(e, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
                                        http.client.RemoteDisconnected))
@@ -213,20 +232,25 @@ class Client:
                 if (isinstance(e, ConnectionRefusedError) or (broke and repeatable)) and attempt < self.retries:
                     time.sleep(min(0.25 * 2**attempt, 5.0))
                     continue
-                raise UnreachableError(self._unreachable(e, attempt + 1)) from e
-            if r.status < 400:
+                raise UnreachableError(self._unreachable(e, attempt + 1, wait_for)) from e
+            if 200 <= r.status < 300:
                 return conn, r
             data = self._read(conn, r)
+            if 300 <= r.status < 400:
+                # Not followed: the request was not run, and a body sent again elsewhere
+                # (with the token) is not this client's call to make.
+                where = r.getheader("Location") or "nowhere"
+                raise InvalidInputError(
+                    f"{self.url}: the server redirects ({r.status}) to {where}: connect to that URL")
             # Overloaded or restarting: come back when told to. With the request's
             # idempotency key a retry never adds rows twice.
             if r.status in (429, 503) and attempt < self.retries:
-                wait = float(r.getheader("Retry-After") or 1)
-                time.sleep(min(wait, 30.0))
+                time.sleep(_retry_after(r.getheader("Retry-After"), attempt))
                 continue
             raise _error(r.status, data)
         raise AssertionError("unreachable")
 
-    def _unreachable(self, reason: BaseException, tries: int) -> str:
+    def _unreachable(self, reason: BaseException, tries: int, timeout: float) -> str:
         host = urllib.parse.urlsplit(self.url).netloc
         if isinstance(reason, ssl.SSLCertVerificationError):
             return (f"{self.url}: the server's TLS certificate is not trusted ({reason.verify_message}); "
@@ -240,7 +264,7 @@ class Client:
         if isinstance(reason, socket.gaierror):
             return f"{host}: the name does not resolve ({reason.strerror or reason})"
         if isinstance(reason, (TimeoutError, socket.timeout)):
-            return f"{self.url}: no answer within {self.timeout} s (the client's timeout)"
+            return f"{self.url}: no answer within {timeout} s (the client's timeout)"
         if isinstance(reason, ConnectionRefusedError):
             return f"{self.url}: connection refused, {tries} tries (is neve serve running and listening there?)"
         return (f"{self.url}: the connection broke before the server answered ({reason or type(reason).__name__}); "
@@ -335,7 +359,12 @@ class Client:
         headers = {"Content-Type": "text/plain; charset=utf-8", "Accept": "application/vnd.apache.arrow.stream"}
         # A result has its connection to itself, closed with it: closing it is what cancels
         # the query on the server.
-        conn, response = self._open("POST", path, query.encode(), headers)
+        # The socket waits as long as the query may run (and a little more for the answer).
+        from neve import _duration_ms
+
+        limit = None if timeout is None else _duration_ms(timeout, "timeout") / 1000
+        conn, response = self._open("POST", path, query.encode(), headers,
+                                    timeout=None if limit is None else limit + 5)
         try:
             reader = pa.ipc.open_stream(response)
         except Exception as e:
@@ -350,6 +379,10 @@ class Client:
                         batch = reader.read_next_batch()
                     except StopIteration:
                         return
+                    except (TimeoutError, socket.timeout):
+                        raise UnreachableError(
+                            f"{self.url}: no bytes of the result within the client's timeout; pass "
+                            "timeout= to sql() for a query that takes longer") from None
                     except Exception as e:
                         raise _cut_short(e) from None
                     yield batch
@@ -358,6 +391,36 @@ class Client:
                 conn.close()
 
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def _checked_token(token: Optional[str]) -> Optional[str]:
+    """The token without the whitespace around it (read from a file, it ends in a newline);
+    one holding anything else a header cannot carry is refused, without echoing it."""
+    if token is None:
+        return None
+    t = token.strip()
+    if any(not (0x21 <= ord(c) <= 0x7E) for c in t):
+        raise InvalidInputError(
+            f"the token holds a character a header cannot carry (a space, a control character or "
+            f"non-ASCII; {len(t)} characters): pass it as the server was given it")
+    return t
+
+
+def _retry_after(header: Optional[str], attempt: int) -> float:
+    """Seconds to wait as the server says, in seconds or as an HTTP date; backing off as for a
+    refused connection when it says nothing usable; never below 0 nor above 30 s."""
+    wait: Optional[float] = None
+    if header:
+        try:
+            wait = float(header)
+        except ValueError:
+            try:
+                wait = email.utils.parsedate_to_datetime(header).timestamp() - time.time()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                wait = None
+    if wait is None or wait != wait:
+        wait = min(0.25 * 2**attempt, 5.0)
+    return min(max(wait, 0.0), 30.0)
 
 
 def _cut_short(e: Exception) -> NeveError:

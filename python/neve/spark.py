@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 from typing import Any, Iterator, List, Optional
 
 import pyarrow as pa
@@ -58,7 +57,7 @@ from pyspark.sql.types import (
 )
 
 import neve
-from neve import InvalidInputError
+from neve import InvalidInputError, SchemaError
 
 __all__ = ["NeveDataSource", "register"]
 
@@ -127,7 +126,10 @@ def _literal(value: Any, column: pa.Field) -> Optional[str]:
     if isinstance(value, int):
         return str(value) if pa.types.is_integer(at) else None
     if isinstance(value, float):
-        return repr(value) if pa.types.is_floating(at) and math.isfinite(value) else None
+        # Never: neve's engine orders floats totally (-0.0 below 0.0, a NaN with its sign bit
+        # below -inf), Spark does not (-0.0 = 0.0, every NaN above every number), so a
+        # pushed float filter would drop rows Spark keeps.
+        return None
     if isinstance(value, str):
         if pa.types.is_string(at) or pa.types.is_large_string(at):
             return "'" + value.replace("'", "''") + "'"
@@ -240,14 +242,37 @@ class NeveDataSource(DataSource):
             target = int(target)
         except ValueError:
             raise InvalidInputError(f"maxPartitionBytes: '{target}' is not a number of bytes") from None
+        table_schema = table._t._dataset(str(version))[0]
+        _check_columns(schema, table_schema, version)
         return NeveReader(
             address=options["path"],
             storage_options=_storage_options(options),
             version=version,
-            table_schema=table._t._dataset(str(version))[0],
+            table_schema=table_schema,
             spark_schema=schema,
             target_bytes=target,
         )
+
+
+def _check_columns(wanted: StructType, table_schema: pa.Schema, version) -> None:
+    """Each column the DataFrame reads is in the version read, with the same Spark type: the
+    table may have changed since `load()` (which read the latest schema then), or a schema
+    given with `.schema(...)` may name columns in another order or that do not exist."""
+    have = _spark_schema(table_schema)
+    by_name = {f.name: f for f in have.fields}
+    for f in wanted.fields:
+        mine = by_name.get(f.name)
+        if mine is None:
+            raise SchemaError(
+                f"column '{f.name}' is not in version {version} of the table (a concurrent "
+                f"change, or a schema given to the reader): load the table again, or pin "
+                f"versionAsOf; its columns: {', '.join(by_name)}"
+            )
+        if mine.dataType != f.dataType:
+            raise SchemaError(
+                f"column '{f.name}' is {mine.dataType.simpleString()} in version {version} of the "
+                f"table, not {f.dataType.simpleString()}: load the table again, or pin versionAsOf"
+            )
 
 
 class NeveReader(DataSourceReader):
@@ -285,7 +310,8 @@ class NeveReader(DataSourceReader):
             if batch.num_rows:
                 # Safe casts only: a value that would change (a uint64 beyond decimal(20,0)
                 # cannot happen; an out-of-range narrowing would) raises instead.
+                # By name: the DataFrame's columns may be fewer, or in another order.
                 yield pa.RecordBatch.from_arrays(
-                    [batch.column(i).cast(target.field(i).type) for i in range(batch.num_columns)],
+                    [batch.column(f.name).cast(f.type) for f in target],
                     schema=target,
                 )

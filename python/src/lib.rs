@@ -567,14 +567,24 @@ fn _sql(
 struct PyBatches {
     schema: SchemaRef,
     /// Taken out while a batch is computed (the GIL released), put back after.
-    stream: std::sync::Mutex<Option<SendableRecordBatchStream>>,
+    stream: std::sync::Mutex<Feed>,
+}
+
+/// Where a stream of batches is: a reader told "no more rows" must have had them all.
+enum Feed {
+    Ready(SendableRecordBatchStream),
+    /// Another thread is computing its next batch.
+    Reading,
+    Ended,
+    /// It raised an error: what follows would be a short result.
+    Failed,
 }
 
 impl PyBatches {
     fn new(stream: SendableRecordBatchStream) -> Self {
         Self {
             schema: stream.schema(),
-            stream: std::sync::Mutex::new(Some(stream)),
+            stream: std::sync::Mutex::new(Feed::Ready(stream)),
         }
     }
 }
@@ -591,21 +601,49 @@ impl PyBatches {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyArrowType<RecordBatch>>> {
-        let Some(mut stream) = self.stream.lock().expect("stream lock").take() else {
-            // Ended, failed, or being read by another thread.
-            return Ok(None);
+        let mut stream = {
+            let mut feed = self.stream.lock().expect("stream lock");
+            match std::mem::replace(&mut *feed, Feed::Reading) {
+                Feed::Ready(s) => s,
+                Feed::Reading => {
+                    return Err(InvalidInputError::new_err(
+                        "another thread is reading this result: read a result from one thread",
+                    ))
+                }
+                Feed::Ended => {
+                    *feed = Feed::Ended;
+                    return Ok(None);
+                }
+                Feed::Failed => {
+                    *feed = Feed::Failed;
+                    return Err(InternalError::new_err(
+                        "this result failed before (see that error): its rows are incomplete",
+                    ));
+                }
+            }
         };
-        let (stream, next) = run(py, async move {
+        let next = run(py, async {
             let next = stream.next().await;
-            Ok((stream, next))
-        })?;
+            Ok(next)
+        });
+        let mut feed = self.stream.lock().expect("stream lock");
         match next {
-            Some(Ok(batch)) => {
-                *self.stream.lock().expect("stream lock") = Some(stream);
+            Ok(Some(Ok(batch))) => {
+                *feed = Feed::Ready(stream);
                 Ok(Some(PyArrowType(batch)))
             }
-            Some(Err(e)) => Err(py_err(neve_core::query::query_error(e))),
-            None => Ok(None),
+            Ok(Some(Err(e))) => {
+                *feed = Feed::Failed;
+                Err(py_err(neve_core::query::query_error(e)))
+            }
+            Ok(None) => {
+                *feed = Feed::Ended;
+                Ok(None)
+            }
+            Err(e) => {
+                *feed = Feed::Failed;
+                Err(e)
+            }
         }
     }
 }

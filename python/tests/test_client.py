@@ -343,3 +343,118 @@ def test_one_client_shared_by_threads_each_with_its_connection(server, monkeypat
     assert len(opened) == 8, opened
     got = neve.Table(warehouse / "shared").sql("SELECT count(*) AS n, count(DISTINCT id) AS d FROM shared")
     assert got.to_pylist() == [{"n": 160, "d": 160}]
+
+
+@pytest.fixture
+def fake_server():
+    """An HTTP server on loopback answering each request with `answer(handler)`; its URL."""
+    import http.server
+    import threading
+
+    answers = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            answers[0](self)
+
+        do_GET = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+    def start(answer):
+        answers[:] = [answer]
+        return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    yield start
+    httpd.shutdown()
+
+
+def test_urls_and_tokens_are_checked_and_never_echoed(server):
+    url, _ = server
+    # A token read from a file ends in a newline: the whitespace around it is not the token.
+    assert neve.connect(url, token="s3cret\n").tables() == []
+    with pytest.raises(neve.InvalidInputError) as e:
+        neve.connect(url, token="s3c\nret")
+    assert "s3c" not in str(e.value), e.value
+    with pytest.raises(neve.InvalidInputError, match="no user or password") as e:
+        neve.connect("http://admin:hunter2@127.0.0.1:1")
+    assert "hunter2" not in str(e.value)
+    with pytest.raises(neve.InvalidInputError, match="port"):
+        neve.connect("http://127.0.0.1:port")
+    # An IPv6 host without a port: its default port, not its last group read as one.
+    c = neve.connect("http://[fd00::8080]")
+    assert (c._host, c._port) == ("fd00::8080", 80)
+    assert neve.connect("https://[::1]")._port == 443
+
+
+def test_a_redirect_is_an_error_naming_where_not_a_success(fake_server):
+    def redirect(h):
+        h.send_response(308)
+        h.send_header("Location", "https://neve.example/v1/tables/t/insert")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    url = fake_server(redirect)
+    with pytest.raises(neve.InvalidInputError, match="redirects \\(308\\) to https://neve.example"):
+        neve.connect(url, token="t").insert("t", pa.table({"id": [1]}))
+
+
+def test_retry_after_in_any_form_waits_a_bounded_time():
+    from neve._client import _retry_after
+
+    assert _retry_after("2", 0) == 2.0
+    assert _retry_after("-5", 0) == 0.0
+    assert _retry_after("100000", 0) == 30.0
+    later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 3))
+    assert 1.0 <= _retry_after(later, 0) <= 3.5
+    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 0) == 0.0  # in the past
+    assert _retry_after("soon", 2) == 1.0  # backs off as for a refused connection
+    assert _retry_after(None, 0) == 0.25
+
+
+def test_a_query_may_take_longer_than_the_client_timeout_when_it_says_so(fake_server):
+    table = pa.table({"n": [42]})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    body = sink.getvalue().to_pybytes()
+
+    def slow(h):
+        time.sleep(1.5)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/vnd.apache.arrow.stream")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    url = fake_server(slow)
+    c = neve.connect(url, token="t", timeout=0.5, retries=0)
+    assert c.sql("SELECT 42 AS n", timeout="3s").column("n").to_pylist() == [42]
+    with pytest.raises(neve.UnreachableError, match="no answer within 0.5 s"):
+        c.sql("SELECT 42 AS n")
+
+
+def test_a_forked_child_never_shares_the_parent_s_connection(server):
+    import os
+
+    url, _ = server
+    c = neve.connect(url, token="s3cret")
+    c.create_table("f")
+    parent_conn = c._idle.conn
+    assert parent_conn is not None
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = c.tables() == ["f"] and c._idle.conn is not parent_conn
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    # The parent's connection is still its own, and still works.
+    assert c.tables() == ["f"] and c._idle.conn is parent_conn

@@ -73,6 +73,16 @@ def test_an_error_met_while_a_stream_is_read_is_the_neve_exception(tmp_path):
     # A stream that does not fail reads every row.
     ok = t.sql_stream("SELECT CAST(s AS BIGINT) AS v FROM t WHERE s <> 'x'").read_all()
     assert sorted(ok.column("v").to_pylist()) == [1, 2]
+    # Read on after its error, a stream says it failed: never a clean, short end.
+    from neve import _neve
+
+    batches = _neve._sql_stream(bad, [("t", t._t)], None, False)
+    with pytest.raises(neve.SqlError):
+        while next(batches):
+            pass
+    for _ in range(2):
+        with pytest.raises(neve.InternalError, match="failed before"):
+            next(batches)
 
 
 def test_bad_paths(tmp_path):

@@ -157,3 +157,26 @@ def test_maintenance_calls(where):
     with pytest.raises(neve.InvalidInputError, match="quotation"):
         t.alter('add column "x string')
     assert t.version == version
+
+
+def test_a_naive_datetime_as_of_is_local_time(tmp_path, monkeypatch):
+    """`datetime.now()` is the machine's wall time: read as such, not as UTC."""
+    import datetime as dt
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        t = neve.create_table(tmp_path / "t")
+        t.insert(pa.table({"id": [1]}))
+        time.sleep(0.05)
+        between = dt.datetime.now()
+        assert between.tzinfo is None
+        time.sleep(0.05)
+        t.insert(pa.table({"id": [2]}))
+        count = "SELECT count(*) AS n FROM t"
+        assert t.sql(count, as_of=between).column("n").to_pylist() == [1]
+        assert t.sql(count, as_of=between.astimezone(dt.timezone.utc)).column("n").to_pylist() == [1]
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

@@ -146,6 +146,16 @@ def test_a_replace_table_reads_exact(neve_bin, neve, neve_spark, tmp_path):
     # An older version reads that version's answer.
     old = read(neve_spark, table, versionAsOf=2)
     assert old.count() == 100 and old.filter(F.col("name") == "v4").count() == 1
+    # Columns are read by name: a schema given in another order keeps each value in its column.
+    swapped = neve_spark.read.format("neve").schema("name string, user_id long").load(table)
+    assert {r["user_id"]: r["name"] for r in swapped.collect()} == want
+    with pytest.raises(Exception, match="column 'nope' is not in version 3"):
+        neve_spark.read.format("neve").schema("nope long").load(table).collect()
+    # A column dropped after load() is an error naming it, not another column's values.
+    stale = read(neve_spark, table)
+    run(neve_bin, "alter", table, "drop column name")
+    with pytest.raises(Exception, match="column 'name' is not in version 4"):
+        stale.collect()
 
 
 def test_bad_options_say_what_is_wrong(neve_spark, neve_bin):
@@ -213,3 +223,7 @@ def test_spark_filters_translate_to_neve_predicates_with_spark_answers(tmp_path)
     assert _translate(EqualTo(("id",), 1.5), schema) is None
     assert _translate(EqualTo(("nested", "x"), 1), schema) is None
     assert _translate(GreaterThanOrEqual(("id",), float("nan")), schema) is None
+    # Floats never: neve orders -0.0 below 0.0, Spark takes them as equal.
+    floats = pa.schema([("x", pa.float64())])
+    assert _translate(EqualTo(("x",), 0.0), floats) is None
+    assert _translate(In(("x",), (0.0, 1.5)), floats) is None
