@@ -277,6 +277,19 @@ pub enum Error {
     #[error("cannot write {engine} SQL that merges this table's rows: {reason}")]
     EngineCannotMerge { engine: String, reason: String },
 
+    /// A write's files are older than half the shortest gc grace in force, so a cleaner may
+    /// have deleted them: nothing was committed. Retrying writes them anew; one that always
+    /// takes this long needs a longer grace (or, for a merge, less input a round).
+    #[error(
+        "this {what}'s files were written {age_s:.1}s ago, over half {whose} ({grace_s:.1}s), so gc may have deleted them; nothing was committed, {what} again"
+    )]
+    WriteOutlivedGrace {
+        what: String,
+        whose: String,
+        age_s: f64,
+        grace_s: f64,
+    },
+
     /// A background task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     TaskFailed(String),
@@ -384,6 +397,7 @@ impl Error {
             | CommitConflict { .. }
             | ConcurrentSchemaChange { .. }
             | RequestCommitted { .. }
+            | WriteOutlivedGrace { .. }
             | CommitRetriesExhausted { .. }
             | IcebergSyncContended { .. } => ErrorKind::Conflict,
             Storage { .. }

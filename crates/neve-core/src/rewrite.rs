@@ -267,7 +267,6 @@ impl Table {
                             None,
                             now - started_ms,
                             "delete",
-                            snap.version,
                         )?;
                     }
                     let renamed = written_with.renames_and_drops(&snap.metadata.schema);

@@ -177,6 +177,9 @@ impl KeyReloader {
     }
 }
 
+/// How long requests in flight may take once the proxy is told to stop.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A proxy bound to its address, not yet serving.
 pub struct Proxy {
     listener: tokio::net::TcpListener,
@@ -358,7 +361,9 @@ impl Proxy {
         }
     }
 
-    /// Serve until `shutdown` resolves, then finish the requests in flight.
+    /// Serve until `shutdown` resolves, then finish the requests in flight, for at most
+    /// [`SHUTDOWN_GRACE`]: a reader that stopped reading mid-object would otherwise keep the
+    /// process alive for ever.
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -367,7 +372,20 @@ impl Proxy {
         tracing::info!(%addr, tls = self.tls.is_some(), "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let forgetting = tokio::spawn(self.forgetter.run());
-        serve::serve(self.listener, self.app, self.limits, self.tls, shutdown).await;
+        let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
+        let serving = serve::serve(self.listener, self.app, self.limits, self.tls, async move {
+            shutdown.await;
+            let _ = stopping_tx.send(true);
+        });
+        tokio::select! {
+            _ = serving => {}
+            _ = async {
+                let _ = stopping.wait_for(|s| *s).await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => {
+                tracing::warn!(grace = ?SHUTDOWN_GRACE, "S3 connections still open after the shutdown grace: closed");
+            }
+        }
         if let Some(s) = sweeping {
             s.abort();
         }

@@ -265,12 +265,23 @@ impl ServerConfig {
         if self.maintenance.interval.is_zero() {
             return bad("maintenance.interval must be above 0".into());
         }
-        if self.maintenance.enabled && self.maintenance.gc_grace < MIN_GC_GRACE {
+        // Also with maintenance off: the grace is the deployment's (workers' gc), and this
+        // server refuses inserts older than half of it.
+        if self.maintenance.gc_grace < MIN_GC_GRACE {
             return bad(format!(
-                "maintenance.gc_grace ({}) must be at least {}: this server does not commit an insert or merge whose files are older than half the grace (gc may have taken them)",
+                "maintenance.gc_grace ({}) must be at least {}: no insert or merge whose files are older than half the grace is committed (gc may have taken them)",
                 humantime::format_duration(self.maintenance.gc_grace),
                 humantime::format_duration(MIN_GC_GRACE)
             ));
+        }
+        if self.maintenance.target_file_size == 0 || self.maintenance.max_input_bytes == 0 {
+            return bad(
+                "maintenance.target_file_size and maintenance.max_input_bytes must be above 0"
+                    .into(),
+            );
+        }
+        if self.shutdown_grace.is_zero() {
+            return bad("shutdown_grace must be above 0: every request in flight would be cut off unanswered".into());
         }
         if self.query.max_concurrent == 0 || self.query.memory_per_query == 0 {
             return bad("query.max_concurrent and query.memory_per_query must be above 0".into());
@@ -352,8 +363,26 @@ mod tests {
             e.contains("maintenance.gc_grace (0s) must be at least 10s"),
             "{e}"
         );
+        // With maintenance off too: the grace is the workers', and bounds this server's inserts.
         quick.maintenance.enabled = false;
-        quick.validate().unwrap();
+        assert!(quick.validate().is_err());
+        // Files of 0 bytes, or no time to answer at shutdown: refused.
+        let mut empty = ServerConfig::default();
+        empty.maintenance.target_file_size = 0;
+        assert!(empty
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("target_file_size"));
+        let abrupt = ServerConfig {
+            shutdown_grace: Duration::ZERO,
+            ..Default::default()
+        };
+        assert!(abrupt
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("shutdown_grace"));
         // Two tenants on one folder would each have the other's tables.
         let shared = ServerConfig::from_toml(
             "[[tenants]]\nname = 'acme'\n[[tenants]]\nname = 'acme2'\nprefix = 'acme'\n",

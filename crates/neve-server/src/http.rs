@@ -41,10 +41,8 @@ impl AppState {
         Self {
             ingest: Ingest::new(
                 config.ingest.clone(),
-                config
-                    .maintenance
-                    .enabled
-                    .then_some(config.maintenance.gc_grace),
+                // With this server's maintenance off too: workers' gc uses the same grace.
+                Some(config.maintenance.gc_grace),
                 config.keep_idle_tables,
                 metrics.clone(),
             ),

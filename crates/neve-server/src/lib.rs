@@ -194,6 +194,7 @@ impl Server {
                 state.config.table_roots(),
                 state.config.maintenance.clone(),
                 state.metrics.clone(),
+                maintain::first_discovery(state.config.maintenance.interval, rand::random()),
                 stop_rx,
             ))
         });

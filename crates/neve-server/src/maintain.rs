@@ -52,17 +52,39 @@ impl Default for MaintenanceConfig {
     }
 }
 
-/// The tables under `roots` (each a folder of tables, or of namespaces of tables).
-pub async fn discover(roots: &[String]) -> Vec<String> {
+/// The tables found under the roots, and whether every folder could be listed (when not,
+/// tables under the folders that failed are missing, not gone).
+#[derive(Debug, Default)]
+pub struct Discovery {
+    pub tables: Vec<String>,
+    pub complete: bool,
+}
+
+/// The tables under `roots` (each a folder of tables, or of namespaces of tables). A folder
+/// that cannot be listed is logged and leaves the discovery incomplete.
+pub async fn discover(roots: &[String]) -> Discovery {
     let mut out = Vec::new();
+    let mut complete = true;
     for root in roots {
         let mut folders = vec![(root.trim_end_matches('/').to_string(), 0)];
         while let Some((folder, depth)) = folders.pop() {
-            let Ok(loc) = TableLocation::parse(&folder) else {
-                continue;
+            let loc = match TableLocation::parse(&folder) {
+                Ok(l) => l,
+                Err(e) => {
+                    complete = false;
+                    tracing::warn!(folder = %folder, error = %e, "maintenance: cannot open folder");
+                    continue;
+                }
             };
-            let Ok(listing) = loc.store.list_with_delimiter(Some(&loc.child(""))).await else {
-                continue;
+            let listing = match loc.store.list_with_delimiter(Some(&loc.child(""))).await {
+                Ok(l) => l,
+                // A warehouse with no table yet.
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => {
+                    complete = false;
+                    tracing::warn!(folder = %folder, error = %e, "maintenance: cannot list folder");
+                    continue;
+                }
             };
             for p in listing.common_prefixes {
                 let Some(name) = p.filename() else { continue };
@@ -76,14 +98,43 @@ pub async fn discover(roots: &[String]) -> Vec<String> {
     }
     out.sort();
     out.dedup();
-    out
+    Discovery {
+        tables: out,
+        complete,
+    }
 }
 
 /// One round over `tables`: merge, then gc, each table; failures are logged and the round
-/// goes on.
-pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Metrics) {
+/// goes on. Returns how many tables had a step fail.
+pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Arc<Metrics>) -> usize {
+    let mut failures = 0;
     for address in tables {
-        maintain(address, policy, metrics).await;
+        failures += usize::from(visit(address, policy, metrics).await.failed);
+    }
+    failures
+}
+
+/// What a visit to a table did.
+struct Visit {
+    /// How long until the table is due again.
+    again: Duration,
+    failed: bool,
+}
+
+/// [`maintain`] in a task of its own: a panic (a bug met on one table's files) is counted and
+/// logged, and the loop goes on to the other tables.
+async fn visit(address: &str, policy: &MaintenanceConfig, metrics: &Arc<Metrics>) -> Visit {
+    let (a, p, m) = (address.to_string(), policy.clone(), metrics.clone());
+    match tokio::spawn(async move { maintain(&a, &p, &m).await }).await {
+        Ok(v) => v,
+        Err(e) => {
+            failed(metrics, "panic");
+            tracing::error!(table = %address, error = %e, "maintenance: panicked; the loop goes on");
+            Visit {
+                again: policy.interval,
+                failed: true,
+            }
+        }
     }
 }
 
@@ -96,13 +147,17 @@ fn failed(metrics: &Metrics, task: &'static str) {
 
 /// Merge then gc one table under its own policy (its settings over `policy`); returns how
 /// long until it is due again.
-async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) -> Duration {
+async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) -> Visit {
+    let refused = Visit {
+        again: policy.interval,
+        failed: true,
+    };
     let table = match Table::at(address) {
         Ok(t) => t,
         Err(e) => {
             failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot open");
-            return policy.interval;
+            return refused;
         }
     };
     let settings = match table.metadata().await {
@@ -110,9 +165,10 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
         Err(e) => {
             failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot read");
-            return policy.interval;
+            return refused;
         }
     };
+    let mut any_failed = false;
     let grace = settings
         .gc_grace_seconds
         .map(Duration::from_secs)
@@ -132,12 +188,19 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             tracing::info!(table = %address, files_in = r.files_in, files_out = r.files_out, version = r.version, "merged");
         }
         Ok(_) => {}
+        // Not a race: it will take as long next round, and fail again the same way.
+        Err(e @ neve_core::Error::WriteOutlivedGrace { .. }) => {
+            any_failed = true;
+            failed(metrics, "merge");
+            tracing::warn!(table = %address, error = %e, "maintenance: merge took over half the gc grace and was not committed; give the table a longer gc_grace, or the policy a smaller max_input_bytes")
+        }
         // Another merger, a delete or a drop took the same files: theirs stands, nothing
         // failed (servers beside each other meet this in the normal course).
         Err(e) if e.kind() == neve_core::ErrorKind::Conflict => {
             tracing::info!(table = %address, error = %e, "maintenance: merge lost a race")
         }
         Err(e) => {
+            any_failed = true;
             failed(metrics, "merge");
             tracing::warn!(table = %address, error = %e, "maintenance: merge failed")
         }
@@ -171,27 +234,39 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             }
         }
         Err(e) => {
+            any_failed = true;
             failed(metrics, "gc");
             tracing::warn!(table = %address, error = %e, "maintenance: gc failed")
         }
     }
-    settings
-        .maintenance_interval_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(policy.interval)
+    Visit {
+        again: settings
+            .maintenance_interval_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(policy.interval),
+        failed: any_failed,
+    }
 }
 
-/// Until `stop` says so: find the tables every `policy.interval` (the first time after one
-/// interval), and visit each when it is due, by its own `maintenance_interval` or the policy's.
+/// When the first discovery is: `unit` (in [0, 1), random) of the interval from the start, so
+/// servers started together (a rollout) do not merge the same tables at the same moments, and
+/// a process restarted more often than the interval still maintains its tables.
+pub fn first_discovery(interval: Duration, unit: f64) -> Duration {
+    interval.mul_f64(unit.clamp(0.0, 1.0))
+}
+
+/// Until `stop` says so: find the tables every `policy.interval` (the first time after
+/// `first`), and visit each when it is due, by its own `maintenance_interval` or the policy's.
 pub async fn run(
     roots: Vec<String>,
     policy: MaintenanceConfig,
     metrics: Arc<Metrics>,
+    first: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     use tokio::time::Instant;
     let mut due: std::collections::BTreeMap<String, Instant> = Default::default();
-    let mut next_discovery = Instant::now() + policy.interval;
+    let mut next_discovery = Instant::now() + first;
     loop {
         let wake = due
             .values()
@@ -207,9 +282,14 @@ pub async fn run(
         }
         let now = Instant::now();
         if now >= next_discovery {
-            let tables = discover(&roots).await;
-            due.retain(|t, _| tables.binary_search(t).is_ok());
-            for t in tables {
+            let found = discover(&roots).await;
+            if found.complete {
+                due.retain(|t, _| found.tables.binary_search(t).is_ok());
+            } else {
+                // Tables under a folder that failed are kept, not forgotten.
+                failed(&metrics, "list");
+            }
+            for t in found.tables {
                 due.entry(t).or_insert(now);
             }
             next_discovery = Instant::now() + policy.interval;
@@ -223,7 +303,7 @@ pub async fn run(
             if *stop.borrow() {
                 return;
             }
-            let every = maintain(&t, &policy, &metrics).await;
+            let every = visit(&t, &policy, &metrics).await.again;
             due.insert(t, Instant::now() + every);
         }
     }

@@ -22,6 +22,17 @@ pub enum CliError {
     /// A benchmark peer (e.g. the delta-rs script) failed.
     #[error("benchmark peer '{peer}' failed: {reason}")]
     PeerFailed { peer: String, reason: String },
+    /// `neve maintain --once`: some tables' merge or gc failed (each is logged), or a folder
+    /// could not be listed.
+    #[error("maintenance failed on {failed} of {tables} tables{}", if *listed { "" } else { ", and a folder could not be listed" })]
+    MaintenanceFailed {
+        failed: usize,
+        tables: usize,
+        listed: bool,
+    },
+    /// The maintenance loop of `neve maintain` ended, which it never does on its own.
+    #[error("the maintenance loop stopped: {reason}")]
+    MaintenanceStopped { reason: String },
     /// The server could not start or stopped with an error.
     #[error(transparent)]
     Server(#[from] neve_server::Error),
@@ -45,6 +56,9 @@ impl CliError {
             CliError::Read { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => 65,
             CliError::Read { .. } => 66,
             CliError::PeerFailed { .. } => 69,
+            // EX_TEMPFAIL: the next run may succeed.
+            CliError::MaintenanceFailed { .. } => 75,
+            CliError::MaintenanceStopped { .. } => 70,
             CliError::Server(neve_server::Error::Table(e)) => e.exit_code(),
             CliError::Server(neve_server::Error::InvalidConfig { .. }) => 78,
             CliError::Server(neve_server::Error::Tls { .. }) => 78,

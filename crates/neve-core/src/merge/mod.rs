@@ -107,7 +107,6 @@ impl Table {
                     opts.gc_grace_ms,
                     self.clock.now_millis() - started_ms,
                     "merge",
-                    snap.version,
                 )?;
                 // Outputs' statistics are keyed by the names at write time.
                 let renamed = written_with.renames_and_drops(&snap.metadata.schema);

@@ -479,9 +479,47 @@ pub enum AlterOp {
     SetSetting { key: String, value: String },
 }
 
+/// `text` cut at whitespace outside double quotes; a quoted part loses its quotes, and `""`
+/// inside one is a quote (as the shell would have handed the words over).
+fn split_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                while let Some(q) = chars.next() {
+                    match q {
+                        '"' if chars.peek() == Some(&'"') => {
+                            chars.next();
+                            w.push('"');
+                        }
+                        '"' => break,
+                        q => w.push(q),
+                    }
+                }
+            }
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
 impl AlterOp {
-    /// Parse the words after `neve alter TABLE`.
+    /// Parse the words after `neve alter TABLE`; the whole change may also come as one
+    /// argument (`neve alter t 'add column "x string"'`), split at spaces outside quotes.
     pub fn parse(words: &[String]) -> Result<Self> {
+        let split;
+        let words = match words {
+            [one] if one.trim().contains(char::is_whitespace) => {
+                split = split_words(one);
+                &split[..]
+            }
+            _ => words,
+        };
         let spec = words.join(" ");
         let bad = |reason: &str| Error::InvalidSchema {
             spec: spec.clone(),

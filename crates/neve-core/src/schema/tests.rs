@@ -410,6 +410,23 @@ fn new_names_must_be_non_empty_and_distinct_ignoring_case() {
 }
 
 #[test]
+fn a_change_given_as_one_argument_is_split_as_the_shell_would() {
+    let one = |text: &str| AlterOp::parse(&[text.to_string()]).unwrap();
+    let words =
+        |w: &[&str]| AlterOp::parse(&w.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    assert_eq!(one("drop column name"), words(&["drop", "column", "name"]));
+    assert_eq!(
+        one("add column \"x string not null\""),
+        words(&["add", "column", "x string not null"])
+    );
+    assert_eq!(
+        one(" rename column \"a \"\"b\"\"\" to  c "),
+        words(&["rename", "column", "a \"b\"", "to", "c"])
+    );
+    assert_eq!(one("set gc_grace=1h"), words(&["set", "gc_grace=1h"]));
+}
+
+#[test]
 fn alter_changes_and_refusals() {
     let s = parse_schema(
         "id string, amount decimal(18,2), tags list<string>, user struct<plan string>",

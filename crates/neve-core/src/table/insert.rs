@@ -35,7 +35,6 @@ pub(crate) fn written_within_grace(
     known_ms: Option<i64>,
     age_ms: i64,
     what: &str,
-    version: u64,
 ) -> Result<()> {
     let table_ms = settings.gc_grace_seconds.map(|g| g as i64 * 1000);
     let Some(grace_ms) = [table_ms, known_ms].into_iter().flatten().min() else {
@@ -49,13 +48,11 @@ pub(crate) fn written_within_grace(
     } else {
         "the gc grace of this server's maintenance"
     };
-    Err(Error::CommitConflict {
-        version,
-        reason: format!(
-            "this {what}'s files were written {:.1}s ago, over half {whose} ({:.1}s), so gc may have deleted them; nothing was committed, {what} again",
-            age_ms as f64 / 1000.0,
-            grace_ms as f64 / 1000.0
-        ),
+    Err(Error::WriteOutlivedGrace {
+        what: what.to_string(),
+        whose: whose.to_string(),
+        age_s: age_ms as f64 / 1000.0,
+        grace_s: grace_ms as f64 / 1000.0,
     })
 }
 
@@ -382,7 +379,6 @@ impl Table {
                     opts.gc_grace_ms,
                     self.clock.now_millis() - started_ms,
                     "insert",
-                    snap.version,
                 )?;
                 // A partition source renamed meanwhile: the insert is written again with the
                 // partitioning the table has now.

@@ -158,7 +158,10 @@ impl AppState {
         // Tables the query names; the others are listed for the catalog only.
         let named = wanted.len();
         if refs.information_schema {
-            for address in crate::maintain::discover(std::slice::from_ref(&root)).await {
+            for address in crate::maintain::discover(std::slice::from_ref(&root))
+                .await
+                .tables
+            {
                 let rel = address[root.len()..].trim_start_matches('/');
                 let t = match rel.split_once('/') {
                     // A namespace SQL cannot name (written before such names were refused)

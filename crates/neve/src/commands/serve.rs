@@ -43,21 +43,44 @@ pub async fn maintain(a: MaintainArgs) -> Result<()> {
         config.warehouse = w;
     }
     apply_policy(&mut config, &a.policy);
-    let metrics = neve_server::metrics::Metrics::new();
+    // The checks `neve serve` makes: a worker's gc grace too short loses rows a server is
+    // about to commit.
+    config.validate()?;
+    let metrics = std::sync::Arc::new(neve_server::metrics::Metrics::new());
     if a.once {
-        let tables = neve_server::maintain::discover(&config.table_roots()).await;
-        neve_server::maintain::round(&tables, &config.maintenance, &metrics).await;
-        println!("maintained {} tables", tables.len());
+        let found = neve_server::maintain::discover(&config.table_roots()).await;
+        let failures =
+            neve_server::maintain::round(&found.tables, &config.maintenance, &metrics).await;
+        println!("maintained {} tables", found.tables.len());
+        if failures > 0 || !found.complete {
+            return Err(CliError::MaintenanceFailed {
+                failed: failures,
+                tables: found.tables.len(),
+                listed: found.complete,
+            });
+        }
         return Ok(());
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let lp = tokio::spawn(neve_server::maintain::run(
+    let mut lp = tokio::spawn(neve_server::maintain::run(
         config.table_roots(),
         config.maintenance.clone(),
-        std::sync::Arc::new(metrics),
+        metrics,
+        neve_server::maintain::first_discovery(config.maintenance.interval, rand::random()),
         rx,
     ));
-    shutdown_signal().await;
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        // The loop never ends on its own: if it did, the worker says so rather than idle.
+        ended = &mut lp => {
+            return Err(CliError::MaintenanceStopped {
+                reason: match ended {
+                    Ok(()) => "it returned".into(),
+                    Err(e) => e.to_string(),
+                },
+            });
+        }
+    }
     let _ = tx.send(true);
     lp.abort();
     Ok(())

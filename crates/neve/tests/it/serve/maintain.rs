@@ -110,6 +110,21 @@ fn neve_maintain_merges_every_table_of_a_warehouse() {
         assert_eq!(info(&t)["files"], 1, "{name}");
         assert_eq!(counts(&t), (40, 40));
     }
+    // A worker's grace is checked as the server's is: a short one would take files a server
+    // is about to commit.
+    let out = crate::common::neve(&["maintain", "--warehouse", &w, "--once", "--gc-grace", "1s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("gc_grace (1s) must be at least 10s"), "{err}");
+    // A table that cannot be read: the others are maintained, and the run says it failed.
+    let broken = dir.path().join("broken/_log");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("00000000000000000000.json"), "not json").unwrap();
+    let out = crate::common::neve(&["maintain", "--warehouse", &w, "--once"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(err.contains("maintenance failed on 1 of 3 tables"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("maintained 3 tables"));
 }
 
 /// Two servers ingest into one table while both run maintenance on it, by the table's own
