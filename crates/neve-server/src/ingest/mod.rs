@@ -182,6 +182,13 @@ impl Ingest {
             // Sent under the lock: a flusher that ends for being idle takes it to leave, so
             // nothing is sent to a queue that is no longer read.
             let mut queues = self.queues.lock().await;
+            // A flusher that panicked (a bug) left its queue unread: a new one takes over, so
+            // one bad batch does not refuse the table's inserts until a restart.
+            if queues.get(address).is_some_and(|s| s.is_closed()) {
+                tracing::error!(table = %address, "insert queue's flusher ended unexpectedly; starting a new one");
+                queues.remove(address);
+                self.metrics.ingest_queues.dec();
+            }
             let sender = queues.entry(address.to_string()).or_insert_with(|| {
                 let (s, r) = mpsc::unbounded_channel();
                 let flusher = Flusher {
