@@ -333,3 +333,31 @@ impl Metrics {
         neve_proxy::process::render(&self.registry)
     }
 }
+
+/// `GET /metrics` (and `/healthz`) alone on `listener`, for a process that serves nothing else
+/// (`neve maintain --metrics-listen`), until `shutdown` resolves.
+pub async fn serve_alone(
+    listener: tokio::net::TcpListener,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        metrics.render(),
+                    )
+                }
+            }),
+        );
+    neve_proxy::serve::serve(listener, app, Default::default(), None, shutdown).await;
+}

@@ -132,6 +132,9 @@ pub struct MaintainArgs {
     /// One round, then exit.
     #[arg(long)]
     pub once: bool,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address (port 0: any free port).
+    #[arg(long, conflicts_with = "once")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub policy: MaintenanceArgs,
 }

@@ -62,6 +62,23 @@ pub async fn maintain(a: MaintainArgs) -> Result<()> {
         return Ok(());
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
+    if let Some(addr) = a.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| neve_server::Error::Listen { addr, source })?;
+        println!(
+            "neve maintain metrics on http://{}/metrics",
+            listener.local_addr()?
+        );
+        let mut stop = rx.clone();
+        tokio::spawn(neve_server::metrics::serve_alone(
+            listener,
+            metrics.clone(),
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        ));
+    }
     let mut lp = tokio::spawn(neve_server::maintain::run(
         config.table_roots(),
         config.maintenance.clone(),

@@ -197,3 +197,59 @@ async fn two_servers_merge_by_the_table_policy_while_ingesting() {
     }
     assert!(merges >= 2.0, "{merges} merges");
 }
+
+/// A dedicated worker exports what it does: `neve maintain --metrics-listen` serves
+/// `/metrics`, where its merges are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintain_worker_serves_its_metrics() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().display().to_string();
+    let t = format!("{w}/a");
+    let data = dir.path().join("rows.ndjson");
+    neve_ok(&["create", &t, "--sort-by", "id"]);
+    for r in 0..3u64 {
+        std::fs::write(&data, rows(r * 10, 10)).unwrap();
+        neve_ok(&["insert", &t, data.to_str().unwrap()]);
+    }
+    let mut child = Command::new(crate::common::neve_bin())
+        .args([
+            "maintain",
+            "--warehouse",
+            &w,
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--maintenance-interval",
+            "1s",
+            "--merge-min-files",
+            "2",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("neve maintain metrics on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let c = client();
+    let mut merges = 0.0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let text = c.get(&url).send().await.unwrap().text().await.unwrap();
+        merges = metric(&text, "neve_merges_total");
+        if merges > 0.0 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(merges > 0.0, "no merge counted");
+    assert_eq!(info(&t)["files"], 1);
+    assert_eq!(counts(&t), (30, 30));
+}
