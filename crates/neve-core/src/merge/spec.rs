@@ -479,19 +479,9 @@ fn tokenize(s: &str) -> std::result::Result<Vec<String>, String> {
             chars.next();
         } else if c == '"' {
             chars.next();
-            let mut name = String::from('\u{0}');
-            loop {
-                match chars.next() {
-                    Some('"') if chars.peek() == Some(&'"') => {
-                        chars.next();
-                        name.push('"');
-                    }
-                    Some('"') => break,
-                    Some(c) => name.push(c),
-                    None => return Err("a quoted name is not closed".into()),
-                }
-            }
-            out.push(name);
+            let name =
+                crate::schema::read_quoted(&mut chars, '"').ok_or("a quoted name is not closed")?;
+            out.push(format!("\u{0}{name}"));
         } else if c.is_alphanumeric() || c == '_' || c == '.' {
             let mut name = String::new();
             while let Some(&c) = chars.peek() {

@@ -481,31 +481,23 @@ pub enum AlterOp {
 
 /// `text` cut at whitespace outside double quotes; a quoted part loses its quotes, and `""`
 /// inside one is a quote (as the shell would have handed the words over).
-fn split_words(text: &str) -> Vec<String> {
+fn split_words(text: &str) -> std::result::Result<Vec<String>, &'static str> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '"' => {
-                let w = word.get_or_insert_with(String::new);
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' if chars.peek() == Some(&'"') => {
-                            chars.next();
-                            w.push('"');
-                        }
-                        '"' => break,
-                        q => w.push(q),
-                    }
-                }
+                let quoted =
+                    super::read_quoted(&mut chars, '"').ok_or("a quoted name is not closed")?;
+                word.get_or_insert_with(String::new).push_str(&quoted);
             }
             c if c.is_whitespace() => words.extend(word.take()),
             c => word.get_or_insert_with(String::new).push(c),
         }
     }
     words.extend(word);
-    words
+    Ok(words)
 }
 
 impl AlterOp {
@@ -515,7 +507,10 @@ impl AlterOp {
         let split;
         let words = match words {
             [one] if one.trim().contains(char::is_whitespace) => {
-                split = split_words(one);
+                split = split_words(one).map_err(|reason| Error::InvalidSchema {
+                    spec: one.clone(),
+                    reason: reason.into(),
+                })?;
                 &split[..]
             }
             _ => words,

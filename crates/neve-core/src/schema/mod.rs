@@ -31,6 +31,25 @@ use crate::error::{Error, Result};
 pub use ddl::{format_column, format_name, parse_column, parse_schema, parse_type};
 pub use evolve::{AlterOp, MAX_FIELDS, MAX_NESTING};
 
+/// The rest of a name in `quote`s, its opening quote already read; a doubled quote inside is
+/// the quote itself. None when the text ends before the closing quote.
+pub(crate) fn read_quoted(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    quote: char,
+) -> Option<String> {
+    let mut name = String::new();
+    loop {
+        match chars.next()? {
+            c if c == quote && chars.peek() == Some(&quote) => {
+                chars.next();
+                name.push(quote);
+            }
+            c if c == quote => return Some(name),
+            c => name.push(c),
+        }
+    }
+}
+
 /// The Arrow field metadata key Parquet field ids travel in (arrow-rs reads and writes it).
 pub const FIELD_ID_KEY: &str = "PARQUET:field_id";
 

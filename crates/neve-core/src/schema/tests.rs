@@ -424,6 +424,8 @@ fn a_change_given_as_one_argument_is_split_as_the_shell_would() {
         words(&["rename", "column", "a \"b\"", "to", "c"])
     );
     assert_eq!(one("set gc_grace=1h"), words(&["set", "gc_grace=1h"]));
+    let e = AlterOp::parse(&["drop column \"name".to_string()]).unwrap_err();
+    assert!(e.to_string().contains("not closed"), "{e}");
 }
 
 #[test]
