@@ -230,7 +230,7 @@ class Client:
                 # A server restarting refuses for a moment (a rolling update): back off and
                 # come back, from a quarter of a second up to 5 s between tries.
                 if (isinstance(e, ConnectionRefusedError) or (broke and repeatable)) and attempt < self.retries:
-                    time.sleep(min(0.25 * 2**attempt, 5.0))
+                    time.sleep(_backoff(attempt))
                     continue
                 raise UnreachableError(self._unreachable(e, attempt + 1, wait_for)) from e
             if 200 <= r.status < 300:
@@ -419,8 +419,13 @@ def _retry_after(header: Optional[str], attempt: int) -> float:
             except (TypeError, ValueError, IndexError, OverflowError):
                 wait = None
     if wait is None or wait != wait:
-        wait = min(0.25 * 2**attempt, 5.0)
+        wait = _backoff(attempt)
     return min(max(wait, 0.0), 30.0)
+
+
+def _backoff(attempt: int) -> float:
+    """The wait before try `attempt + 1`: a quarter of a second, doubling, at most 5 s."""
+    return min(0.25 * 2**attempt, 5.0)
 
 
 def _cut_short(e: Exception) -> NeveError:

@@ -267,20 +267,11 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        {
-            state
-                .metrics
-                .query_read_bytes
-                .inc_by(state.queries.read_bytes_since_last());
-            state.metrics.render()
-        },
-    )
-        .into_response()
+    state
+        .metrics
+        .query_read_bytes
+        .inc_by(state.queries.read_bytes_since_last());
+    state.metrics.response()
 }
 
 #[derive(Debug, Default, Deserialize)]

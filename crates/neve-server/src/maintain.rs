@@ -145,8 +145,8 @@ fn failed(metrics: &Metrics, task: &'static str) {
         .inc();
 }
 
-/// Merge then gc one table under its own policy (its settings over `policy`); returns how
-/// long until it is due again.
+/// Merge then gc one table under its own policy (its settings over `policy`): when it is due
+/// again, and whether a step failed.
 async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) -> Visit {
     let refused = Visit {
         again: policy.interval,

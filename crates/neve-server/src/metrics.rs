@@ -332,6 +332,19 @@ impl Metrics {
     pub fn render(&self) -> String {
         neve_proxy::process::render(&self.registry)
     }
+
+    /// `GET /metrics`' answer: [`Metrics::render`] with its content type.
+    pub fn response(&self) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            self.render(),
+        )
+            .into_response()
+    }
 }
 
 /// `GET /metrics` (and `/healthz`) alone on `listener`, for a process that serves nothing else
@@ -348,15 +361,7 @@ pub async fn serve_alone(
             "/metrics",
             get(move || {
                 let metrics = metrics.clone();
-                async move {
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        metrics.render(),
-                    )
-                }
+                async move { metrics.response() }
             }),
         );
     neve_proxy::serve::serve(listener, app, Default::default(), None, shutdown).await;
