@@ -15,6 +15,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+mod csv_lines;
 mod json;
 mod sample;
 
@@ -570,7 +571,16 @@ fn open_csv(
         .with_delimiter(delimiter);
     let (inferred, _) = format
         .infer_schema(Cursor::new(&head), Some(opts.infer_rows))
-        .map_err(|e| csv_error(&name, &inferred_names(&head, delimiter), 0, e))?;
+        .map_err(|e| {
+            let starts = csv_lines::record_starts(&head, delimiter);
+            csv_error(&name, &inferred_names(&head, delimiter), e, &|n| match n {
+                // The first record at or below the line its reading began on.
+                Reported::At(l) => starts.iter().copied().find(|&s| s >= l).or(Some(l)),
+                Reported::Record(r) => starts
+                    .get(usize::try_from(r).ok()?.checked_sub(1)?)
+                    .copied(),
+            })
+        })?;
     if inferred.fields().is_empty() {
         return Ok(OpenedInput::empty(name, InputFormat::Csv));
     }
@@ -578,27 +588,35 @@ fn open_csv(
     let schema = Arc::new(decode_schema(&inferred, table)?);
     let raw = raw_schema(&schema);
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let header_lines = u64::from(opts.csv_header);
+    let (tracked, lines) = csv_lines::LineTracker::new(Cursor::new(head).chain(rest), delimiter);
     let rdr = arrow::csv::ReaderBuilder::new(raw)
         .with_header(opts.csv_header)
         .with_delimiter(delimiter)
         .with_batch_size(opts.batch_rows)
-        .build(Cursor::new(head).chain(rest))?;
+        .build(tracked)?;
     let n = name.clone();
     let s = schema.clone();
     let text = opts.text;
-    let mut records = 0u64;
+    let mut header = opts.csv_header;
     Ok(OpenedInput {
         name,
         format: InputFormat::Csv,
         schema,
         batches: Box::new(rdr.map(move |r| {
-            let raw = r.map_err(|e| csv_error(&n, &names, header_lines, e))?;
-            let first = records;
-            records += raw.num_rows() as u64;
-            // Lines, assuming no quoted field spans lines.
-            typed(raw, &s, &text, &n, &|i| {
-                format!("line {}", header_lines + first + i as u64 + 1)
+            // arrow-csv numbers records, the header among them; the tracker knows their lines.
+            let raw = r.map_err(|e| {
+                csv_error(&n, &names, e, &|n| match n {
+                    Reported::Record(r) => lines.line_of(r),
+                    Reported::At(r) => lines.line_of(r + 1),
+                })
+            })?;
+            if std::mem::take(&mut header) {
+                lines.claim(1);
+            }
+            let at = lines.claim(raw.num_rows());
+            typed(raw, &s, &text, &n, &|i| match at.get(i) {
+                Some(line) => format!("line {line}"),
+                None => format!("record {}", i + 1),
             })
         })),
     })
@@ -677,32 +695,60 @@ fn inferred_names(head: &[u8], delimiter: u8) -> Vec<String> {
         .collect()
 }
 
-/// Turn arrow-csv's messages ("... for column 2 at line 5 ...") into a located error.
-fn csv_error(name: &str, names: &[String], header_lines: u64, e: ArrowError) -> Error {
+/// How arrow-csv's messages number a CSV record.
+#[derive(Debug, Clone, Copy)]
+enum Reported {
+    /// "for line N" (the decoder's field-count and UTF-8 errors): the Nth record from 1, the
+    /// header among them.
+    Record(u64),
+    /// "at line N": from the decoder's value errors, the record after the Nth; from the
+    /// schema's inference (the `csv` crate), the line where reading the record began, before
+    /// any blank lines above it.
+    At(u64),
+}
+
+/// Turn arrow-csv's messages ("... for column 2 at line 5 ...") into a located error, its
+/// line the file's (`to_line`) and not repeated in the message.
+fn csv_error(
+    name: &str,
+    names: &[String],
+    e: ArrowError,
+    to_line: &dyn Fn(Reported) -> Option<u64>,
+) -> Error {
     let msg = match &e {
         ArrowError::ParseError(m) | ArrowError::CsvError(m) => m.clone(),
         other => other.to_string(),
     };
-    let number_after = |key: &str| -> Option<u64> {
-        let i = msg.find(key)? + key.len();
+    let number_after = |key: &str| -> Option<(usize, u64)> {
+        let at = msg.find(key)?;
+        let i = at + key.len();
         let digits: String = msg[i..]
             .chars()
             .take_while(|c| c.is_ascii_digit())
             .collect();
-        digits.parse().ok()
+        Some((at, digits.parse().ok()?))
     };
-    // Value errors count data records ("at line N" is the Nth record); field-count errors
-    // count file lines. Report file lines.
-    let line = number_after("at line ")
-        .map(|l| l + header_lines)
-        .or_else(|| number_after("for line "));
-    let column = number_after("for column ").and_then(|c| names.get(c as usize).cloned());
-    let mut message = match msg.find(". Row data") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.clone(),
+    let (line, cut) = match (number_after(" at line "), number_after(" for line ")) {
+        (Some((at, n)), _) => (to_line(Reported::At(n)), Some(at)),
+        (None, Some((at, n))) => (to_line(Reported::Record(n)), Some(at)),
+        (None, None) => (None, None),
     };
-    if let Some(i) = message.find(" for column ") {
-        message.truncate(i);
+    let column = number_after("for column ").and_then(|(_, c)| names.get(c as usize).cloned());
+    let mut message = msg.clone();
+    for end in [". Row data", " for column "] {
+        if let Some(i) = message.find(end) {
+            message.truncate(i);
+        }
+    }
+    // The decoder's own number, wrong past blank lines, goes: "… for line 7, expected 2 got 1"
+    // becomes "…, expected 2 got 1" beside the located line.
+    if let Some(at) = cut.filter(|&at| at < message.len()) {
+        let rest = &message[at + 1..];
+        let skip = rest
+            .find(|c: char| c.is_ascii_digit())
+            .map(|d| d + rest[d..].chars().take_while(char::is_ascii_digit).count())
+            .unwrap_or(rest.len());
+        message = format!("{}{}", &message[..at], &rest[skip..]);
     }
     invalid(name, line, column, message)
 }

@@ -139,3 +139,45 @@ fn json_integers_beyond_i64_are_uint64() {
         .collect();
     assert_eq!(values, [u64::MAX, 1]);
 }
+
+fn csv_error_of(body: &str, infer_rows: usize) -> String {
+    let opts = ReadOptions {
+        format: Some(InputFormat::Csv),
+        infer_rows,
+        batch_rows: 2,
+        ..Default::default()
+    };
+    let input = match open_bytes(
+        "t.csv",
+        body.to_string().into(),
+        &opts,
+        &TableSchema::default(),
+    ) {
+        Ok(input) => input,
+        Err(e) => return e.to_string(),
+    };
+    input
+        .batches
+        .map(|b| b.map(|_| ()))
+        .collect::<Result<Vec<_>>>()
+        .unwrap_err()
+        .to_string()
+}
+
+/// An error names the file's line, counting the blank lines the reader skips and the line
+/// breaks inside quoted fields, whichever batch it falls in.
+#[test]
+fn csv_errors_name_file_lines_past_blank_lines_and_quoted_breaks() {
+    let body = "id,note\n1,a\n\n2,\"two\nlines\"\n\r\n3,b\nx,c\n";
+    let e = csv_error_of(body, 1);
+    assert!(e.contains("line 8") && e.contains("id"), "{e}");
+    // A record with too few fields, below blank lines: found while inferring the types, and
+    // while reading the rows below the sample.
+    for infer_rows in [100, 2] {
+        let e = csv_error_of("a,b\n1,2\n\n\n3,4\n\n5\n6,7\n", infer_rows);
+        assert!(
+            e.contains("line 7") && !e.contains("line 6"),
+            "{infer_rows}: {e}"
+        );
+    }
+}
