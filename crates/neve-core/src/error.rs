@@ -204,6 +204,14 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// The result's format cannot hold its types (CSV and nested values): the query is fine,
+    /// another format answers it.
+    #[error("the result cannot be written as {format}: {reason}; choose another format (arrow, parquet, json)")]
+    ResultUnwritable {
+        format: &'static str,
+        reason: String,
+    },
+
     /// The SQL text does not parse.
     #[error("SQL syntax error: {message}")]
     SqlSyntax { message: String },
@@ -385,6 +393,7 @@ impl Error {
             | EngineCannotMerge { .. }
             | SqlSyntax { .. }
             | InvalidQuery { .. }
+            | ResultUnwritable { .. }
             | QueryOutOfMemory { .. } => ErrorKind::BadInput,
             TableNotFound { .. }
             | VersionNotFound { .. }

@@ -162,11 +162,26 @@ struct SharedTenant {
     access_keys: Vec<AccessKeyConfig>,
 }
 
+/// A TOML error as its line and column and what is wrong, never the line itself: toml's own
+/// message quotes the offending line, which in this file may hold a secret key or a token.
+pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let before = &text.as_bytes()[..span.start.min(text.len())];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message.to_string(),
+    }
+}
+
 impl ProxyConfig {
     /// Read the shared TOML file. `warehouse` may be left to a flag.
     pub fn from_toml(text: &str) -> Result<Self> {
         let f: SharedFile = toml::from_str(text).map_err(|e| Error::InvalidConfig {
-            reason: e.to_string(),
+            reason: toml_error(text, &e),
         })?;
         Ok(Self {
             warehouse: f.warehouse.unwrap_or_default(),
@@ -400,6 +415,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("listen_typo"));
+        // A typo beside a secret: the refusal names the field and its place, not the line.
+        let e = ProxyConfig::from_toml(
+            "[[tenants]]\nname = 'a'\naccess_keys = [{ id = 'AK', secret = 'sk-9f8e', bukets = ['x'] }]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("bukets") && e.contains("line 3"), "{e}");
+        assert!(!e.contains("sk-9f8e"), "{e}");
         // A tenant's folder is its own: not the whole warehouse, not another's, not a path.
         let tenants = |a: &str, b: &str| {
             ProxyConfig::from_toml(&format!(

@@ -221,7 +221,7 @@ impl ServerConfig {
     /// Read a TOML file.
     pub fn from_toml(text: &str) -> Result<Self> {
         toml::from_str(text).map_err(|e| Error::InvalidConfig {
-            reason: e.to_string(),
+            reason: neve_proxy::config::toml_error(text, &e),
         })
     }
 
@@ -335,8 +335,18 @@ mod tests {
         let e = ServerConfig::from_toml("flush = 1").unwrap_err();
         assert!(e.to_string().contains("flush"), "{e}");
         // The admin token comes from `--token` or `NEVE_TOKEN`, never in clear from the file.
-        let e = ServerConfig::from_toml(r#"admin_token = "secret""#).unwrap_err();
-        assert!(e.to_string().contains("admin_token"), "{e}");
+        // …and the refusal does not quote the line that holds it.
+        let e = ServerConfig::from_toml("listen = \"127.0.0.1:1\"\nadmin_token = \"s3cr3t\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("admin_token") && e.contains("line 2"), "{e}");
+        assert!(!e.contains("s3cr3t"), "{e}");
+        let e = ServerConfig::from_toml(
+            "[[tenants]]\nname = \"a\"\ntokens = [{ sha256 = \"ab\", roel = \"x\", plain = \"s3cr3t\" }]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!e.contains("s3cr3t"), "{e}");
         // Open to the network without a token: refused.
         let open = ServerConfig {
             listen: "0.0.0.0:8080".parse().unwrap(),

@@ -103,10 +103,34 @@ pub fn query_error(e: DataFusionError) -> Error {
                 }
             }
         }
+        // The store failing under a scan: DataFusion's Parquet reader wraps the store's error
+        // in its own (data reads) or only in text (a footer's read).
+        _ if store_failure(&e) => Error::QueryStorage {
+            message: root_message(&e),
+        },
         _ => Error::QueryFailed {
             message: root_message(&e),
         },
     }
+}
+
+/// Whether an object store error caused `e`: found in its chain of sources, or named in the
+/// text of the reader's footer error ("Failed to fetch metadata for file …: Object Store
+/// error: …"), which keeps no source.
+fn store_failure(e: &DataFusionError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<object_store::Error>().is_some() {
+            return true;
+        }
+        if let Some(parquet::errors::ParquetError::General(m)) = c.downcast_ref() {
+            if m.starts_with("Failed to fetch metadata") && m.contains(": Object Store error: ") {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// A pattern that does not compile: the regex crate's error, or the parser's that DataFusion's
@@ -117,4 +141,40 @@ fn is_regex_error(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
 
 fn root_message(e: &DataFusionError) -> String {
     e.find_root().strip_backtrace()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::errors::ParquetError;
+
+    fn gone() -> object_store::Error {
+        object_store::Error::NotFound {
+            path: "t/_data/p.parquet".into(),
+            source: "gone".into(),
+        }
+    }
+
+    fn read() -> DataFusionError {
+        DataFusionError::ParquetError(Box::new(ParquetError::External(Box::new(gone()))))
+    }
+
+    /// A store failing under a scan is the store's error (503, retried), not a fault (500).
+    #[test]
+    fn a_store_failure_under_a_scan_is_a_storage_error() {
+        let footer = DataFusionError::ParquetError(Box::new(ParquetError::General(format!(
+            "Failed to fetch metadata for file t/_data/p.parquet: {}",
+            DataFusionError::ObjectStore(Box::new(gone()))
+        ))));
+        let in_context = DataFusionError::Context("scan".into(), Box::new(read()));
+        for e in [read(), footer, in_context] {
+            let e = query_error(e);
+            assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        }
+        // A corrupt footer is not the store's.
+        let corrupt = DataFusionError::ParquetError(Box::new(ParquetError::General(
+            "Failed to fetch metadata for file p.parquet: Parquet error: bad magic".into(),
+        )));
+        assert_eq!(query_error(corrupt).kind(), ErrorKind::Internal);
+    }
 }

@@ -3,6 +3,7 @@
 //! group). `neve sql` writes them to a file or stdout, `neve serve` to a response body.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -11,6 +12,76 @@ use crate::error::Result;
 
 fn write_err(source: std::io::Error) -> crate::Error {
     crate::Error::ResultWrite { source }
+}
+
+/// A writer's error: its destination failing (a closed pipe, a full disk) is the
+/// destination's; a value the format cannot hold is the format's (CSV and nested values).
+fn arrow_err(format: &'static str, e: arrow::error::ArrowError) -> crate::Error {
+    use arrow::error::ArrowError;
+    match e {
+        ArrowError::IoError(_, source) => write_err(source),
+        ArrowError::ExternalError(x) if x.is::<std::io::Error>() => {
+            write_err(*x.downcast::<std::io::Error>().expect("checked"))
+        }
+        ArrowError::CsvError(reason)
+        | ArrowError::JsonError(reason)
+        | ArrowError::InvalidArgumentError(reason)
+        | ArrowError::NotYetImplemented(reason)
+        | ArrowError::SchemaError(reason) => crate::Error::ResultUnwritable { format, reason },
+        e => e.into(),
+    }
+}
+
+fn parquet_err(
+    format: &'static str,
+    e: parquet::errors::ParquetError,
+    failure: &Failure,
+) -> crate::Error {
+    use parquet::errors::ParquetError;
+    if let Some((kind, message)) = failure.0.lock().expect("failure poisoned").take() {
+        return write_err(std::io::Error::new(kind, message));
+    }
+    match e {
+        ParquetError::External(x) if x.is::<std::io::Error>() => {
+            write_err(*x.downcast::<std::io::Error>().expect("checked"))
+        }
+        ParquetError::ArrowError(reason) | ParquetError::NYI(reason) => {
+            crate::Error::ResultUnwritable { format, reason }
+        }
+        e => e.into(),
+    }
+}
+
+/// The destination's first error, kept: the Parquet writer's buffer reports it only as text
+/// ("fail to get inner writer").
+#[derive(Debug, Clone, Default)]
+pub struct Failure(Arc<Mutex<Option<(std::io::ErrorKind, String)>>>);
+
+/// The destination, its errors noted in a [`Failure`].
+pub struct Watched<W> {
+    inner: W,
+    failure: Failure,
+}
+
+impl<W: Write> Watched<W> {
+    fn noted<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            let mut f = self.failure.0.lock().expect("failure poisoned");
+            f.get_or_insert_with(|| (e.kind(), e.to_string()));
+        }
+        r
+    }
+}
+
+impl<W: Write> Write for Watched<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.noted(r)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.noted(r)
+    }
 }
 
 /// A result format.
@@ -73,7 +144,7 @@ pub enum ResultWriter<W: Write + Send> {
     Csv(Box<arrow::csv::Writer<W>>),
     Json(arrow::json::ArrayWriter<W>),
     Ndjson(arrow::json::LineDelimitedWriter<W>),
-    Parquet(Box<parquet::arrow::ArrowWriter<W>>),
+    Parquet(Box<parquet::arrow::ArrowWriter<Watched<W>>>, Failure),
     Arrow(arrow::ipc::writer::StreamWriter<W>),
 }
 
@@ -97,45 +168,75 @@ impl<W: Write + Send> ResultWriter<W> {
                     .with_explicit_nulls(true)
                     .build::<_, arrow::json::writer::LineDelimited>(out),
             ),
-            ResultFormat::Parquet => Self::Parquet(Box::new(parquet::arrow::ArrowWriter::try_new(
-                out, schema, None,
-            )?)),
-            ResultFormat::Arrow => {
-                Self::Arrow(arrow::ipc::writer::StreamWriter::try_new(out, &schema)?)
+            ResultFormat::Parquet => {
+                let failure = Failure::default();
+                let out = Watched {
+                    inner: out,
+                    failure: failure.clone(),
+                };
+                Self::Parquet(
+                    Box::new(
+                        parquet::arrow::ArrowWriter::try_new(out, schema, None)
+                            .map_err(|e| parquet_err("Parquet", e, &failure))?,
+                    ),
+                    failure,
+                )
             }
+            ResultFormat::Arrow => Self::Arrow(
+                arrow::ipc::writer::StreamWriter::try_new(out, &schema)
+                    .map_err(|e| arrow_err("Arrow", e))?,
+            ),
         })
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let format = self.format();
         match self {
-            Self::Csv(w) => w.write(batch)?,
-            Self::Json(w) => w.write(batch)?,
-            Self::Ndjson(w) => w.write(batch)?,
-            Self::Parquet(w) => w.write(batch)?,
-            Self::Arrow(w) => w.write(batch)?,
+            Self::Csv(w) => w.write(batch).map_err(|e| arrow_err(format, e)),
+            Self::Json(w) => w.write(batch).map_err(|e| arrow_err(format, e)),
+            Self::Ndjson(w) => w.write(batch).map_err(|e| arrow_err(format, e)),
+            Self::Parquet(w, failure) => {
+                w.write(batch).map_err(|e| parquet_err(format, e, failure))
+            }
+            Self::Arrow(w) => w.write(batch).map_err(|e| arrow_err(format, e)),
         }
-        Ok(())
+    }
+
+    fn format(&self) -> &'static str {
+        match self {
+            Self::Csv(_) => "CSV",
+            Self::Json(_) => "JSON",
+            Self::Ndjson(_) => "NDJSON",
+            Self::Parquet(..) => "Parquet",
+            Self::Arrow(_) => "Arrow",
+        }
     }
 
     /// End the result (JSON's closing bracket, Parquet's footer, Arrow's end marker) and
     /// flush; returns the writer.
     pub fn finish(self) -> Result<W> {
+        let format = self.format();
+        let a = |e| arrow_err(format, e);
         let mut out = match self {
             Self::Csv(w) => w.into_inner(),
             Self::Json(mut w) => {
-                w.finish()?;
+                w.finish().map_err(a)?;
                 let mut out = w.into_inner();
                 out.write_all(b"\n").map_err(write_err)?;
                 out
             }
             Self::Ndjson(mut w) => {
-                w.finish()?;
+                w.finish().map_err(a)?;
                 w.into_inner()
             }
-            Self::Parquet(w) => w.into_inner()?,
+            Self::Parquet(w, failure) => {
+                w.into_inner()
+                    .map_err(|e| parquet_err(format, e, &failure))?
+                    .inner
+            }
             Self::Arrow(mut w) => {
-                w.finish()?;
-                w.into_inner()?
+                w.finish().map_err(a)?;
+                w.into_inner().map_err(a)?
             }
         };
         out.flush().map_err(write_err)?;
@@ -195,6 +296,55 @@ mod tests {
         let r = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(pq, 1024).unwrap();
         let rows: usize = r.map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, 3);
+    }
+
+    /// A destination that refuses every byte, as a pipe whose reader has gone.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+    }
+
+    /// The destination failing is the destination's error (exit 74), in every format; a type
+    /// the format cannot hold is the format's (exit 65); neither is a fault of neve's (70).
+    #[test]
+    fn writer_errors_are_the_destinations_or_the_formats() {
+        let b = batch();
+        for format in [
+            ResultFormat::Csv,
+            ResultFormat::Json,
+            ResultFormat::Ndjson,
+            ResultFormat::Parquet,
+            ResultFormat::Arrow,
+        ] {
+            let e = ResultWriter::new(format, b.schema(), Closed)
+                .and_then(|mut w| {
+                    for _ in 0..2000 {
+                        w.write(&b)?;
+                    }
+                    w.finish().map(|_| ())
+                })
+                .unwrap_err();
+            assert!(
+                matches!(e, crate::Error::ResultWrite { .. }),
+                "{format:?}: {e:?}"
+            );
+            assert_eq!(e.exit_code(), 74);
+        }
+        let nested = arrow::array::StructArray::from(vec![(
+            Arc::new(Field::new("x", DataType::Int64, false)),
+            Arc::new(Int64Array::from(vec![1])) as arrow::array::ArrayRef,
+        )]);
+        let nested = RecordBatch::try_from_iter([("s", Arc::new(nested) as _)]).unwrap();
+        let mut w = ResultWriter::new(ResultFormat::Csv, nested.schema(), Vec::new()).unwrap();
+        let e = w.write(&nested).unwrap_err();
+        assert!(matches!(e, crate::Error::ResultUnwritable { .. }), "{e:?}");
+        assert_eq!(e.exit_code(), 65);
     }
 
     #[test]
