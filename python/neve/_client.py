@@ -87,10 +87,20 @@ def _error(status: int, body: bytes) -> NeveError:
         code, message = "", body.decode("utf-8", "replace")
     cls = _BY_CODE.get(code)
     if cls is None:
-        # Other codes (`commit_failed`: a request that shared a failed commit) by their status.
-        by_status = {404: NotFoundError, 409: ConflictError, 503: StorageError}
+        # Other codes by their status, and answers that are not the server's: a reverse proxy
+        # in front of it refusing (401, 403, 429) or giving up on it (502, 504: the call may
+        # or may not have been done, as when a connection breaks).
+        by_status = {401: AuthError, 403: AuthError, 404: NotFoundError, 409: ConflictError,
+                     429: ServerBusyError, 502: UnreachableError, 503: StorageError, 504: UnreachableError}
         cls = by_status.get(status) or (InvalidInputError if 400 <= status < 500 else InternalError)
     return cls(f"{status} {code}: {message}".strip())
+
+
+def _code(body: bytes) -> str:
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return ""
 
 
 class Client:
@@ -243,8 +253,11 @@ class Client:
                 raise InvalidInputError(
                     f"{self.url}: the server redirects ({r.status}) to {where}: connect to that URL")
             # Overloaded or restarting: come back when told to. With the request's
-            # idempotency key a retry never adds rows twice.
-            if r.status in (429, 503) and attempt < self.retries:
+            # idempotency key a retry never adds rows twice. A call that is not repeatable is
+            # sent again only when refused before any work (a store failing under it may have
+            # done it: a table created, then the answer lost).
+            before_work = _code(data) in ("overloaded", "too_many_queries", "shutting_down")
+            if r.status in (429, 503) and attempt < self.retries and (repeatable or before_work):
                 time.sleep(_retry_after(r.getheader("Retry-After"), attempt))
                 continue
             raise _error(r.status, data)
@@ -300,7 +313,7 @@ class Client:
         if settings:
             from neve import _text_map
 
-            spec["settings"] = _text_map(settings)
+            spec["settings"] = _text_map(settings, "settings")
         # Not sent again after a broken connection: had the first one created the table, the
         # second would answer ConflictError.
         return self._call("PUT", f"/v1/tables/{urllib.parse.quote(name, safe='/')}", json.dumps(spec).encode(),

@@ -1,4 +1,5 @@
 """`neve.connect` against the built `neve serve`: create, insert, retry, refuse, query."""
+import json
 import subprocess
 import time
 
@@ -358,7 +359,7 @@ def fake_server():
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             answers[0](self)
 
-        do_GET = do_POST
+        do_GET = do_PUT = do_POST
 
         def log_message(self, *args):
             pass
@@ -458,3 +459,60 @@ def test_a_forked_child_never_shares_the_parent_s_connection(server):
     assert os.WEXITSTATUS(status) == 0
     # The parent's connection is still its own, and still works.
     assert c.tables() == ["f"] and c._idle.conn is parent_conn
+
+
+def test_create_table_takes_settings(server):
+    url, warehouse = server
+    c = neve.connect(url, token="s3cret")
+    c.create_table("tuned", settings={"merge_min_files": 7, "gc_grace": None})
+    assert neve.Table(warehouse / "tuned").info()["settings"]["mergeMinFiles"] == 7
+    with pytest.raises(TypeError, match="settings"):
+        c.create_table("bad", settings=["merge_min_files"])
+
+
+def test_a_create_the_store_failed_under_is_not_sent_again(fake_server):
+    """A 503 from the store may come after the table was made: sending it again would answer
+    ConflictError for a table this call created. Refusals before any work are retried."""
+    calls = []
+
+    def answer(code):
+        def respond(h):
+            calls.append(h.command)
+            body = json.dumps({"error": {"code": code, "message": "x"}}).encode()
+            h.send_response(503)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Retry-After", "0")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+        return respond
+
+    c = neve.connect(fake_server(answer("storage_unavailable")), token="t", retries=2)
+    with pytest.raises(neve.StorageError):
+        c.create_table("t")
+    assert calls == ["PUT"]
+    calls.clear()
+    c = neve.connect(fake_server(answer("shutting_down")), token="t", retries=2)
+    with pytest.raises(neve.ServerBusyError):
+        c.create_table("t")
+    assert calls == ["PUT"] * 3
+
+
+def test_answers_of_a_proxy_in_front_are_named_by_their_status(fake_server):
+    def status(n):
+        def respond(h):
+            h.send_response(n)
+            h.send_header("Content-Type", "text/html")
+            h.send_header("Content-Length", "9")
+            h.end_headers()
+            h.wfile.write(b"<h1>x</h1"[:9])
+        return respond
+
+    for n, cls in [(401, neve.AuthError), (403, neve.AuthError), (504, neve.UnreachableError),
+                   (502, neve.UnreachableError)]:
+        with pytest.raises(cls):
+            neve.connect(fake_server(status(n)), token="t", retries=0).tables()
+    # A gateway giving up on an insert: the key to repeat it with is named.
+    with pytest.raises(neve.UnreachableError) as e:
+        neve.connect(fake_server(status(504)), token="t", retries=0).insert("t", [{"id": 1}])
+    assert e.value.idempotency_key

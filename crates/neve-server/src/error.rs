@@ -80,7 +80,13 @@ pub enum Error {
 
     /// The flush (group commit) that held the request failed; none of its rows are visible.
     #[error("commit failed: {reason}")]
-    CommitFailed { kind: ErrorKind, reason: String },
+    CommitFailed {
+        kind: ErrorKind,
+        /// The code of the error that failed it (`schema_conflict`, `storage_unavailable`…),
+        /// so a client tells these apart as it does when a request fails alone.
+        code: &'static str,
+        reason: String,
+    },
 
     /// Line protocol: one measurement's rows were refused (or failed to commit).
     #[error("measurement '{measurement}': {source}")]
@@ -169,6 +175,7 @@ impl Error {
                 503 => ErrorKind::Unavailable,
                 _ => ErrorKind::Internal,
             },
+            code: self.code(),
             reason: self.to_string(),
         }
     }
@@ -202,32 +209,9 @@ impl Error {
             Error::TooManyQueries { .. } => "too_many_queries",
             Error::QueryTimeout { .. } => "query_timeout",
             Error::NotAcceptable { .. } | Error::ResultNotWritable { .. } => "not_acceptable",
-            Error::CommitFailed { .. } => "commit_failed",
+            Error::CommitFailed { code, .. } => code,
             Error::InMeasurement { source, .. } => source.code(),
-            Error::Table(e) => match e {
-                neve_core::Error::InvalidInput { .. } => "invalid_input",
-                // What the Python package raises as `SchemaError` has codes of its own, so its
-                // client raises the same exception for the server's answer.
-                neve_core::Error::InvalidValue { .. } => "invalid_value",
-                neve_core::Error::UnsupportedType { .. }
-                | neve_core::Error::InvalidSchema { .. }
-                | neve_core::Error::MissingPartitionColumn { .. }
-                | neve_core::Error::UnsafeAlter { .. }
-                | neve_core::Error::IcebergUnsupported { .. } => "invalid_schema",
-                neve_core::Error::SchemaConflict { .. }
-                | neve_core::Error::NewColumnRejected { .. } => "schema_conflict",
-                neve_core::Error::SqlSyntax { .. } => "sql_syntax",
-                neve_core::Error::InvalidQuery { .. } => "invalid_query",
-                neve_core::Error::UnknownTable { .. } => "table_not_found",
-                neve_core::Error::QueryOutOfMemory { .. } => "query_out_of_memory",
-                _ => match e.kind() {
-                    ErrorKind::BadInput => "bad_input",
-                    ErrorKind::NotFound => "not_found",
-                    ErrorKind::Conflict => "conflict",
-                    ErrorKind::Unavailable => "storage_unavailable",
-                    _ => "internal",
-                },
-            },
+            Error::Table(e) => core_code(e),
         }
     }
 
@@ -299,6 +283,43 @@ impl IntoResponse for Error {
     }
 }
 
+/// A flush failed by `e`: the answer of each request it held.
+pub(crate) fn commit_failed(e: &neve_core::Error) -> Error {
+    Error::CommitFailed {
+        kind: e.kind(),
+        code: core_code(e),
+        reason: e.to_string(),
+    }
+}
+
+/// The code of a core error, as the server answers it.
+pub(crate) fn core_code(e: &neve_core::Error) -> &'static str {
+    match e {
+        neve_core::Error::InvalidInput { .. } => "invalid_input",
+        // What the Python package raises as `SchemaError` has codes of its own, so its
+        // client raises the same exception for the server's answer.
+        neve_core::Error::InvalidValue { .. } => "invalid_value",
+        neve_core::Error::UnsupportedType { .. }
+        | neve_core::Error::InvalidSchema { .. }
+        | neve_core::Error::MissingPartitionColumn { .. }
+        | neve_core::Error::UnsafeAlter { .. }
+        | neve_core::Error::IcebergUnsupported { .. } => "invalid_schema",
+        neve_core::Error::SchemaConflict { .. }
+        | neve_core::Error::NewColumnRejected { .. } => "schema_conflict",
+        neve_core::Error::SqlSyntax { .. } => "sql_syntax",
+        neve_core::Error::InvalidQuery { .. } => "invalid_query",
+        neve_core::Error::UnknownTable { .. } => "table_not_found",
+        neve_core::Error::QueryOutOfMemory { .. } => "query_out_of_memory",
+        _ => match e.kind() {
+            ErrorKind::BadInput => "bad_input",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Unavailable => "storage_unavailable",
+            _ => "internal",
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,5 +330,27 @@ mod tests {
         let twin = first.duplicate();
         assert_eq!(twin.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(twin.code(), first.code());
+    }
+
+    /// A request refused by the flush that held it answers with the code it would have had
+    /// alone (`schema_conflict`: the Python client's `SchemaError`), and so does its twin.
+    #[test]
+    fn a_failed_flush_keeps_the_code_of_its_error() {
+        let e = neve_core::Error::SchemaConflict {
+            column: "x".into(),
+            table_type: "int64".into(),
+            input_type: "string".into(),
+            hint: None,
+        };
+        let failed = commit_failed(&e);
+        assert_eq!(failed.code(), "schema_conflict");
+        assert_eq!(failed.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(failed.duplicate().code(), "schema_conflict");
+        assert_eq!(failed.duplicate().status(), StatusCode::BAD_REQUEST);
+        let store = neve_core::Error::CommitOutcomeUnknown {
+            version: 3,
+            reason: "timeout".into(),
+        };
+        assert_eq!(commit_failed(&store).code(), "storage_unavailable");
     }
 }

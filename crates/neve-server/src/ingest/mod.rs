@@ -351,6 +351,7 @@ impl Flusher {
                         results[i].get_or_insert_with(|| {
                             Err(Error::CommitFailed {
                                 kind: neve_core::ErrorKind::Conflict,
+                                code: "conflict",
                                 reason: "gave up after repeated duplicate requests".into(),
                             })
                         });
@@ -398,10 +399,7 @@ impl Flusher {
     ) -> Result<(), Retry> {
         let fail_all = |results: &mut [Option<Result<Ack>>], e: &neve_core::Error| {
             for &i in open {
-                results[i] = Some(Err(Error::CommitFailed {
-                    kind: e.kind(),
-                    reason: e.to_string(),
-                }));
+                results[i] = Some(Err(crate::error::commit_failed(e)));
             }
         };
         let snapshot = match self.table.snapshot().await {
@@ -531,10 +529,7 @@ impl Flusher {
                 tracing::warn!(table = %self.table.location().display, error = %e, requests = go.len(), "flush failed");
                 self.metrics.flush_failures.inc();
                 for &i in &go {
-                    results[i] = Some(Err(Error::CommitFailed {
-                        kind: e.kind(),
-                        reason: e.to_string(),
-                    }));
+                    results[i] = Some(Err(crate::error::commit_failed(&e)));
                 }
                 Ok(())
             }
