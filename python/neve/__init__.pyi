@@ -10,7 +10,7 @@ import pyarrow.dataset
 
 __version__: str
 
-AsOf = Union[int, str, None]
+AsOf = Union[int, str, datetime.datetime, None]
 Address = Union[str, os.PathLike]
 
 class NeveError(Exception): ...

@@ -105,7 +105,8 @@ def _code(body: bytes) -> str:
 
 class Client:
     """A connection to `neve serve` at `url` with `token` (the server's `--token`, or a
-    tenant's token). Tables are named as the server names them (`events`, or `ns/cpu`).
+    tenant's token). Tables are named as the server names them (`events`); line-protocol
+    tables (a namespace's measurements) are read with SQL, as `ns.cpu`.
     For an `https://` server whose certificate a private CA signed, `ca_cert` is that CA's
     PEM file (else the system's CAs are trusted). For a server that asks for client
     certificates (`--tls-client-ca`), `client_cert` is this client's certificate in PEM and
@@ -288,7 +289,8 @@ class Client:
         return self._call("GET", "/v1/tables")["tables"]
 
     def info(self, name: str) -> dict:
-        """What `neve info --json` prints, for a table of the server."""
+        """A table of the server: `{"table", "version", "files", "rows", "bytes", "schema"}`,
+        the schema as its DDL text (`neve info` prints it so)."""
         return self._call("GET", f"/v1/tables/{urllib.parse.quote(name, safe='/')}")
 
     def create_table(

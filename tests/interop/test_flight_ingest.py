@@ -91,6 +91,9 @@ def test_refused_ingests_name_why_and_change_nothing(server):
         assert "id" in refused(bad)
         # Mode create on a table that exists; replace; a table that does not exist.
         assert "exists" in refused(rows(10, 3), mode="create")
+        with pytest.raises(adbc_driver_manager.Error) as e:
+            cur.adbc_ingest("strict", rows(10, 3), mode="create")
+        assert e.value.status_code == adbc_driver_manager.AdbcStatusCode.ALREADY_EXISTS, e.value
         assert "replacing a table is not supported" in refused(rows(10, 3), mode="replace")
         assert "strict-missing" in refused(rows(10, 3), name="strict-missing")
         # Over the server's body limit (256 KiB): refused whole; when it was to create the

@@ -425,8 +425,12 @@ impl Error {
         }
     }
 
-    /// Process exit code (sysexits.h conventions).
+    /// Process exit code (sysexits.h conventions). A table that exists is 73 (cannot create),
+    /// not the conflicts' 75 (try again): running the same create again fails the same way.
     pub fn exit_code(&self) -> i32 {
+        if let Error::TableExists { .. } = self {
+            return 73;
+        }
         match self.kind() {
             ErrorKind::BadInput => 65,
             ErrorKind::NotFound => 66,

@@ -191,6 +191,8 @@ pub struct Proxy {
     cache: Option<Arc<cache::BlockCache>>,
     sweeper: Option<cache::sweep::Sweeper>,
     forgetter: Forgetter,
+    /// How long requests in flight may take once told to stop.
+    shutdown_grace: std::time::Duration,
 }
 
 /// Drops idle tables from memory: the catalog's snapshots and the rendered listing entries.
@@ -340,7 +342,15 @@ impl Proxy {
             cache,
             sweeper,
             forgetter,
+            shutdown_grace: SHUTDOWN_GRACE,
         })
+    }
+
+    /// Another bound on the requests in flight at shutdown than [`SHUTDOWN_GRACE`]: inside
+    /// `neve serve`, the server's `shutdown_grace`, so both ports stop within one bound.
+    pub fn with_shutdown_grace(mut self, grace: std::time::Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
     }
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
@@ -362,13 +372,14 @@ impl Proxy {
     }
 
     /// Serve until `shutdown` resolves, then finish the requests in flight, for at most
-    /// [`SHUTDOWN_GRACE`]: a reader that stopped reading mid-object would otherwise keep the
+    /// [`SHUTDOWN_GRACE`] (or [`Proxy::with_shutdown_grace`]): a reader that stopped reading mid-object would otherwise keep the
     /// process alive for ever.
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
         let addr = self.local_addr();
+        let grace = self.shutdown_grace;
         tracing::info!(%addr, tls = self.tls.is_some(), "neve proxy listening");
         let sweeping = self.sweeper.map(|s| tokio::spawn(s.run()));
         let forgetting = tokio::spawn(self.forgetter.run());
@@ -381,9 +392,9 @@ impl Proxy {
             _ = serving => {}
             _ = async {
                 let _ = stopping.wait_for(|s| *s).await;
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                tokio::time::sleep(grace).await;
             } => {
-                tracing::warn!(grace = ?SHUTDOWN_GRACE, "S3 connections still open after the shutdown grace: closed");
+                tracing::warn!(?grace, "S3 connections still open after the shutdown grace: closed");
             }
         }
         if let Some(s) = sweeping {

@@ -197,7 +197,7 @@ pub struct TenantConfig {
     pub access_keys: Vec<neve_proxy::AccessKeyConfig>,
 }
 
-/// A token, stored as the hex SHA-256 of its text (`neve serve hash-token` prints it).
+/// A token, stored as the hex SHA-256 of its text (`neve hash-token` prints it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
@@ -237,6 +237,14 @@ impl ServerConfig {
                 "no tenants and no token: the server would be open to anyone on {addr}; set --token (or NEVE_TOKEN), or listen on 127.0.0.1",
             ));
         }
+        self.validate_settings()
+    }
+
+    /// The checks of [`validate`](Self::validate) that do not concern the ports a server
+    /// answers on: what `neve maintain` checks, which answers on none (a server file without
+    /// tenants, open with `--token`, is its too).
+    pub fn validate_settings(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidConfig { reason });
         let mut folders = std::collections::HashMap::new();
         for t in &self.tenants {
             let folder = t.prefix.as_deref().unwrap_or(&t.name);

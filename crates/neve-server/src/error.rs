@@ -304,12 +304,15 @@ pub(crate) fn core_code(e: &neve_core::Error) -> &'static str {
         | neve_core::Error::MissingPartitionColumn { .. }
         | neve_core::Error::UnsafeAlter { .. }
         | neve_core::Error::IcebergUnsupported { .. } => "invalid_schema",
-        neve_core::Error::SchemaConflict { .. }
-        | neve_core::Error::NewColumnRejected { .. } => "schema_conflict",
+        neve_core::Error::SchemaConflict { .. } | neve_core::Error::NewColumnRejected { .. } => {
+            "schema_conflict"
+        }
         neve_core::Error::SqlSyntax { .. } => "sql_syntax",
         neve_core::Error::InvalidQuery { .. } => "invalid_query",
         neve_core::Error::UnknownTable { .. } => "table_not_found",
         neve_core::Error::QueryOutOfMemory { .. } => "query_out_of_memory",
+        // Retried safely only with the request's idempotency key (HTTP); not a plain 503.
+        neve_core::Error::CommitOutcomeUnknown { .. } => "commit_outcome_unknown",
         _ => match e.kind() {
             ErrorKind::BadInput => "bad_input",
             ErrorKind::NotFound => "not_found",
@@ -351,6 +354,16 @@ mod tests {
             version: 3,
             reason: "timeout".into(),
         };
-        assert_eq!(commit_failed(&store).code(), "storage_unavailable");
+        assert_eq!(commit_failed(&store).code(), "commit_outcome_unknown");
+        assert_eq!(
+            commit_failed(&store).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let status = tonic::Status::from(commit_failed(&store));
+        assert_eq!(status.code(), tonic::Code::Unknown);
+        let status = tonic::Status::from(Error::Table(neve_core::Error::TableExists {
+            location: "t".into(),
+        }));
+        assert_eq!(status.code(), tonic::Code::AlreadyExists);
     }
 }

@@ -19,7 +19,8 @@ pub struct KindLabels {
     pub kind: &'static str,
 }
 
-/// A background maintenance task: `open`, `merge` or `gc`.
+/// A background maintenance task: `open`, `merge`, `gc`, `list` (the warehouse's walk) or
+/// `panic` (a table's visit).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TaskLabels {
     pub task: &'static str,

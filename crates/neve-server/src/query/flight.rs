@@ -290,6 +290,16 @@ fn parameter_error(e: FlightError) -> Status {
 impl From<Error> for Status {
     fn from(e: Error) -> Self {
         let message = e.to_string();
+        if let Error::Table(neve_core::Error::TableExists { .. }) = &e {
+            return Status::already_exists(message);
+        }
+        // Bulk ingest carries no request key, so sending the rows again may add them twice:
+        // not UNAVAILABLE, which clients retry.
+        if e.code() == "commit_outcome_unknown" {
+            return Status::unknown(format!(
+                "{message}; read the table to learn whether the rows landed before sending them again"
+            ));
+        }
         match e.status().as_u16() {
             400 | 406 | 413 | 415 => Status::invalid_argument(message),
             401 => Status::unauthenticated(message),

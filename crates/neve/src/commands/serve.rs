@@ -43,9 +43,9 @@ pub async fn maintain(a: MaintainArgs) -> Result<()> {
         config.warehouse = w;
     }
     apply_policy(&mut config, &a.policy);
-    // The checks `neve serve` makes: a worker's gc grace too short loses rows a server is
-    // about to commit.
-    config.validate()?;
+    // The checks `neve serve` makes of its settings (a worker's gc grace too short loses rows
+    // a server is about to commit), not of its ports: this process answers on none.
+    config.validate_settings()?;
     let metrics = std::sync::Arc::new(neve_server::metrics::Metrics::new());
     if a.once {
         let found = neve_server::maintain::discover(&config.table_roots()).await;
@@ -220,6 +220,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
             p.local_addr()
         );
         let mut rx = stop_rx.clone();
+        let p = p.with_shutdown_grace(config.shutdown_grace);
         tokio::spawn(p.run(async move {
             let _ = rx.wait_for(|s| *s).await;
         }))
@@ -231,8 +232,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
         })
         .await?;
     if let Some(t) = proxy_task {
-        t.await
-            .map_err(|e| CliError::Usage(format!("proxy task: {e}")))??;
+        t.await.map_err(|e| {
+            CliError::Core(neve_core::Error::TaskFailed(format!("the S3 proxy: {e}")))
+        })??;
     }
     Ok(())
 }
