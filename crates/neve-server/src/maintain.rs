@@ -104,21 +104,67 @@ pub async fn discover(roots: &[String]) -> Discovery {
     }
 }
 
+/// What a round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Tables with a step that failed.
+    pub failed: usize,
+    /// Of those, the ones whose failure will come back until someone acts (a corrupt log, a
+    /// bad address, a merge longer than the grace, a panic): not the store's or a race's.
+    pub lasting: usize,
+}
+
 /// One round over `tables`: merge, then gc, each table; failures are logged and the round
-/// goes on. Returns how many tables had a step fail.
-pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Arc<Metrics>) -> usize {
-    let mut failures = 0;
+/// goes on.
+pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Arc<Metrics>) -> Round {
+    let mut out = Round::default();
     for address in tables {
-        failures += usize::from(visit(address, policy, metrics).await.failed);
+        match visit(address, policy, metrics).await.failed {
+            Some(Failure::Passing) => out.failed += 1,
+            Some(Failure::Lasting) => {
+                out.failed += 1;
+                out.lasting += 1;
+            }
+            None => {}
+        }
     }
-    failures
+    out
+}
+
+/// Whether a failure may pass by itself (the store's, a race's) or lasts until someone acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    Passing,
+    Lasting,
+}
+
+impl Failure {
+    fn of(e: &neve_core::Error) -> Self {
+        match e {
+            neve_core::Error::WriteOutlivedGrace { .. } => Failure::Lasting,
+            e => match e.kind() {
+                neve_core::ErrorKind::Unavailable | neve_core::ErrorKind::Conflict => {
+                    Failure::Passing
+                }
+                _ => Failure::Lasting,
+            },
+        }
+    }
+
+    /// The worse of two.
+    fn and(self, other: Option<Failure>) -> Self {
+        match other {
+            Some(Failure::Lasting) => Failure::Lasting,
+            _ => self,
+        }
+    }
 }
 
 /// What a visit to a table did.
 struct Visit {
     /// How long until the table is due again.
     again: Duration,
-    failed: bool,
+    failed: Option<Failure>,
 }
 
 /// [`maintain`] in a task of its own: a panic (a bug met on one table's files) is counted and
@@ -132,7 +178,7 @@ async fn visit(address: &str, policy: &MaintenanceConfig, metrics: &Arc<Metrics>
             tracing::error!(table = %address, error = %e, "maintenance: panicked; the loop goes on");
             Visit {
                 again: policy.interval,
-                failed: true,
+                failed: Some(Failure::Lasting),
             }
         }
     }
@@ -148,16 +194,16 @@ fn failed(metrics: &Metrics, task: &'static str) {
 /// Merge then gc one table under its own policy (its settings over `policy`): when it is due
 /// again, and whether a step failed.
 async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) -> Visit {
-    let refused = Visit {
+    let refused = |e: &neve_core::Error| Visit {
         again: policy.interval,
-        failed: true,
+        failed: Some(Failure::of(e)),
     };
     let table = match Table::at(address) {
         Ok(t) => t,
         Err(e) => {
             failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot open");
-            return refused;
+            return refused(&e);
         }
     };
     let settings = match table.metadata().await {
@@ -165,10 +211,10 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
         Err(e) => {
             failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot read");
-            return refused;
+            return refused(&e);
         }
     };
-    let mut any_failed = false;
+    let mut any_failed: Option<Failure> = None;
     let grace = settings
         .gc_grace_seconds
         .map(Duration::from_secs)
@@ -190,7 +236,7 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
         Ok(_) => {}
         // Not a race: it will take as long next round, and fail again the same way.
         Err(e @ neve_core::Error::WriteOutlivedGrace { .. }) => {
-            any_failed = true;
+            any_failed = Some(Failure::of(&e).and(any_failed));
             failed(metrics, "merge");
             tracing::warn!(table = %address, error = %e, "maintenance: merge took over half the gc grace and was not committed; give the table a longer gc_grace, or the policy a smaller max_input_bytes")
         }
@@ -200,7 +246,7 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             tracing::info!(table = %address, error = %e, "maintenance: merge lost a race")
         }
         Err(e) => {
-            any_failed = true;
+            any_failed = Some(Failure::of(&e).and(any_failed));
             failed(metrics, "merge");
             tracing::warn!(table = %address, error = %e, "maintenance: merge failed")
         }
@@ -234,7 +280,7 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             }
         }
         Err(e) => {
-            any_failed = true;
+            any_failed = Some(Failure::of(&e).and(any_failed));
             failed(metrics, "gc");
             tracing::warn!(table = %address, error = %e, "maintenance: gc failed")
         }
@@ -306,5 +352,44 @@ pub async fn run(
             let every = visit(&t, &policy, &metrics).await.again;
             due.insert(t, Instant::now() + every);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What passes by itself (the store, a race) asks for another run; what comes back until
+    /// someone acts does not.
+    #[test]
+    fn failures_that_last_are_told_from_those_that_pass() {
+        let store = neve_core::Error::Storage {
+            source: object_store::Error::Generic {
+                store: "S3",
+                source: "503 Slow Down".into(),
+            },
+        };
+        assert_eq!(Failure::of(&store), Failure::Passing);
+        let corrupt = neve_core::Error::CorruptLog {
+            path: "_log/1.json".into(),
+            reason: "not json".into(),
+        };
+        assert_eq!(Failure::of(&corrupt), Failure::Lasting);
+        let slow = neve_core::Error::WriteOutlivedGrace {
+            what: "merge".into(),
+            whose: "t".into(),
+            age_s: 400.0,
+            grace_s: 600.0,
+        };
+        assert_eq!(Failure::of(&slow), Failure::Lasting);
+        assert_eq!(
+            Failure::Passing.and(Some(Failure::Lasting)),
+            Failure::Lasting
+        );
+        assert_eq!(
+            Failure::Lasting.and(Some(Failure::Passing)),
+            Failure::Lasting
+        );
+        assert_eq!(Failure::Passing.and(None), Failure::Passing);
     }
 }

@@ -23,12 +23,16 @@ pub enum CliError {
     #[error("benchmark peer '{peer}' failed: {reason}")]
     PeerFailed { peer: String, reason: String },
     /// `neve maintain --once`: some tables' merge or gc failed (each is logged), or a folder
-    /// could not be listed.
-    #[error("maintenance failed on {failed} of {tables} tables{}", if *listed { "" } else { ", and a folder could not be listed" })]
+    /// could not be listed. Exit 75 (run it again) when every failure may pass by itself (the
+    /// store's, a race's); 70 when one lasts until someone acts (`lasting`).
+    #[error("maintenance failed on {failed} of {tables} tables{}{}",
+        if *listed { "" } else { ", and a folder could not be listed" },
+        if *lasting > 0 { format!("; {lasting} will fail again until fixed (a corrupt table, a merge longer than the gc grace: see the log)") } else { String::new() })]
     MaintenanceFailed {
         failed: usize,
         tables: usize,
         listed: bool,
+        lasting: usize,
     },
     /// The maintenance loop of `neve maintain` ended, which it never does on its own.
     #[error("the maintenance loop stopped: {reason}")]
@@ -57,7 +61,8 @@ impl CliError {
             CliError::Read { .. } => 66,
             CliError::PeerFailed { .. } => 69,
             // EX_TEMPFAIL: the next run may succeed.
-            CliError::MaintenanceFailed { .. } => 75,
+            CliError::MaintenanceFailed { lasting: 0, .. } => 75,
+            CliError::MaintenanceFailed { .. } => 70,
             CliError::MaintenanceStopped { .. } => 70,
             CliError::Server(neve_server::Error::Table(e)) => e.exit_code(),
             CliError::Server(neve_server::Error::InvalidConfig { .. }) => 78,

@@ -49,14 +49,15 @@ pub async fn maintain(a: MaintainArgs) -> Result<()> {
     let metrics = std::sync::Arc::new(neve_server::metrics::Metrics::new());
     if a.once {
         let found = neve_server::maintain::discover(&config.table_roots()).await;
-        let failures =
+        let round =
             neve_server::maintain::round(&found.tables, &config.maintenance, &metrics).await;
         println!("maintained {} tables", found.tables.len());
-        if failures > 0 || !found.complete {
+        if round.failed > 0 || !found.complete {
             return Err(CliError::MaintenanceFailed {
-                failed: failures,
+                failed: round.failed,
                 tables: found.tables.len(),
                 listed: found.complete,
+                lasting: round.lasting,
             });
         }
         return Ok(());
