@@ -276,9 +276,29 @@ impl Server {
                 abort.abort();
             }
         }
-        state.ingest.drain().await;
-        // Metadata written after answering is written before the process ends.
-        state.iceberg_settled().await;
+        // Queued requests are committed, and metadata written after answering is written,
+        // before the process ends: within one more grace each, as a store that stopped
+        // answering would hold the process for ever. Cut off, a commit is as a crash leaves
+        // it (landed or not, nothing half-made; its clients were not answered), and the
+        // metadata is caught up by the next sync.
+        if tokio::time::timeout(grace, state.ingest.drain())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?grace,
+                "queued requests not committed within the shutdown grace: abandoned"
+            );
+        }
+        if tokio::time::timeout(grace, state.iceberg_settled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?grace,
+                "Iceberg metadata not written within the shutdown grace: the next sync writes it"
+            );
+        }
         // A merge cut short commits nothing; its partial output is gc's to collect.
         let _ = stop_tx.send(true);
         if let Some(m) = maintenance {
