@@ -441,7 +441,23 @@ fn evolve_column(
             if ik.id != 0 && k.id != 0 && ik.id != k.id {
                 return Err(id_conflict(&kp, k.id, ik.id));
             }
+            let before = new_fields.len();
+            let table_type = C::Map(k.clone(), v.clone());
             evolve_column(v, iv, &format!("{path}.value"), strict, last, new_fields)?;
+            // Readers cast a file's map to the table's whole (DataFusion casts a map's values
+            // only between structs of the same fields): with a field added, every file written
+            // before it would fail to read.
+            if new_fields.len() > before {
+                return Err(Error::SchemaConflict {
+                    column: path.to_string(),
+                    table_type: table_type.to_string(),
+                    input_type: input.column_type.to_string(),
+                    hint: Some(format!(
+                        "a map's values cannot gain fields ({}): files written before could not be read; write the new field as a column of its own",
+                        new_fields[before..].join(", ")
+                    )),
+                });
+            }
         }
         (t, i) if !t.is_nested() && !i.is_nested() => {
             if t != i {

@@ -666,3 +666,27 @@ fn top_level_names_with_dots_are_altered_by_name() {
         "struct<tier string>"
     );
 }
+
+/// A map's values do not gain fields: readers could not read the files written before (the
+/// map is cast whole); the refusal says so. Lists of structs do, as struct columns do.
+#[test]
+fn map_values_do_not_gain_fields() {
+    let table = TableSchema::new(vec![
+        col("id", t("int64")),
+        col("m", t("map<string, struct<a int64>>")),
+    ]);
+    let inp = input(vec![col("m", t("map<string, struct<a int64, b int64>>"))]);
+    let e = table.evolve(&inp, false).unwrap_err();
+    assert!(matches!(e, Error::SchemaConflict { .. }), "{e:?}");
+    let e = e.to_string();
+    assert!(
+        e.contains("m.value.b") && e.contains("cannot gain fields"),
+        "{e}"
+    );
+    // The same values: accepted, nothing changed.
+    let same = input(vec![col("m", t("map<string, struct<a int64>>"))]);
+    assert_eq!(table.evolve(&same, false).unwrap(), table);
+    let table = TableSchema::new(vec![col("l", t("list<struct<a int64>>"))]);
+    let inp = input(vec![col("l", t("list<struct<a int64, b int64>>"))]);
+    assert!(table.evolve(&inp, false).is_ok());
+}

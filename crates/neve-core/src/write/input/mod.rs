@@ -485,6 +485,15 @@ fn prefer_table(table: &ColumnType, input: &ColumnType) -> ColumnType {
                 ..tv.as_ref().clone()
             }),
         ),
+        // What JSON rows bring to a map's values comes as the list of those values' new parts
+        // (`sample.rs`): JSON has no maps, only objects, which inference reads as structs.
+        (C::Map(tk, tv), C::List(iv)) => C::Map(
+            tk.clone(),
+            Box::new(Column {
+                column_type: prefer_table(&tv.column_type, &iv.column_type),
+                ..tv.as_ref().clone()
+            }),
+        ),
         (t, _) => t.clone(),
     }
 }

@@ -75,8 +75,9 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
 }
 
 /// The parts of a value that its type does not declare: fields a struct does not have, at any
-/// depth through structs and lists, with the structs that lead to them; `None` when there are
-/// none. Map keys are data, never new fields; values of another shape than the type are the
+/// depth through structs, lists and maps' values, with the structs that lead to them; `None`
+/// when there are none. Map keys are data, never new fields: a map's part is the list of its
+/// values' parts (`prefer_table` reads it so). Values of another shape than the type are the
 /// decoder's to report, not inference's.
 struct Unknown<'a>(&'a ColumnType);
 
@@ -93,6 +94,17 @@ impl<'de> Visitor<'de> for Unknown<'_> {
         f.write_str("a JSON value")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+        if let ColumnType::Map(_, v) = self.0 {
+            let mut kept = Vec::new();
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                if v.column_type.is_nested() {
+                    kept.extend(map.next_value_seed(Unknown(&v.column_type))?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            return Ok((!kept.is_empty()).then_some(Value::Array(kept)));
+        }
         let ColumnType::Struct(fields) = self.0 else {
             while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
             return Ok(None);
@@ -189,6 +201,12 @@ mod tests {
         .unwrap();
         assert!(plain.extras.is_empty() && plain.rest.is_empty());
         assert_eq!(plain.seen, vec![true, true, false, true]);
+        // A map's values: their new fields, as a list; keys are data.
+        let s = parse_schema("m map<string, struct<a int64>>").unwrap();
+        let typed: Vec<&Column> = s.columns.iter().collect();
+        let sample = parse(br#"{"m": {"k": {"a": 1, "b": 2}, "j": {"a": 2}}}"#, &typed).unwrap();
+        assert_eq!(sample.extras.len(), 1);
+        assert_eq!(sample.extras[0].1.to_string(), r#"[{"b":2}]"#);
         // Not an object, or not JSON.
         assert!(parse(b"[1]", &typed).unwrap_err().0);
         assert!(!parse(b"{\"id\": ", &typed).unwrap_err().0);
