@@ -226,7 +226,15 @@ class NeveDataSource(DataSource):
             if not text.isdigit():
                 raise InvalidInputError(f"versionAsOf: '{version}' is not a version number")
             return text
-        return None if timestamp is None else str(timestamp)
+        if timestamp is None:
+            return None
+        text = str(timestamp).strip()
+        # All digits would be read as a version number: a time is written as one.
+        if text.isdigit():
+            raise InvalidInputError(
+                f"timestampAsOf: '{timestamp}' is not a time; write one as '2024-05-01 14:00:00' "
+                "(UTC) or with its offset, or ask for a version with versionAsOf")
+        return text
 
     def schema(self) -> StructType:
         table = self._table()

@@ -171,6 +171,9 @@ def test_bad_options_say_what_is_wrong(neve_spark, neve_bin):
         read(neve_spark, table, no_such_option="x").collect()
     with pytest.raises(Exception, match="version 7"):
         read(neve_spark, table, versionAsOf=7).collect()
+    # Digits alone are not a time (neve would read them as a version).
+    with pytest.raises(Exception, match="timestampAsOf: '0' is not a time"):
+        read(neve_spark, table, timestampAsOf="0").collect()
 
 
 def test_spark_filters_translate_to_neve_predicates_with_spark_answers(tmp_path):

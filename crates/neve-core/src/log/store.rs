@@ -293,6 +293,22 @@ impl LogStore {
             Some(&v) => self.read_checkpoint(v).await?,
             None => None,
         };
+        // No checkpoint at or below it and the log's start cleaned: the version asked for is
+        // gone, not version 0 (which replaying from the start would name).
+        if base.is_none() && !listing.commits.contains(&0) {
+            let oldest = listing
+                .checkpoints
+                .iter()
+                .next()
+                .or(listing.commits.iter().next());
+            return Err(Error::VersionNotFound {
+                version,
+                reason: match oldest {
+                    Some(o) => format!("cleaned by gc (the oldest readable version is {o})"),
+                    None => "its log entries were cleaned by gc".into(),
+                },
+            });
+        }
         self.replay(base, Some(version), &listing).await
     }
 
@@ -308,14 +324,14 @@ impl LogStore {
         let (mut lo, mut hi) = (0usize, versions.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let c =
-                self.read_commit(versions[mid])
-                    .await?
-                    .ok_or_else(|| Error::VersionNotFound {
-                        version: versions[mid],
-                        reason: "removed while reading".into(),
-                    })?;
-            if c.info.timestamp <= timestamp_ms {
+            // An entry gone (gc removing old entries now, or a gc cut off that left some of
+            // them) is older than any retained one: below the time, as its successors' are not
+            // known to be.
+            let older = match self.read_commit(versions[mid]).await? {
+                Some(c) => c.info.timestamp <= timestamp_ms,
+                None => true,
+            };
+            if older {
                 lo = mid + 1;
             } else {
                 hi = mid;

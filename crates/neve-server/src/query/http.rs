@@ -27,7 +27,10 @@ use crate::metrics::Metrics;
 use crate::query::ipc::IpcPieces;
 use crate::query::{At, Running};
 
+/// Unknown parameters are refused (400): `?as-of=42` or `?version=42` read silently as the
+/// latest would answer another question than the one asked.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SqlParams {
     /// A version number or a timestamp (`2024-05-01T12:00:00Z`).
     as_of: Option<String>,
@@ -122,7 +125,18 @@ pub async fn sql(
     let format = negotiate(&headers)?;
     let sql = sql_text(&headers, &body)?;
     let at = match p.as_of.as_deref() {
-        Some(a) => At::AsOf(a.parse::<AsOf>()?),
+        Some(a) => At::AsOf(a.parse::<AsOf>().map_err(|e| {
+            // `+02:00` unescaped in a query string arrives as ` 02:00`.
+            if a.len() > 19 && a[19..].contains(' ') {
+                Error::BadRequest {
+                    reason: format!(
+                        "as_of '{a}' is neither a version nor a time: a '+' in a query string is read as a space, write it as %2B"
+                    ),
+                }
+            } else {
+                Error::Table(e)
+            }
+        })?),
         None => At::Latest,
     };
     let timeout = p

@@ -268,6 +268,24 @@ async fn sql_errors_say_what_and_where() {
     }
     let (st, _, body) = sql_as(&c, &s.url, "t", "SELECT 1", "*/*", "?as_of=yesterday").await;
     assert_eq!(st, 400, "{}", String::from_utf8_lossy(&body));
+    // A misspelled parameter is refused, not read as the latest.
+    let (st, _, body) = sql_as(&c, &s.url, "t", "SELECT 1", "*/*", "?as-of=1").await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!((st, code(&body).as_str()), (400, "bad_request"), "{text}");
+    assert!(text.contains("as-of"), "{text}");
+    // An offset's '+' unescaped arrives as a space: the answer says so.
+    let (st, _, body) = sql_as(
+        &c,
+        &s.url,
+        "t",
+        "SELECT 1",
+        "*/*",
+        "?as_of=2024-05-01T14:00:00+02:00",
+    )
+    .await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("%2B"), "{text}");
     // The catalog at a time before the table existed lists no table; naming it is a 404.
     let before = "?as_of=2020-01-01T00:00:00Z";
     let (st, _, body) = sql_as(&c, &s.url, "t", "SHOW TABLES", "*/*", before).await;

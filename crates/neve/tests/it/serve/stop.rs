@@ -76,6 +76,15 @@ async fn sigterm_answers_every_accepted_request() {
     }
     // Nothing else was committed half: every present request is whole.
     assert!(present.values().all(|&n| n == 10), "{present:?}");
+    // And none was committed unanswered: a request refused (503) or cut off at shutdown left
+    // nothing; every one present was acknowledged.
+    let acked: std::collections::HashSet<u64> = ok.iter().copied().collect();
+    for r in present.keys() {
+        assert!(
+            acked.contains(r),
+            "request {r} is present but was never acknowledged"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
