@@ -12,7 +12,7 @@ use neve_core::log::{LogStore, Snapshot};
 use neve_core::TableLocation;
 
 use crate::buckets::Pin;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Pinned snapshots kept per table (the versions being paged through, the latest few).
 const KEPT_VERSIONS: usize = 8;
@@ -21,6 +21,9 @@ const KEPT_TIMES: usize = 64;
 /// A time this close to now may still gain a commit (one in flight, a writer's clock behind
 /// ours): it is resolved again each time, not kept.
 const SETTLED_MS: i64 = 60_000;
+
+/// How far ahead of this clock a `--t` pin may be: the clock skew S3 allows a request.
+const MAX_AHEAD_MS: i64 = 15 * 60_000;
 
 /// Every table of a warehouse that has been asked for.
 pub struct Catalog {
@@ -160,6 +163,17 @@ impl Catalog {
             Pin::Latest => self.latest(table, self.refresh_interval).await,
             Pin::Version(v) => self.version(table, v).await,
             Pin::Time(ms) => {
+                // A time beyond the clocks' allowed skew is a mistake (milliseconds typed as
+                // seconds), and would be a moving latest without the latest's grace for files
+                // a merge removes: refused.
+                if ms > chrono::Utc::now().timestamp_millis() + MAX_AHEAD_MS {
+                    return Err(Error::InvalidArgument {
+                        reason: format!(
+                            "the bucket's time (--t{}) is in the future: it is Unix seconds",
+                            ms / 1000
+                        ),
+                    });
+                }
                 // A scan of a `--t` bucket asks once per file and range: the log is replayed
                 // once per time, not per request.
                 let state = self.state(table);
@@ -416,5 +430,9 @@ mod tests {
         let latest = catalog.snapshot("a", Pin::Time(now)).await.unwrap();
         assert_eq!(latest.version, 2 + 2 * KEPT_VERSIONS as u64);
         assert!(!state.times.lock().unwrap().contains_key(&now));
+        // Beyond the allowed skew (milliseconds written as seconds): refused.
+        let far = chrono::Utc::now().timestamp_millis() * 1000;
+        let e = catalog.snapshot("a", Pin::Time(far)).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     }
 }

@@ -518,6 +518,12 @@ impl QueryEngine {
         Ok(names)
     }
 
+    /// Tables of a registered warehouse that were left out (younger than `as_of`, broken,
+    /// or named like another but for case): a query naming one is told why.
+    pub fn has_unopened(&self) -> bool {
+        !self.unopened.is_empty()
+    }
+
     /// An unknown table that is one of the warehouse's unopened ones: why it was left out.
     fn unopened_named(&self, e: Error) -> Error {
         if let Error::UnknownTable { message } = &e {

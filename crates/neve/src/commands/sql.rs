@@ -78,7 +78,9 @@ pub async fn register(
     }
     if let Some(w) = warehouse {
         let names = engine.register_warehouse(w, as_of).await?;
-        if names.is_empty() {
+        // Tables left out (none existed yet at `--as-of`): the query names one and is told
+        // why, rather than hearing the warehouse is empty.
+        if names.is_empty() && !engine.has_unopened() {
             return Err(CliError::Usage(format!("no neve tables under '{w}'")));
         }
         tracing::debug!(tables = ?names, "registered warehouse");

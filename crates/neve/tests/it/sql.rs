@@ -191,6 +191,22 @@ fn sql_warehouse_and_usage() {
     let missing = format!("m={}", dir.path().join("missing").display());
     let out = neve(&["sql", "SELECT 1", "--table", &missing]);
     assert_eq!(out.status.code(), Some(66));
+    // The warehouse at a time before its tables: the table named is not found then, and the
+    // answer says why (not that the warehouse has no tables).
+    let out = neve(&[
+        "sql",
+        "SELECT count(*) FROM alpha",
+        "--warehouse",
+        wh.to_str().unwrap(),
+        "--as-of",
+        "2020-01-01T00:00:00Z",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(66), "{err}");
+    assert!(
+        err.contains("alpha") && !err.contains("no neve tables"),
+        "{err}"
+    );
 }
 
 /// A long chain of alternatives is planned by recursion: up to the limit it is answered, and
