@@ -216,6 +216,44 @@ def test_a_partition_filter_reads_fewer_bytes(taxi):
     assert month_bytes < all_bytes / 4, (month_bytes, all_bytes)
 
 
+def test_duckdb_and_polars_push_a_partition_filter_into_the_dataset(taxi):
+    """DuckDB and polars scanning the dataset lazily read fewer bytes with a filter on the
+    partition column than without, and count what neve counts."""
+    import duckdb
+    import polars as pl
+
+    handler = Counting(taxi.to_pyarrow_dataset().filesystem)
+    data = taxi.to_pyarrow_dataset(filesystem=pafs.PyFileSystem(handler))
+    want = taxi.sql(
+        "SELECT count(*) AS n FROM taxi WHERE trip_start_timestamp >= '2021-08-01T00:00:00Z' "
+        "AND trip_start_timestamp < '2021-09-01T00:00:00Z'"
+    ).column("n").to_pylist()[0]
+    con = duckdb.connect()
+    con.register("data", data)
+
+    def read(run):
+        handler.read = 0
+        n = run()
+        return n, handler.read
+
+    n_all, all_bytes = read(lambda: con.sql("SELECT count(fare) FROM data").fetchone()[0])
+    n, month_bytes = read(lambda: con.sql(
+        "SELECT count(fare) FROM data WHERE trip_start_timestamp >= TIMESTAMPTZ '2021-08-01 00:00:00+00' "
+        "AND trip_start_timestamp < TIMESTAMPTZ '2021-09-01 00:00:00+00'").fetchone()[0])
+    assert (n_all, n) == (ROWS, want)
+    assert month_bytes < all_bytes / 4, ("duckdb", month_bytes, all_bytes)
+    tz = data.schema.field("trip_start_timestamp").type.tz
+    lo, hi = dt.datetime(2021, 8, 1), dt.datetime(2021, 9, 1)
+    if tz:
+        lo, hi = lo.replace(tzinfo=dt.timezone.utc), hi.replace(tzinfo=dt.timezone.utc)
+    ts = pl.col("trip_start_timestamp")
+    lf = pl.scan_pyarrow_dataset(data)
+    n_all, all_bytes = read(lambda: lf.select(pl.col("fare").count()).collect().item())
+    n, month_bytes = read(lambda: lf.filter((ts >= lo) & (ts < hi)).select(pl.col("fare").count()).collect().item())
+    assert (n_all, n) == (ROWS, want)
+    assert month_bytes < all_bytes / 4, ("polars", month_bytes, all_bytes)
+
+
 def test_a_partition_filter_skips_files(taxi):
     data = taxi.to_pyarrow_dataset()
     ts = ds.field("trip_start_timestamp")

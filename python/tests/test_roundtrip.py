@@ -64,9 +64,15 @@ def test_pandas_round_trip(where):
     )
     t = neve.create_table(where)
     t.insert(df)
-    back = t.sql("SELECT * FROM t ORDER BY ts NULLS LAST").to_pandas()
-    assert back["id"].tolist()[:1] == [1]
-    assert sorted(back["city"].astype(str).tolist()) == ["Oslo", "Rome", "Rome"]
+    arrow = t.sql("SELECT * FROM t ORDER BY ts NULLS LAST")
+    back = arrow.to_pandas()
+    # Row by row (ordered by ts: rows 0, 2, then 1, whose ts is null): every value, and its
+    # nulls where they were. (A float64 column in pandas holds None as NaN, and pandas hands
+    # NaN to Arrow as null: both are null on the way in.)
+    assert arrow.column("id").to_pylist() == [1, None, 2]
+    assert arrow.column("city").cast(pa.string()).to_pylist() == ["Rome", "Rome", "Oslo"]
+    assert arrow.column("s").to_pylist() == ["a", "c", None]
+    assert arrow.column("x").to_pylist() == [0.5, None, None]
     # A zoned timestamp keeps its instant (neve stores UTC) and its zone's meaning.
     got = back["ts"].dropna().dt.tz_convert("Europe/Rome").tolist()
     want = df["ts"].dropna().sort_values().tolist()

@@ -163,7 +163,8 @@ def test_flight_sql_basic_auth_handshake_and_refusals(server):
     with server.adbc(token=None, username="anyone", password=TOKEN) as conn, conn.cursor() as cur:
         cur.execute("SELECT count(*) AS n FROM taxi")
         assert cur.fetchone()[0] == 300_000
-    for kwargs in ({"token": "wrong"}, {"token": None, "username": "x", "password": "wrong"}):
+    # A wrong token, a wrong password, and no credentials at all.
+    for kwargs in ({"token": "wrong"}, {"token": None, "username": "x", "password": "wrong"}, {"token": None}):
         with pytest.raises(adbc_driver_manager.Error) as e:
             with server.adbc(**kwargs) as conn, conn.cursor() as cur:
                 cur.execute("SELECT 1")

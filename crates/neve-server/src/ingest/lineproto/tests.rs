@@ -140,3 +140,32 @@ fn a_rows_error_names_the_request_line() {
     let e = super::at_line(e, &m[0].lines);
     assert!(e.to_string().contains("at line 5, column 'v'"), "{e}");
 }
+
+/// Every precision of InfluxDB's `/write` (and its one-letter spellings): the timestamp `2`
+/// is that many units after the epoch.
+#[test]
+fn every_precision_is_its_unit() {
+    use arrow::datatypes::{DataType, TimeUnit, TimestampNanosecondType};
+    for (p, ns) in [
+        ("", 2),
+        ("ns", 2),
+        ("n", 2),
+        ("us", 2_000),
+        ("u", 2_000),
+        ("µ", 2_000),
+        ("ms", 2_000_000),
+        ("s", 2_000_000_000),
+        ("m", 120_000_000_000),
+        ("h", 7_200_000_000_000),
+    ] {
+        let (precision, mult) = Precision::parse(p).unwrap();
+        let m = parse("x v=1 2", precision, mult, NOW).unwrap();
+        let t = m[0].batch.column_by_name("time").unwrap();
+        let t = arrow::compute::cast(t, &DataType::Timestamp(TimeUnit::Nanosecond, None)).unwrap();
+        assert_eq!(
+            t.as_primitive::<TimestampNanosecondType>().value(0),
+            ns,
+            "precision '{p}'"
+        );
+    }
+}
