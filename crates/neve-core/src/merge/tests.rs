@@ -92,8 +92,11 @@ async fn insert(t: &Table, b: RecordBatch) {
     .unwrap();
 }
 
-/// (id, fare) of every row, by id, at `as_of`.
-async fn contents(t: &Table, as_of: AsOf) -> Vec<(i64, Option<i64>)> {
+/// A row: (id, fare, ts, kind).
+type Row = (i64, Option<i64>, i64, Option<String>);
+
+/// Every row, every column, by id, at `as_of`.
+async fn contents(t: &Table, as_of: AsOf) -> Vec<Row> {
     let mut e = QueryEngine::new();
     let snap = t.snapshot_as_of(as_of).await.unwrap();
     e.register_snapshot("t", t.location().clone(), snap)
@@ -104,9 +107,17 @@ async fn contents(t: &Table, as_of: AsOf) -> Vec<(i64, Option<i64>)> {
         let fares = b
             .column_by_name("fare")
             .map(|f| f.as_primitive::<Int64Type>().clone());
+        let ts = b
+            .column_by_name("ts")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        let kinds =
+            arrow::compute::cast(b.column_by_name("kind").unwrap(), &DataType::Utf8).unwrap();
+        let kinds = kinds.as_string::<i32>();
         for i in 0..b.num_rows() {
             let fare = fares.as_ref().filter(|f| f.is_valid(i)).map(|f| f.value(i));
-            out.push((ids.value(i), fare));
+            let kind = kinds.is_valid(i).then(|| kinds.value(i).to_string());
+            out.push((ids.value(i), fare, ts.value(i), kind));
         }
     }
     out
@@ -594,7 +605,7 @@ async fn delete_rewrites_only_affected_files() {
     assert_eq!(left.len(), 250);
     assert!(left
         .iter()
-        .all(|(id, _)| *id >= 100 && (*id >= 200 || id % 2 == 0)));
+        .all(|(id, ..)| *id >= 100 && (*id >= 200 || id % 2 == 0)));
     assert_files_sorted(&t).await;
     // Nothing matches: nothing committed.
     let v = t.snapshot().await.unwrap().version;
@@ -688,6 +699,6 @@ async fn delete_racing_a_merge_loses_no_deletion_and_no_row() {
         assert_eq!(d.unwrap().rows_deleted, 120);
         let left = contents(&a, AsOf::Latest).await;
         let expect: Vec<i64> = (0..600).filter(|i| i % 5 != 0).collect();
-        assert_eq!(left.iter().map(|(id, _)| *id).collect::<Vec<_>>(), expect);
+        assert_eq!(left.iter().map(|(id, ..)| *id).collect::<Vec<_>>(), expect);
     }
 }
