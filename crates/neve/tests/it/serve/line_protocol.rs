@@ -232,3 +232,86 @@ async fn line_protocol_writes_tables_of_a_namespace() {
     );
     info(&format!("{w}/deep"));
 }
+
+/// Bad line-protocol requests arriving while good ones keep the measurement's queue busy: each
+/// refused alone with its line; every good one committed; nothing of the bad ones written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_lines_are_refused_alone_inside_a_busy_flush() {
+    let (w, _) = warehouse();
+    let s = ServerProc::start(&w, &["--token", "tok"]);
+    let c = client();
+    let write = |c: reqwest::Client, url: String, body: String| async move {
+        let r = c
+            .post(format!("{url}/api/v2/write?bucket=busy&precision=s"))
+            .header("authorization", "Token tok")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.text().await.unwrap())
+    };
+    let (st, body) = write(
+        c.clone(),
+        s.url.clone(),
+        "load,k=x n=0i,v=0.5 1700000000\n".into(),
+    )
+    .await;
+    assert_eq!(st, 204, "{body}");
+    let mut good = Vec::new();
+    for k in 0..8u64 {
+        let (c, url) = (c.clone(), s.url.clone());
+        good.push(tokio::spawn(async move {
+            for r in 0..10u64 {
+                let body: String = (0..5u64)
+                    .map(|i| {
+                        format!(
+                            "load,k=g n={}i,v=1.5 {}\n",
+                            1 + (k * 10 + r) * 5 + i,
+                            1_700_000_001 + i
+                        )
+                    })
+                    .collect();
+                let (st, text) = write(c.clone(), url.clone(), body).await;
+                assert_eq!(st, 204, "{text}");
+            }
+        }));
+    }
+    // A line cut short, below a good one: refused by its line.
+    let body = "load,k=b n=100001i,v=1 1700000009\nload,k=b n=100002i,v=\n";
+    let (st, text) = write(c.clone(), s.url.clone(), body.into()).await;
+    assert_eq!(st, 400, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error"]["line"], 2, "{v}");
+    // A field of another type than the measurement's: refused, naming it.
+    for (body, column) in [
+        ("load,k=b n=100003i,v=\"text\" 1700000009\n", "'v'"),
+        ("load,k=b n=100004,v=1 1700000009\n", "'n'"),
+    ] {
+        let (st, text) = write(c.clone(), s.url.clone(), body.into()).await;
+        assert_eq!(st, 400, "{body}: {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["code"], "schema_conflict", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(column),
+            "{v}"
+        );
+    }
+    for g in good {
+        g.await.unwrap();
+    }
+    let out = neve_ok(&[
+        "sql",
+        "SELECT count(*) AS n, count(DISTINCT n) AS d, max(n) AS hi FROM t",
+        "--table",
+        &format!("t={w}/busy/load"),
+        "--format",
+        "ndjson",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["n"].as_u64(), v["d"].as_u64(), v["hi"].as_u64()),
+        (Some(401), Some(401), Some(400)),
+        "{v}"
+    );
+}
