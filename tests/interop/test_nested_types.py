@@ -139,3 +139,18 @@ def test_duckdb_reads_nested_columns_on_minio(tmp_path, neve, duck, s3_prefix):
         for r in src.to_pylist()
     ]
     assert got == want
+    # The other columns, depth 3 included: zoned and pre-1970 times, dates, a 16-byte id,
+    # binaries, int8, and every session's fields.
+    got = duck.execute(
+        f"""SELECT id, epoch_us(ts), d, uid, blob, small, "user".id, "user".sessions FROM {expr} ORDER BY id"""
+    ).fetchall()
+    EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    as_bytes = lambda v: v.bytes if isinstance(v, uuid.UUID) else v  # noqa: E731
+    got = [(i, ts, d, as_bytes(u), b, s, uid, sessions) for i, ts, d, u, b, s, uid, sessions in got]
+    want = [
+        (r["id"], (r["ts"] - EPOCH) // dt.timedelta(microseconds=1), r["d"], r["uid"], r["blob"], r["small"],
+         r["user"]["id"] if r["user"] else None,
+         r["user"]["sessions"] if r["user"] else None)
+        for r in src.to_pylist()
+    ]
+    assert got == want
