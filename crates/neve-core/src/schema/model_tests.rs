@@ -220,6 +220,10 @@ enum Op {
     Widen {
         pick: u8,
     },
+    /// Widen an integer field of a struct column (`user.a int8` to `int16`).
+    WidenField {
+        pick: u8,
+    },
     Merge,
 }
 
@@ -232,6 +236,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|pick| Op::RenameField { pick }),
         1 => any::<u8>().prop_map(|pick| Op::DropField { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Widen { pick }),
+        1 => any::<u8>().prop_map(|pick| Op::WidenField { pick }),
         1 => Just(Op::Merge),
     ]
 }
@@ -437,6 +442,27 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     })
                     .await
                     .map_err(|e| TestCaseError::fail(format!("widen: {e}")))?
+            }
+            Op::WidenField { pick: p } => {
+                let Some((_, column, fields)) = pick_struct(p, &mut model) else {
+                    continue;
+                };
+                let Some(f) = fields
+                    .iter_mut()
+                    .find(|f| matches!(f.kind, Kind::Int(b) if b < 64))
+                else {
+                    continue;
+                };
+                let Kind::Int(b) = f.kind else { unreachable!() };
+                f.kind = Kind::Int(b * 2);
+                let to: ColumnType = format!("int{}", b * 2).parse().unwrap();
+                table
+                    .alter(&AlterOp::Widen {
+                        column: format!("{column}.{}", f.name),
+                        to,
+                    })
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("widen field: {e}")))?
             }
             Op::Merge => {
                 let opts = MergeOptions {
