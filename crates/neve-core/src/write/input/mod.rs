@@ -15,6 +15,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+mod csv_infer;
 mod csv_lines;
 mod json;
 mod sample;
@@ -593,7 +594,7 @@ fn open_csv(
     if inferred.fields().is_empty() {
         return Ok(OpenedInput::empty(name, InputFormat::Csv));
     }
-    let inferred = zoned_timestamps(inferred, &head, opts.csv_header, delimiter, table)?;
+    let inferred = csv_infer::refine(inferred, &head, opts.csv_header, delimiter, table)?;
     let schema = Arc::new(decode_schema(&inferred, table)?);
     let raw = raw_schema(&schema);
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
@@ -629,70 +630,6 @@ fn open_csv(
             })
         })),
     })
-}
-
-/// New columns arrow inferred as timestamps without a zone whose sampled values all name their
-/// offset (`2024-01-01T00:00:00Z`, `…+02:00`): instants, so `timestamp(UTC)`. As wall time the
-/// `Z` would be dropped, and an offset other than 0 refused by a type neve chose itself.
-fn zoned_timestamps(
-    inferred: Schema,
-    head: &[u8],
-    header: bool,
-    delimiter: u8,
-    table: &TableSchema,
-) -> Result<Schema> {
-    let candidates: Vec<usize> = inferred
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| {
-            matches!(f.data_type(), DataType::Timestamp(_, None))
-                && table.column(f.name()).is_none()
-        })
-        .map(|(i, _)| i)
-        .collect();
-    if candidates.is_empty() {
-        return Ok(inferred);
-    }
-    let text = Schema::new(
-        inferred
-            .fields()
-            .iter()
-            .map(|f| Field::new(f.name(), DataType::Utf8, true))
-            .collect::<Vec<_>>(),
-    );
-    let rdr = arrow::csv::ReaderBuilder::new(Arc::new(text))
-        .with_header(header)
-        .with_delimiter(delimiter)
-        .build(Cursor::new(head))?;
-    let mut zoned = vec![true; candidates.len()];
-    for batch in rdr {
-        // A line the sample could not split is reported when the input is read for real.
-        let Ok(batch) = batch else { break };
-        for (z, &i) in zoned.iter_mut().zip(&candidates) {
-            let col = arrow::array::AsArray::as_string::<i32>(batch.column(i));
-            *z &= col
-                .iter()
-                .flatten()
-                .filter(|v| !v.trim().is_empty())
-                .all(super::text::has_offset);
-        }
-    }
-    let mut fields: Vec<Field> = inferred
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    for (z, &i) in zoned.iter().zip(&candidates) {
-        if *z {
-            fields[i] = Field::new(
-                fields[i].name(),
-                DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
-                true,
-            );
-        }
-    }
-    Ok(Schema::new(fields))
 }
 
 fn inferred_names(head: &[u8], delimiter: u8) -> Vec<String> {

@@ -181,3 +181,37 @@ fn csv_errors_name_file_lines_past_blank_lines_and_quoted_breaks() {
         );
     }
 }
+
+/// A new CSV column of numbers written with leading zeros (zip codes, account numbers) is
+/// text: as a number `02139` would be stored as 2139. Plain numbers stay numbers.
+#[test]
+fn csv_numbers_with_leading_zeros_stay_text() {
+    let opts = ReadOptions {
+        format: Some(InputFormat::Csv),
+        ..Default::default()
+    };
+    let body = "zip,n,x\n10001,1,0.5\n02139,2,1.25\n";
+    let input = open_bytes(
+        "t.csv",
+        body.to_string().into(),
+        &opts,
+        &TableSchema::default(),
+    )
+    .unwrap();
+    let types: Vec<DataType> = input
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+    assert_eq!(types, [DataType::Utf8, DataType::Int64, DataType::Float64]);
+    let zips: Vec<String> = input
+        .batches
+        .flat_map(|b| {
+            let b = b.unwrap();
+            let z = b.column_by_name("zip").unwrap().as_string::<i32>().clone();
+            z.iter().map(|v| v.unwrap().to_string()).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(zips, ["10001", "02139"]);
+}
