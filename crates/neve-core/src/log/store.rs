@@ -293,22 +293,6 @@ impl LogStore {
             Some(&v) => self.read_checkpoint(v).await?,
             None => None,
         };
-        // No checkpoint at or below it and the log's start cleaned: the version asked for is
-        // gone, not version 0 (which replaying from the start would name).
-        if base.is_none() && !listing.commits.contains(&0) {
-            let oldest = listing
-                .checkpoints
-                .iter()
-                .next()
-                .or(listing.commits.iter().next());
-            return Err(Error::VersionNotFound {
-                version,
-                reason: match oldest {
-                    Some(o) => format!("cleaned by gc (the oldest readable version is {o})"),
-                    None => "its log entries were cleaned by gc".into(),
-                },
-            });
-        }
         self.replay(base, Some(version), &listing).await
     }
 
@@ -371,9 +355,21 @@ impl LogStore {
             if listing.commits.is_empty() && listing.checkpoints.is_empty() {
                 return Err(self.not_found());
             }
+            // The version asked for is gone, not the entry it needed (replaying a version
+            // with no checkpoint below it would name version 0).
+            let oldest = listing
+                .checkpoints
+                .iter()
+                .next()
+                .or(listing.commits.iter().next());
             return Err(Error::VersionNotFound {
-                version: *missing,
-                reason: "its log entry is missing (cleaned by GC?)".into(),
+                version: until,
+                reason: match oldest {
+                    Some(o) => format!(
+                        "cleaned by gc (log entry {missing} is gone; the oldest readable version is {o})"
+                    ),
+                    None => format!("cleaned by gc (log entry {missing} is gone)"),
+                },
             });
         }
         let commits = self.read_commits(wanted).await?;

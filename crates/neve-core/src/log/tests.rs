@@ -41,6 +41,21 @@ fn batch(ids: &[i64], region: &str) -> (Arc<Schema>, RecordBatch) {
     (schema, b)
 }
 
+/// A created table on a manual clock, checkpointed every `interval` versions.
+async fn checkpointed(interval: u64) -> (Arc<ManualClock>, Table) {
+    let clock = ManualClock::new(T0);
+    let t = table(clock.clone());
+    let opts = CreateOptions {
+        settings: TableSettings {
+            checkpoint_interval: interval,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    t.create(opts).await.unwrap();
+    (clock, t)
+}
+
 async fn insert(t: &Table, ids: &[i64], region: &str) -> crate::InsertReport {
     let (s, b) = batch(ids, region);
     t.insert_batches(s, vec![b], &InsertOptions::default(), Arc::new(NoProgress))
@@ -164,16 +179,7 @@ fn golden_insert_commit() {
 
 #[tokio::test]
 async fn golden_checkpoint() {
-    let clock = ManualClock::new(T0);
-    let t = table(clock.clone());
-    let opts = CreateOptions {
-        settings: TableSettings {
-            checkpoint_interval: 2,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    t.create(opts).await.unwrap();
+    let (clock, t) = checkpointed(2).await;
     clock.advance(1000);
     insert(&t, &[1, 2], "eu").await;
     clock.advance(1000);
@@ -214,16 +220,7 @@ async fn create_twice_is_an_error() {
 
 #[tokio::test]
 async fn checkpoints_bound_what_opening_reads() {
-    let clock = ManualClock::new(T0);
-    let t = table(clock.clone());
-    let opts = CreateOptions {
-        settings: TableSettings {
-            checkpoint_interval: 3,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    t.create(opts).await.unwrap();
+    let (clock, t) = checkpointed(3).await;
     for i in 0..8 {
         clock.advance(10);
         insert(&t, &[i], "eu").await;
