@@ -292,6 +292,9 @@ pub(crate) fn commit_failed(e: &neve_core::Error) -> Error {
     }
 }
 
+/// The code of a commit that may or may not have landed (the store failed under its PUT).
+pub(crate) const OUTCOME_UNKNOWN: &str = "commit_outcome_unknown";
+
 /// The code of a core error, as the server answers it.
 pub(crate) fn core_code(e: &neve_core::Error) -> &'static str {
     match e {
@@ -312,7 +315,7 @@ pub(crate) fn core_code(e: &neve_core::Error) -> &'static str {
         neve_core::Error::UnknownTable { .. } => "table_not_found",
         neve_core::Error::QueryOutOfMemory { .. } => "query_out_of_memory",
         // Retried safely only with the request's idempotency key (HTTP); not a plain 503.
-        neve_core::Error::CommitOutcomeUnknown { .. } => "commit_outcome_unknown",
+        neve_core::Error::CommitOutcomeUnknown { .. } => OUTCOME_UNKNOWN,
         _ => match e.kind() {
             ErrorKind::BadInput => "bad_input",
             ErrorKind::NotFound => "not_found",

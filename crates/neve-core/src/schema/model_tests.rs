@@ -21,6 +21,10 @@ enum Kind {
     Int(u8),
     Str,
     Struct(Vec<ModelField>),
+    /// A list of values of the inner kind (a struct's fields grow by insert).
+    List(Box<Kind>),
+    /// `map<string, int{bits}>` (declared only: JSON objects are inferred as structs).
+    Map(u8),
 }
 
 /// A struct field: renamed and dropped by the model as columns are, tracked by its model id.
@@ -45,6 +49,8 @@ impl Kind {
                     })
                     .collect(),
             ),
+            Kind::List(inner) => Kind::List(Box::new(inner.inferred())),
+            Kind::Map(b) => Kind::Map(b),
         }
     }
 
@@ -59,6 +65,8 @@ impl Kind {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            Kind::List(inner) => format!("list<{}>", inner.ddl()),
+            Kind::Map(b) => format!("map<string, int{b}>"),
         }
     }
 
@@ -87,6 +95,24 @@ impl Kind {
                 }
                 (Value::Object(by_name), Value::Object(by_mid))
             }
+            Kind::List(inner) => {
+                // With `all`, two elements (so inference sees the element's kind), each whole.
+                let n = if all { 2 } else { seed % 4 };
+                let (given, kept) = (0..n)
+                    .map(|j| inner.value(seed.wrapping_mul(17).wrapping_add(j), all))
+                    .unzip();
+                (Value::Array(given), Value::Array(kept))
+            }
+            Kind::Map(b) => {
+                let n = if all { 2 } else { seed % 3 };
+                let entries: Map<String, Value> = (0..n)
+                    .map(|j| {
+                        let v = Kind::Int(*b).value(seed.wrapping_add(j * 13), all).0;
+                        (format!("k{}", (seed + j) % 5), v)
+                    })
+                    .collect();
+                (Value::Object(entries.clone()), Value::Object(entries))
+            }
         }
     }
 
@@ -105,7 +131,28 @@ impl Kind {
                     })
                     .collect(),
             ),
+            (Kind::List(inner), Value::Array(kept)) => {
+                Value::Array(kept.into_iter().map(|v| inner.expected(v)).collect())
+            }
             (_, v) => v,
+        }
+    }
+
+    fn has_fields(&self) -> bool {
+        match self {
+            Kind::Struct(_) => true,
+            Kind::List(inner) => inner.has_fields(),
+            _ => false,
+        }
+    }
+
+    /// The struct fields of this kind, if it is a struct or a list of structs (where an insert
+    /// may add fields).
+    fn fields_mut(&mut self) -> Option<&mut Vec<ModelField>> {
+        match self {
+            Kind::Struct(f) => Some(f),
+            Kind::List(inner) => inner.fields_mut(),
+            _ => None,
         }
     }
 }
@@ -143,11 +190,13 @@ impl Model {
         self.next_mid
     }
 
-    /// Kind `n` of the three the tests use, with fresh model ids for struct fields.
+    /// Kind `n` of the five the tests use, with fresh model ids for struct fields.
     fn kind_of(&mut self, n: u8) -> Kind {
-        match n % 3 {
+        match n % 5 {
             0 => Kind::Int(16),
             1 => Kind::Str,
+            3 => Kind::List(Box::new(self.kind_of(2))),
+            4 => Kind::Map(16),
             _ => Kind::Struct(vec![
                 ModelField {
                     mid: self.mid(),
@@ -230,7 +279,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (1u8..6, any::<u64>(), any::<bool>(), any::<bool>()).prop_map(|(rows, seed, new_column, new_field)| Op::Insert { rows, seed, new_column, new_field }),
-        1 => (0u8..6).prop_map(|kind| Op::AddColumn { kind }),
+        1 => (0u8..10).prop_map(|kind| Op::AddColumn { kind }),
         1 => any::<u8>().prop_map(|pick| Op::Rename { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Drop { pick }),
         1 => any::<u8>().prop_map(|pick| Op::RenameField { pick }),
@@ -239,6 +288,18 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|pick| Op::WidenField { pick }),
         1 => Just(Op::Merge),
     ]
+}
+
+/// The struct column (or list of structs) `p` picks, if any, with its name and fields: where an
+/// insert may bring a new field.
+fn pick_fields(p: u8, m: &mut Model) -> Option<(u32, String, &mut Vec<ModelField>)> {
+    let with: Vec<usize> = (0..m.columns.len())
+        .filter(|&i| m.columns[i].kind.has_fields())
+        .collect();
+    let i = *with.get(p as usize % with.len().max(1))?;
+    let c = &mut m.columns[i];
+    let (mid, name) = (c.mid, c.name.clone());
+    Some((mid, name, c.kind.fields_mut()?))
 }
 
 /// The struct column `p` picks, if any, with its name and fields.
@@ -303,15 +364,16 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 new_field,
             } => {
                 if new_column {
-                    // A column an insert brings is inferred: JSON integers as int64.
+                    // A column an insert brings is inferred: JSON integers as int64, objects
+                    // as structs (so never a map).
                     let name = model.fresh_name();
-                    let kind = model.kind_of(seed as u8).inferred();
+                    let kind = model.kind_of(seed as u8 % 4).inferred();
                     model.add(name, kind);
                 }
                 if new_field {
                     let mid = model.mid();
                     let dropped = std::mem::take(&mut model.dropped_fields);
-                    if let Some((cmid, _, fields)) = pick_struct(0, &mut model) {
+                    if let Some((cmid, _, fields)) = pick_fields((seed >> 8) as u8, &mut model) {
                         // The name of a dropped field when there is one: a new field all the
                         // same, which must not see the old values.
                         let name = match dropped.iter().position(|(c, _)| *c == cmid) {
@@ -365,14 +427,14 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::AddColumn { kind } => {
                 // Half the time, the name of a dropped column: it must not see the old values.
-                let name = match (kind >= 3, model.dropped.pop()) {
+                let name = match (kind >= 5, model.dropped.pop()) {
                     (true, Some(n)) => n,
                     (_, other) => {
                         model.dropped.extend(other);
                         model.fresh_name()
                     }
                 };
-                let k = model.kind_of(kind);
+                let k = model.kind_of(kind % 5);
                 let def = format!("{name} {}", k.ddl());
                 model.add(name, k);
                 table
@@ -490,7 +552,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
     #[test]
     fn every_version_reads_back_as_the_model_says(ops in proptest::collection::vec(op(), 1..10)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -17,8 +17,10 @@ use crate::error::{Error, Result};
 
 mod durable;
 mod local;
+mod shared;
 pub(crate) use durable::stale_staging;
 pub use local::LocalStore;
+use shared::{store_key, S3_STORES};
 
 /// The HTTP client for an endpoint reached over plain http (MinIO on loopback or inside a
 /// cluster). object_store's own client loads the system's root certificates, every file of
@@ -276,19 +278,45 @@ impl TableLocation {
         // (AWS_ALLOW_INVALID_CERTIFICATES, AWS_PROXY_URL, AWS_TIMEOUT...) apply over them;
         // `allow_http` was decided above, from the environment too.
         let allow_http_key = K::Client(object_store::ClientConfigKey::AllowHttp);
+        let env: Vec<(String, String)> = {
+            let mut env: Vec<(String, String)> = std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, v)| k.starts_with("AWS_") && !v.is_empty())
+                .collect();
+            env.sort();
+            env
+        };
+        let kind = StoreKind::S3 {
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            endpoint: endpoint.clone(),
+            region: region.clone(),
+        };
+        let key = store_key(
+            bucket,
+            &region,
+            endpoint.as_deref(),
+            allow_http,
+            &given,
+            &env,
+        );
+        if let Some(store) = S3_STORES.get(&key) {
+            return Ok(Self {
+                store,
+                root: Path::from(prefix),
+                kind,
+                display: display.to_string(),
+            });
+        }
         let mut builder = AmazonS3Builder::new().with_client_options(
             ClientOptions::new()
                 .with_allow_http(allow_http)
                 .with_timeout(std::time::Duration::from_secs(60)),
         );
-        for (key, value) in std::env::vars_os() {
-            if let (Some(key), Some(value)) = (key.to_str(), value.to_str()) {
-                if key.starts_with("AWS_") && !value.is_empty() {
-                    match key.to_ascii_lowercase().parse::<K>() {
-                        Ok(k) if k != allow_http_key => builder = builder.with_config(k, value),
-                        _ => {}
-                    }
-                }
+        for (key, value) in &env {
+            match key.to_ascii_lowercase().parse::<K>() {
+                Ok(k) if k != allow_http_key => builder = builder.with_config(k, value),
+                _ => {}
             }
         }
         let mut builder = builder
@@ -318,14 +346,9 @@ impl TableLocation {
             reason: e.to_string(),
         })?;
         Ok(Self {
-            store: Arc::new(store),
+            store: S3_STORES.insert(key, Arc::new(store)),
             root: Path::from(prefix),
-            kind: StoreKind::S3 {
-                bucket: bucket.to_string(),
-                prefix: prefix.to_string(),
-                endpoint,
-                region,
-            },
+            kind,
             display: display.to_string(),
         })
     }

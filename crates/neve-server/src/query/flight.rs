@@ -295,7 +295,7 @@ impl From<Error> for Status {
         }
         // Bulk ingest carries no request key, so sending the rows again may add them twice:
         // not UNAVAILABLE, which clients retry.
-        if e.code() == "commit_outcome_unknown" {
+        if e.code() == crate::error::OUTCOME_UNKNOWN {
             return Status::unknown(format!(
                 "{message}; read the table to learn whether the rows landed before sending them again"
             ));
