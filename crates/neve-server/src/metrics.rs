@@ -78,6 +78,7 @@ pub struct Metrics {
     pub gc_deleted_files: Family<KindLabels, Counter>,
     pub gc_deleted_bytes: Counter,
     pub maintenance_failures: Family<TaskLabels, Counter>,
+    pub maintenance_elsewhere: Counter,
     pub queries_ok: Counter,
     pub queries_failed: Family<CodeLabels, Counter>,
     pub queries_refused: Counter,
@@ -129,6 +130,7 @@ impl Metrics {
             gc_deleted_files: Family::default(),
             gc_deleted_bytes: Counter::default(),
             maintenance_failures: Family::default(),
+            maintenance_elsewhere: Counter::default(),
             queries_ok: Counter::default(),
             queries_failed: Family::default(),
             queries_refused: Counter::default(),
@@ -242,6 +244,11 @@ impl Metrics {
             "maintenance_failures",
             "Background maintenance steps that failed, by task",
             m.maintenance_failures.clone(),
+        );
+        registry.register(
+            "maintenance_elsewhere",
+            "Table visits skipped as another server or worker was maintaining the table",
+            m.maintenance_elsewhere.clone(),
         );
         registry.register(
             "queries_ok",

@@ -51,7 +51,13 @@ pub async fn maintain(a: MaintainArgs) -> Result<()> {
         let found = neve_server::maintain::discover(&config.table_roots()).await;
         let round =
             neve_server::maintain::round(&found.tables, &config.maintenance, &metrics).await;
-        println!("maintained {} tables", found.tables.len());
+        match round.elsewhere {
+            0 => println!("maintained {} tables", found.tables.len()),
+            n => println!(
+                "maintained {} tables ({n} by another server or worker at the time)",
+                found.tables.len()
+            ),
+        }
         if round.failed > 0 || !found.complete {
             return Err(CliError::MaintenanceFailed {
                 failed: round.failed,

@@ -262,3 +262,84 @@ async fn a_maintain_worker_serves_its_metrics() {
     assert_eq!(info(&t)["files"], 1);
     assert_eq!(counts(&t), (30, 30));
 }
+
+/// A table another server or worker holds (its claim, docs/FORMAT.md) is left to it; workers
+/// started together take turns, so none reads, merges and uploads the same files only to lose
+/// the race to another.
+#[test]
+fn maintain_workers_take_turns_on_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().display().to_string();
+    let t = format!("{w}/a");
+    let data = dir.path().join("rows.ndjson");
+    neve_ok(&["create", &t, "--sort-by", "id"]);
+    // Enough rows that a merge takes a while: workers started together would overlap.
+    let per = 20_000u64;
+    for r in 0..6u64 {
+        std::fs::write(&data, rows(r * per, per)).unwrap();
+        neve_ok(&["insert", &t, data.to_str().unwrap()]);
+    }
+    // Held elsewhere: this minute's claim and the next one's, so the run below falls in one.
+    let claims = dir.path().join("a/_maintenance");
+    std::fs::create_dir_all(&claims).unwrap();
+    let minute = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        / 60_000;
+    for m in [minute, minute + 1] {
+        std::fs::write(claims.join(format!("claim-{m}")), "{}").unwrap();
+    }
+    let once = [
+        "maintain",
+        "--warehouse",
+        &w,
+        "--once",
+        "--merge-min-files",
+        "2",
+    ];
+    let out = neve_ok(&once);
+    assert!(
+        out.contains("maintained 1 tables (1 by another server or worker at the time)"),
+        "{out}"
+    );
+    assert_eq!(info(&t)["files"], 6, "a held table is not merged");
+    std::fs::remove_dir_all(&claims).unwrap();
+
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(neve_bin())
+                .args(once)
+                .env("NEVE_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut logs = Vec::new();
+    for w in workers {
+        let o = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{err}");
+        logs.push(err);
+    }
+    // One worker merged; none merged the same files only to lose the race to another.
+    let merged = logs.iter().filter(|l| l.contains(" merged ")).count();
+    assert_eq!(merged, 1, "{logs:#?}");
+    assert!(!logs.iter().any(|l| l.contains("lost a race")), "{logs:#?}");
+    assert_eq!(info(&t)["files"], 1);
+    assert_eq!(counts(&t), (6 * per, 6 * per));
+    let r: serde_json::Value =
+        serde_json::from_str(&neve_ok(&["gc", &t, "--dry-run", "--json"])).unwrap();
+    assert_eq!(
+        r["orphans_kept"].as_u64(),
+        Some(0),
+        "a merge lost a race: {r}"
+    );
+    // Each worker let go of its claim.
+    let left: Vec<_> = std::fs::read_dir(&claims)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

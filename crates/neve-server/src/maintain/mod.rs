@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod claim;
+
 use neve_core::gc::GcOptions;
 use neve_core::merge::MergeOptions;
 use neve_core::write::NoProgress;
@@ -112,6 +114,9 @@ pub struct Round {
     /// Of those, the ones whose failure will come back until someone acts (a corrupt log, a
     /// bad address, a merge longer than the grace, a panic): not the store's or a race's.
     pub lasting: usize,
+    /// Tables another server or worker was maintaining at the time (see [`claim`]): left
+    /// to it.
+    pub elsewhere: usize,
 }
 
 /// One round over `tables`: merge, then gc, each table; failures are logged and the round
@@ -119,7 +124,9 @@ pub struct Round {
 pub async fn round(tables: &[String], policy: &MaintenanceConfig, metrics: &Arc<Metrics>) -> Round {
     let mut out = Round::default();
     for address in tables {
-        match visit(address, policy, metrics).await.failed {
+        let v = visit(address, policy, metrics).await;
+        out.elsewhere += v.elsewhere as usize;
+        match v.failed {
             Some(Failure::Passing) => out.failed += 1,
             Some(Failure::Lasting) => {
                 out.failed += 1;
@@ -165,6 +172,8 @@ struct Visit {
     /// How long until the table is due again.
     again: Duration,
     failed: Option<Failure>,
+    /// Another server or worker held the table.
+    elsewhere: bool,
 }
 
 /// [`maintain`] in a task of its own: a panic (a bug met on one table's files) is counted and
@@ -179,6 +188,7 @@ async fn visit(address: &str, policy: &MaintenanceConfig, metrics: &Arc<Metrics>
             Visit {
                 again: policy.interval,
                 failed: Some(Failure::Lasting),
+                elsewhere: false,
             }
         }
     }
@@ -197,6 +207,7 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
     let refused = |e: &neve_core::Error| Visit {
         again: policy.interval,
         failed: Some(Failure::of(e)),
+        elsewhere: false,
     };
     let table = match Table::at(address) {
         Ok(t) => t,
@@ -206,14 +217,54 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
             return refused(&e);
         }
     };
+    // Claimed before the log is read: a table left to another costs one PUT.
+    let claim = match claim::take(table.location()).await {
+        Ok(claim::Taken::Here(c)) => Some(c),
+        Ok(claim::Taken::Elsewhere) => {
+            metrics.maintenance_elsewhere.inc();
+            tracing::debug!(table = %address, "maintenance: another server or worker is maintaining it");
+            return Visit {
+                again: policy.interval,
+                failed: None,
+                elsewhere: true,
+            };
+        }
+        // The steps below meet the same store, and say what failed.
+        Err(e) => {
+            tracing::debug!(table = %address, error = %e, "maintenance: no claim; maintained unclaimed");
+            None
+        }
+    };
+    let visit = maintain_claimed(address, &table, policy, metrics).await;
+    if let Some(c) = claim {
+        c.release().await;
+    }
+    visit
+}
+
+/// [`maintain`] once the table is this visit's.
+async fn maintain_claimed(
+    address: &str,
+    table: &Table,
+    policy: &MaintenanceConfig,
+    metrics: &Metrics,
+) -> Visit {
     let settings = match table.metadata().await {
         Ok(m) => m.settings,
         Err(e) => {
             failed(metrics, "open");
             tracing::warn!(table = %address, error = %e, "maintenance: cannot read");
-            return refused(&e);
+            return Visit {
+                again: policy.interval,
+                failed: Some(Failure::of(&e)),
+                elsewhere: false,
+            };
         }
     };
+    let again = settings
+        .maintenance_interval_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(policy.interval);
     let mut any_failed: Option<Failure> = None;
     let grace = settings
         .gc_grace_seconds
@@ -286,11 +337,9 @@ async fn maintain(address: &str, policy: &MaintenanceConfig, metrics: &Metrics) 
         }
     }
     Visit {
-        again: settings
-            .maintenance_interval_seconds
-            .map(Duration::from_secs)
-            .unwrap_or(policy.interval),
+        again,
         failed: any_failed,
+        elsewhere: false,
     }
 }
 
