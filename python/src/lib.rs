@@ -667,6 +667,8 @@ fn _sql_stream(
 #[pymodule]
 fn _neve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tune_allocator();
+    // Every call runs on the one process-wide runtime.
+    neve_core::storage::share_s3_clients();
     let py = m.py();
     m.add_class::<PyTable>()?;
     m.add_class::<PyBatches>()?;

@@ -10,6 +10,7 @@
 //!   (`<name>#<digits>`, which no listing shows), once older than the grace period.
 //! - Log entries before the newest checkpoint that is itself older than the retention (and the
 //!   grace period): every version from that checkpoint on stays readable.
+//! - Maintenance claims (`_maintenance/claim-<minute>`, docs/FORMAT.md) of minutes long past.
 //!
 //! `_data/` is listed before the log is read, so a file committed meanwhile is seen as alive.
 //! Deleting is idempotent (a missing file is fine), so any number of GCs may run at once.
@@ -34,7 +35,7 @@ async fn interrupted_uploads(
     cutoff_ms: i64,
     dry_run: bool,
 ) -> Result<Vec<(PathBuf, u64)>> {
-    let dirs: Vec<PathBuf> = ["_data", "_log", "metadata"]
+    let dirs: Vec<PathBuf> = ["_data", "_log", "metadata", "_maintenance"]
         .iter()
         .map(|d| dir.join(d))
         .collect();
@@ -114,6 +115,9 @@ pub struct GcReport {
     pub log_entries_deleted: u64,
     /// Iceberg metadata files no retained snapshot needs (tables with `iceberg=true`).
     pub iceberg_files_deleted: u64,
+    /// Maintenance claims (`_maintenance/claim-<minute>`) of minutes long past, left by
+    /// holders that died.
+    pub claims_deleted: u64,
     /// The oldest version still readable after this run.
     pub oldest_version: u64,
     pub retention_ms: i64,
@@ -236,6 +240,24 @@ impl Table {
             for &v in listing.checkpoints.range(..c) {
                 doomed.push(self.log().checkpoint_path(v));
                 report.log_entries_deleted += 1;
+            }
+        }
+
+        // Claims of minutes that ended over a minute ago (clocks may disagree): their holders
+        // died or were stopped.
+        let claims: Vec<ObjectMeta> = store
+            .list(Some(&self.location.child("_maintenance")))
+            .try_collect()
+            .await?;
+        for c in claims {
+            let minute = c
+                .location
+                .filename()
+                .and_then(|n| n.strip_prefix("claim-"))
+                .and_then(|m| m.parse::<i64>().ok());
+            if minute.is_some_and(|m| (m + 2) * 60_000 < now) {
+                report.claims_deleted += 1;
+                doomed.push(c.location);
             }
         }
 

@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         cli::Command::Bench(cli::BenchCommand::Ingest(_))
     );
     init_tracing(args.verbose, args.log_format, timings);
+    // Tables on one bucket share a client: everything below runs on one runtime.
+    neve_core::storage::share_s3_clients();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // Deep (but allowed) expressions are planned by recursion.

@@ -702,3 +702,52 @@ async fn delete_racing_a_merge_loses_no_deletion_and_no_row() {
         assert_eq!(left.iter().map(|(id, ..)| *id).collect::<Vec<_>>(), expect);
     }
 }
+
+/// Maintenance claims (written by `neve serve` and `neve maintain`) that their holders left
+/// behind go once their minute is well past; a live one, and anything else, stays.
+#[tokio::test]
+async fn gc_deletes_claims_of_minutes_long_past() {
+    use futures::TryStreamExt;
+    let now = chrono::Utc::now().timestamp_millis();
+    let clock = ManualClock::new(now);
+    let t = new_table("claims", Some(clock.clone())).await;
+    let minute = now / 60_000;
+    let names = [
+        format!("claim-{}", minute - 3),
+        format!("claim-{}", minute - 1),
+        format!("claim-{minute}"),
+        "notes".to_string(),
+    ];
+    for n in &names {
+        let p = t.location().child(&format!("_maintenance/{n}"));
+        t.location()
+            .store
+            .put(&p, vec![b'{', b'}'].into())
+            .await
+            .unwrap();
+    }
+    let left = || async {
+        let mut l: Vec<String> = t
+            .location()
+            .store
+            .list(Some(&t.location().child("_maintenance")))
+            .map_ok(|o| o.location.filename().unwrap().to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        l.sort();
+        l
+    };
+    let r = t
+        .gc(&GcOptions {
+            dry_run: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.claims_deleted, 1);
+    assert_eq!(left().await.len(), 4, "a dry run deletes nothing");
+    let r = t.gc(&GcOptions::default()).await.unwrap();
+    assert_eq!(r.claims_deleted, 1);
+    assert_eq!(left().await, names[1..].to_vec());
+}

@@ -20,7 +20,8 @@ mod local;
 mod shared;
 pub(crate) use durable::stale_staging;
 pub use local::LocalStore;
-use shared::{store_key, S3_STORES};
+pub use shared::share_s3_clients;
+use shared::{sharing, store_key, S3_STORES};
 
 /// The HTTP client for an endpoint reached over plain http (MinIO on loopback or inside a
 /// cluster). object_store's own client loads the system's root certificates, every file of
@@ -82,6 +83,17 @@ impl object_store::client::HttpConnector for PlainHttp {
     }
 }
 
+/// Variables the HTTP client reads by itself (trusted CAs, proxies): part of what a cached
+/// store was built from.
+const CLIENT_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+];
+
 /// What kind of store a table lives on, with what external readers need to address it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreKind {
@@ -125,6 +137,12 @@ impl TableLocation {
     /// given for a local folder are accepted and unused, so one set of options can serve
     /// both.
     pub fn parse_with(address: &str, options: &StorageOptions) -> Result<Self> {
+        Self::parse_sharing(address, options, sharing())
+    }
+
+    /// [`Self::parse_with`], an S3 table's client shared with tables opened before on the
+    /// same settings when `share` (see [`share_s3_clients`]).
+    fn parse_sharing(address: &str, options: &StorageOptions, share: bool) -> Result<Self> {
         let invalid = |reason: &str| Error::InvalidLocation {
             location: address.to_string(),
             reason: reason.to_string(),
@@ -138,7 +156,7 @@ impl TableLocation {
                 return Err(invalid("missing bucket name"));
             }
             let prefix = prefix.trim_matches('/').to_string();
-            return Self::s3(address, bucket, &prefix, options);
+            return Self::s3(address, bucket, &prefix, options, share);
         }
         for key in options.keys() {
             s3_option(address, key)?;
@@ -215,7 +233,13 @@ impl TableLocation {
         }
     }
 
-    fn s3(display: &str, bucket: &str, prefix: &str, options: &StorageOptions) -> Result<Self> {
+    fn s3(
+        display: &str,
+        bucket: &str,
+        prefix: &str,
+        options: &StorageOptions,
+        share: bool,
+    ) -> Result<Self> {
         use object_store::aws::AmazonS3ConfigKey as K;
         let mut given: Vec<(K, &str)> = Vec::new();
         for (key, value) in options {
@@ -278,10 +302,16 @@ impl TableLocation {
         // (AWS_ALLOW_INVALID_CERTIFICATES, AWS_PROXY_URL, AWS_TIMEOUT...) apply over them;
         // `allow_http` was decided above, from the environment too.
         let allow_http_key = K::Client(object_store::ClientConfigKey::AllowHttp);
+        // What the store is built from: the AWS_ settings, and what the HTTP client reads
+        // of the environment itself (the CAs it trusts, its proxies).
         let env: Vec<(String, String)> = {
             let mut env: Vec<(String, String)> = std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .filter(|(k, v)| k.starts_with("AWS_") && !v.is_empty())
+                .filter(|(k, v)| {
+                    !v.is_empty()
+                        && (k.starts_with("AWS_")
+                            || CLIENT_ENV.contains(&k.to_ascii_uppercase().as_str()))
+                })
                 .collect();
             env.sort();
             env
@@ -300,7 +330,7 @@ impl TableLocation {
             &given,
             &env,
         );
-        if let Some(store) = S3_STORES.get(&key) {
+        if let Some(store) = S3_STORES.get(&key).filter(|_| share) {
             return Ok(Self {
                 store,
                 root: Path::from(prefix),
@@ -313,7 +343,7 @@ impl TableLocation {
                 .with_allow_http(allow_http)
                 .with_timeout(std::time::Duration::from_secs(60)),
         );
-        for (key, value) in &env {
+        for (key, value) in env.iter().filter(|(k, _)| k.starts_with("AWS_")) {
             match key.to_ascii_lowercase().parse::<K>() {
                 Ok(k) if k != allow_http_key => builder = builder.with_config(k, value),
                 _ => {}
@@ -346,7 +376,10 @@ impl TableLocation {
             reason: e.to_string(),
         })?;
         Ok(Self {
-            store: S3_STORES.insert(key, Arc::new(store)),
+            store: match share {
+                true => S3_STORES.insert(key, Arc::new(store)),
+                false => Arc::new(store),
+            },
             root: Path::from(prefix),
             kind,
             display: display.to_string(),

@@ -4,6 +4,21 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 
+/// Whether S3 clients are shared (see [`share_s3_clients`]).
+static SHARING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Share one S3 client among the tables this process opens on the same bucket and settings,
+/// from now on. For a process that runs one tokio runtime (neve's CLI, server and Python
+/// package): a client's pooled connections are driven by the runtime that opened them, and
+/// a request from another runtime on one of them fails when that runtime ends.
+pub fn share_s3_clients() {
+    SHARING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(super) fn sharing() -> bool {
+    SHARING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The S3 stores this process built, by everything their building read. Tables of one bucket
 /// then share one client: its connection pool, and its credentials (a web identity or an
 /// instance role is asked once, not for each table a server or its maintenance opens: STS and
@@ -93,13 +108,17 @@ mod tests {
     use super::super::{StorageOptions, TableLocation};
     use std::sync::Arc;
 
-    fn at(address: &str, secret: &str) -> TableLocation {
+    fn at_sharing(address: &str, secret: &str, share: bool) -> TableLocation {
         let opts = StorageOptions::from([
             ("endpoint_url".to_string(), "http://127.0.0.1:9".to_string()),
             ("aws_access_key_id".to_string(), "AKIA-SHARED".to_string()),
             ("aws_secret_access_key".to_string(), secret.to_string()),
         ]);
-        TableLocation::parse_with(address, &opts).unwrap()
+        TableLocation::parse_sharing(address, &opts, share).unwrap()
+    }
+
+    fn at(address: &str, secret: &str) -> TableLocation {
+        at_sharing(address, secret, true)
     }
 
     #[test]
@@ -113,6 +132,9 @@ mod tests {
         // Other credentials, or another bucket: a client of its own.
         assert!(!Arc::ptr_eq(&a.store, &at("s3://shared-a/t1", "s2").store));
         assert!(!Arc::ptr_eq(&a.store, &at("s3://shared-b/t1", "s1").store));
+        // Unless the process shares them (one runtime), each table has a client of its own.
+        let own = at_sharing("s3://shared-a/t1", "s1", false);
+        assert!(!Arc::ptr_eq(&a.store, &own.store));
     }
 
     #[test]

@@ -315,6 +315,7 @@ async fn maintain_claimed(
                 ("interrupted_upload", r.interrupted_uploads_deleted),
                 ("log_entry", r.log_entries_deleted),
                 ("iceberg", r.iceberg_files_deleted),
+                ("claim", r.claims_deleted),
             ] {
                 if n > 0 {
                     metrics
