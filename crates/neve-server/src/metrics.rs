@@ -13,7 +13,8 @@ pub struct CodeLabels {
 }
 
 /// What a background gc deleted: `removed` (merged-away or deleted files past the retention),
-/// `orphan`, `interrupted_upload` (a local PUT's staging file), `log_entry`, `iceberg`.
+/// `orphan`, `interrupted_upload` (a local PUT's staging file), `log_entry`, `iceberg`,
+/// `claim` (a maintenance claim its holder left).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: &'static str,

@@ -333,6 +333,7 @@ async fn read_half(a: &BenchIcebergArgs, python: &str) -> Result<()> {
         ("iceberg.py", READ_SCRIPT),
         ("spark_cluster.py", CLUSTER_SCRIPT),
         ("seed_queries.json", QUERIES),
+        ("ports.py", super::PORTS_MODULE),
     ] {
         std::fs::write(dir.path().join(name), text)?;
     }

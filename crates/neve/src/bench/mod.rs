@@ -226,6 +226,8 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 
 /// The driver of `neve bench proxy` (it is mostly chdb and boto3 calls).
 const PROXY_SCRIPT: &str = include_str!("../../../../bench/proxy.py");
+/// The benches' own module the drivers import, written beside them.
+pub(crate) const PORTS_MODULE: &str = include_str!("../../../../bench/ports.py");
 
 /// `neve bench proxy`: run the driver with this binary as the proxy; it prints its runs on
 /// stderr, the table and a JSON summary on stdout.
@@ -233,6 +235,7 @@ async fn proxy(a: crate::cli::BenchProxyArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let script = dir.path().join("proxy.py");
     std::fs::write(&script, PROXY_SCRIPT)?;
+    std::fs::write(dir.path().join("ports.py"), PORTS_MODULE)?;
     let me = std::env::current_exe()?;
     let status = tokio::process::Command::new(&a.python)
         .arg(&script)
@@ -266,4 +269,45 @@ async fn proxy(a: crate::cli::BenchProxyArgs) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The Python drivers the binary carries run from a folder of their own, where only what
+    /// the bench writes beside them can be imported: a driver importing another of the repo's
+    /// modules fails there (as `proxy.py` did once it imported `ports`).
+    #[test]
+    fn drivers_import_only_what_is_written_beside_them() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        // Each embedded driver, and the modules its bench writes beside it.
+        let drivers: [(&str, &[&str]); 9] = [
+            ("bench/proxy.py", &["ports"]),
+            ("bench/iceberg.py", &["spark_cluster", "ports"]),
+            ("bench/spark_cluster.py", &["iceberg", "ports"]),
+            ("bench/semantics_chdb.py", &[]),
+            ("bench/stream.py", &[]),
+            ("scripts/bench_delta.py", &[]),
+            ("scripts/bench_merge_delta.py", &[]),
+            ("scripts/bench_query_peers.py", &[]),
+            ("scripts/bench_duckdb_ndjson.py", &[]),
+        ];
+        for (driver, beside) in drivers {
+            let text = std::fs::read_to_string(repo.join(driver)).unwrap();
+            for line in text.lines().map(str::trim_start) {
+                let module = line
+                    .strip_prefix("from ")
+                    .or_else(|| line.strip_prefix("import "))
+                    .and_then(|rest| rest.split([' ', '.', ',']).next())
+                    .unwrap_or("");
+                let local = !module.is_empty()
+                    && ["bench", "scripts"]
+                        .iter()
+                        .any(|d| repo.join(d).join(format!("{module}.py")).exists());
+                assert!(
+                    !local || beside.contains(&module),
+                    "{driver} imports {module}, which is not written beside it"
+                );
+            }
+        }
+    }
 }
