@@ -79,12 +79,17 @@ _BY_CODE = {
 }
 
 
-def _error(status: int, body: bytes) -> NeveError:
+def _parsed(body: bytes) -> "tuple[str, str]":
+    """The server's error code and message, or no code and the body as text (an answer that is
+    not the server's)."""
     try:
         err = json.loads(body)["error"]
-        code, message = err.get("code", ""), err.get("message", "")
-    except (ValueError, KeyError, TypeError):
-        code, message = "", body.decode("utf-8", "replace")
+        return err.get("code", ""), err.get("message", "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "", body.decode("utf-8", "replace")
+
+
+def _error(status: int, code: str, message: str) -> NeveError:
     cls = _BY_CODE.get(code)
     if cls is None:
         # Other codes by their status, and answers that are not the server's: a reverse proxy
@@ -94,13 +99,6 @@ def _error(status: int, body: bytes) -> NeveError:
                      429: ServerBusyError, 502: UnreachableError, 503: StorageError, 504: UnreachableError}
         cls = by_status.get(status) or (InvalidInputError if 400 <= status < 500 else InternalError)
     return cls(f"{status} {code}: {message}".strip())
-
-
-def _code(body: bytes) -> str:
-    try:
-        return json.loads(body)["error"]["code"]
-    except (ValueError, KeyError, TypeError):
-        return ""
 
 
 class Client:
@@ -257,11 +255,12 @@ class Client:
             # idempotency key a retry never adds rows twice. A call that is not repeatable is
             # sent again only when refused before any work (a store failing under it may have
             # done it: a table created, then the answer lost).
-            before_work = _code(data) in ("overloaded", "too_many_queries", "shutting_down")
+            code, message = _parsed(data)
+            before_work = code in ("overloaded", "too_many_queries", "shutting_down")
             if r.status in (429, 503) and attempt < self.retries and (repeatable or before_work):
                 time.sleep(_retry_after(r.getheader("Retry-After"), attempt))
                 continue
-            raise _error(r.status, data)
+            raise _error(r.status, code, message)
         raise AssertionError("unreachable")
 
     def _unreachable(self, reason: BaseException, tries: int, timeout: float) -> str:
