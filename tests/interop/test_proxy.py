@@ -894,3 +894,41 @@ def test_sighup_puts_the_files_access_keys_in_force_and_a_bad_file_changes_nothi
         assert metric(proxy.url, "neve_proxy_key_reloads_total") == 1
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize("verbosity", [("NEVE_LOG=debug",), ("-vv",)])
+def test_debug_logs_hold_no_signature_or_credential(neve_bin, lake, verbosity):
+    """At the most verbose logging an operator can ask for, no request's credentials reach the
+    log: not an Authorization header, not a presigned URL's signature or credential, not the
+    signature a key's secret makes for a tampered request (s3s, the S3 layer, prints all of
+    them at debug level)."""
+    env = {k: v for k, v in os.environ.items() if k != "NEVE_LOG"}
+    env["ACME_TAXI_SECRET"] = ACME_TAXI_ONLY[1]
+    args = [neve_bin, "proxy", "--listen", "127.0.0.1:0", "--config", str(lake["config"])]
+    if verbosity[0] == "-vv":
+        args.append("-vv")
+    else:
+        env["NEVE_LOG"] = "debug"
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        at = {**lake, "url": line.strip().split()[-1]}
+        c = s3(at)
+        key = alive_keys(neve_bin, f"{lake['base']}/acme/taxi")[0]
+        c.head_object(Bucket="taxi", Key=key)
+        url = c.generate_presigned_url("get_object", Params={"Bucket": "taxi", "Key": key}, ExpiresIn=300)
+        assert raw_request("GET", url).status_code == 200
+        sig = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["X-Amz-Signature"][0]
+        tampered = url.replace(sig, ("1" if sig[0] == "0" else "0") + sig[1:])
+        assert raw_request("GET", tampered).status_code == 403
+        with pytest.raises(Exception) as e:
+            s3(at, key=(ACME[0], "not-the-secret")).head_object(Bucket="taxi", Key=key)
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "answered" in err, "the debug log is on"
+    for secret in ("X-Amz-Signature", "X-Amz-Credential", "Credential=", "Signature=", sig,
+                   ACME[1], "signature mismatch"):
+        assert secret not in err, f"{secret!r} in the log:\n{err[-3000:]}"

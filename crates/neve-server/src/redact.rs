@@ -57,7 +57,7 @@ impl Redact {
     }
 
     pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
+        let mut out = signed_request_cut(text);
         for p in &self.prefixes {
             if out.contains(p.as_str()) {
                 out = out.replace(p.as_str(), "").into();
@@ -348,9 +348,64 @@ impl<S: FlightService> FlightService for RedactedFlight<S> {
     }
 }
 
+/// Elements of an S3 error body that echo the request as the server signed it: its session
+/// token (`x-amz-security-token` in the canonical request), its access key and signature.
+/// object_store keeps the body in its error's text, and a `SignatureDoesNotMatch` from AWS
+/// holds them all; no client of the server is to see its credentials.
+const SIGNED_REQUEST_ELEMENTS: [&str; 6] = [
+    "CanonicalRequest",
+    "CanonicalRequestBytes",
+    "StringToSign",
+    "StringToSignBytes",
+    "SignatureProvided",
+    "AWSAccessKeyId",
+];
+
+fn signed_request_cut(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    for tag in SIGNED_REQUEST_ELEMENTS {
+        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+        let mut from = 0;
+        while let Some(start) = out[from..].find(&open).map(|i| from + i + open.len()) {
+            // An element cut short by the message's end: up to the end.
+            let end = out[start..].find(&close).map_or(out.len(), |i| start + i);
+            let mut text = out.into_owned();
+            text.replace_range(start..end, "(redacted)");
+            from = start + "(redacted)".len();
+            out = Cow::Owned(text);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_s3_error_body_loses_the_servers_credentials() {
+        let r = Redact::new(&["s3://lake/acme".into()]);
+        let body = "Generic S3 error: Error performing PUT https://s3.amazonaws.com/lake/acme/t/_log/x.json in 1.2s - Server returned non-retryable error. Received 403 Forbidden: <?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated does not match</Message><AWSAccessKeyId>ASIAEXAMPLE</AWSAccessKeyId><StringToSign>AWS4-HMAC-SHA256\n20261206T000000Z</StringToSign><SignatureProvided>abc123</SignatureProvided><CanonicalRequest>PUT\n/lake/acme/t/_log/x.json\n\nhost:s3.amazonaws.com\nx-amz-security-token:FwoGZXIvYXdzEXAMPLETOKEN\n</CanonicalRequest><RequestId>R1</RequestId></Error>";
+        let out = r.apply(body);
+        for secret in [
+            "ASIAEXAMPLE",
+            "abc123",
+            "FwoGZXIvYXdzEXAMPLETOKEN",
+            "20261206T000000Z",
+        ] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(out.contains("<Code>SignatureDoesNotMatch</Code>"), "{out}");
+        assert!(
+            out.contains("<CanonicalRequest>(redacted)</CanonicalRequest>"),
+            "{out}"
+        );
+        assert!(out.contains("<RequestId>R1</RequestId>"), "{out}");
+        assert!(!out.contains("lake/acme/"), "{out}");
+        // Cut short by the message's end, the rest goes too.
+        let cut = r.apply("<Error><CanonicalRequest>PUT\nx-amz-security-token:TOK");
+        assert_eq!(cut, "<Error><CanonicalRequest>(redacted)");
+    }
 
     #[test]
     fn paths_are_taken_out_of_text_statuses_and_plans() {

@@ -54,14 +54,28 @@ fn main() -> ExitCode {
 fn init_tracing(verbose: u8, format: cli::LogFormat, part_timings: bool) {
     use tracing_subscriber::prelude::*;
     // s3s logs every refused S3 request (anonymous ones too) as an error; the proxy logs its
-    // own failures, and refusals at info, so a client cannot flood the log at will.
+    // own failures, and refusals at info, so a client cannot flood the log at will. So s3s is
+    // off unless `NEVE_LOG` names it.
     let default = match verbose {
         0 => "warn,s3s=off",
         1 => "info,neve=debug,neve_core=debug,s3s=off",
-        _ => "debug",
+        _ => "debug,s3s=off",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NEVE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let filter = std::env::var("NEVE_LOG")
+        .ok()
+        .and_then(|v| match v.contains("s3s") {
+            true => tracing_subscriber::EnvFilter::try_new(v).ok(),
+            false => tracing_subscriber::EnvFilter::try_new(format!("{v},s3s=off")).ok(),
+        })
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    // Never below info: s3s's debug events print whole requests (the `Authorization` header,
+    // a presigned URL's signature) and the signature a tenant's secret makes.
+    let filter = tracing_subscriber::filter::FilterExt::and(
+        filter,
+        tracing_subscriber::filter::Targets::new()
+            .with_default(tracing::level_filters::LevelFilter::TRACE)
+            .with_target("s3s", tracing::level_filters::LevelFilter::INFO),
+    );
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false);
