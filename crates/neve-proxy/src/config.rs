@@ -100,7 +100,7 @@ impl Default for ProxySettings {
 
 /// One S3 access key. The secret is needed in plain text to check SigV4 signatures (an HMAC
 /// over the request), so it can come from the environment instead of the file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessKeyConfig {
     pub id: String,
@@ -112,6 +112,18 @@ pub struct AccessKeyConfig {
     /// The tenant's buckets this key may read; absent or `["*"]`: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buckets: Option<Vec<String>>,
+}
+
+/// Never the secret: a config printed with `{:?}` in a log must not carry it.
+impl std::fmt::Debug for AccessKeyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessKeyConfig")
+            .field("id", &self.id)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("secret_env", &self.secret_env)
+            .field("buckets", &self.buckets)
+            .finish()
+    }
 }
 
 impl AccessKeyConfig {
@@ -379,6 +391,12 @@ mod tests {
             Some(&["taxi".to_string()][..])
         );
         c.validate().unwrap();
+        // A config, or its keys in force, printed in a log never carry a secret.
+        let keys = crate::auth::Keys::new(&c).unwrap();
+        for text in [format!("{c:?}"), format!("{keys:?}")] {
+            assert!(text.contains("AKIAACME"), "{text}");
+            assert!(!text.contains("acme-secret"), "{text}");
+        }
     }
 
     #[test]

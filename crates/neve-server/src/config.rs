@@ -52,7 +52,7 @@ pub struct ServerConfig {
     /// Never read from the file, where tenants' tokens are stored hashed: a file naming it is
     /// refused as an unknown field.
     #[serde(skip)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Secret>,
     /// `neve proxy`'s section of the shared file (read by the proxy, see docs/PROXY.md).
     pub proxy: neve_proxy::ProxySettings,
     /// HTTPS and Flight SQL over TLS (and the S3 port's HTTPS): `[tls]` in the file, or
@@ -197,6 +197,28 @@ pub struct TenantConfig {
     pub access_keys: Vec<neve_proxy::AccessKeyConfig>,
 }
 
+/// A secret held in memory: `{:?}` of a config that holds it never shows it (a log line
+/// printing a config would otherwise carry the admin token).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: String) -> Self {
+        Self(text)
+    }
+
+    /// The text, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
 /// A token, stored as the hex SHA-256 of its text (`neve hash-token` prints it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -319,6 +341,19 @@ pub const MIN_GC_GRACE: std::time::Duration = std::time::Duration::from_secs(10)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_printed_never_shows_the_admin_token() {
+        let mut c = ServerConfig::from_toml("warehouse = \"/tmp/w\"").unwrap();
+        c.admin_token = Some(Secret::new("tok-9f2c1e".into()));
+        let text = format!("{c:?}");
+        assert!(
+            text.contains("admin_token: Some(Secret(<redacted>))"),
+            "{text}"
+        );
+        assert!(!text.contains("tok-9f2c1e"), "{text}");
+        assert_eq!(c.admin_token.unwrap().expose(), "tok-9f2c1e");
+    }
 
     #[test]
     fn a_config_file_reads_and_checks() {

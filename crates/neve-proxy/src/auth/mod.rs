@@ -21,7 +21,6 @@ use crate::metrics::Metrics;
 pub const MAX_PRESIGNED_EXPIRY_SECS: u64 = 7 * 24 * 3600;
 
 /// One access key: whose it is and what it may read.
-#[derive(Debug)]
 pub struct KeyInfo {
     pub id: String,
     secret: String,
@@ -29,6 +28,18 @@ pub struct KeyInfo {
     pub prefix: String,
     /// Bucket names (without pins) it may read; `None`: all of the tenant's.
     buckets: Option<HashSet<String>>,
+}
+
+/// Never the secret: keys printed with `{:?}` in a log must not carry it.
+impl std::fmt::Debug for KeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyInfo")
+            .field("id", &self.id)
+            .field("secret", &"<redacted>")
+            .field("prefix", &self.prefix)
+            .field("buckets", &self.buckets)
+            .finish()
+    }
 }
 
 impl KeyInfo {

@@ -102,7 +102,7 @@ impl Auth {
             };
             return Ok(match &config.admin_token {
                 Some(t) => {
-                    tokens.insert(digest(t), caller);
+                    tokens.insert(digest(t.expose()), caller);
                     Self { tokens, open: None }
                 }
                 None => Self {

@@ -154,7 +154,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
                 "--token (NEVE_TOKEN) is the single tenant's admin token; with tenants in the config, tokens are listed there".into(),
             ));
         }
-        config.admin_token = Some(t);
+        config.admin_token = Some(neve_server::config::Secret::new(t));
     }
     if let Some(d) = a.flush_interval {
         config.ingest.flush_interval = d.into();
