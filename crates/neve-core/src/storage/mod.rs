@@ -322,15 +322,18 @@ impl TableLocation {
             endpoint: endpoint.clone(),
             region: region.clone(),
         };
-        let key = store_key(
-            bucket,
-            &region,
-            endpoint.as_deref(),
-            allow_http,
-            &given,
-            &env,
-        );
-        if let Some(store) = S3_STORES.get(&key).filter(|_| share) {
+        // Hashed only when clients are shared: the key is of no use otherwise.
+        let key = share.then(|| {
+            store_key(
+                bucket,
+                &region,
+                endpoint.as_deref(),
+                allow_http,
+                &given,
+                &env,
+            )
+        });
+        if let Some(store) = key.as_ref().and_then(|k| S3_STORES.get(k)) {
             return Ok(Self {
                 store,
                 root: Path::from(prefix),
@@ -376,9 +379,9 @@ impl TableLocation {
             reason: e.to_string(),
         })?;
         Ok(Self {
-            store: match share {
-                true => S3_STORES.insert(key, Arc::new(store)),
-                false => Arc::new(store),
+            store: match key {
+                Some(key) => S3_STORES.insert(key, Arc::new(store)),
+                None => Arc::new(store),
             },
             root: Path::from(prefix),
             kind,

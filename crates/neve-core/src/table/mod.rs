@@ -174,7 +174,9 @@ impl TableBuilder {
     }
 }
 
-fn default_writer() -> String {
+/// This process as commits name their writer (`neve/<version> <host> pid <pid>`): also who
+/// holds a maintenance claim.
+pub fn default_writer() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| {

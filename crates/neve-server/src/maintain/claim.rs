@@ -66,7 +66,7 @@ fn path(location: &TableLocation, slot: i64) -> object_store::path::Path {
 /// Creates the claim of `slot`: false when it is there already.
 async fn create(location: &TableLocation, slot: i64) -> object_store::Result<bool> {
     let body = serde_json::json!({
-        "by": format!("neve {} pid {}", hostname(), std::process::id()),
+        "by": neve_core::table::default_writer(),
         "at": now_ms(),
     })
     .to_string();
@@ -83,17 +83,6 @@ async fn create(location: &TableLocation, slot: i64) -> object_store::Result<boo
         Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Claim the table at `location` for a visit.
