@@ -1,5 +1,5 @@
 """Hot scans through a fresh `neve proxy`, beside the floor chdb's own CPU sets: what
-`BENCHMARKS.md` (issue 16, "Latest run, 2026-11-27") reports for the scan at 2 threads. Each
+`BENCHMARKS.md` (issue 16, the full runs' notes) reports for the scan at 2 threads. Each
 round starts a proxy (empty cache) on the link, runs one cold query, then `--hot` hot ones,
 reading chdb's and the proxy's CPU around each; prints the best hot/cold and what chdb's CPU
 over 2 cores allows.
