@@ -134,6 +134,21 @@ impl TableSchema {
             reason,
         };
         match op {
+            // Inside a list's elements, only what an insert's own evolution does there (and
+            // readers are tested on): add fields, widen, make nullable.
+            AlterOp::RenameColumn { from: path, .. }
+            | AlterOp::DropColumn(path)
+            | AlterOp::SetNotNull(path)
+                if through_list(&self.columns, path) =>
+            {
+                return Err(unsafe_alter(
+                    path,
+                    "a field inside a list can be added, widened or made nullable, not renamed, dropped or set not null".into(),
+                ));
+            }
+            _ => {}
+        }
+        match op {
             AlterOp::AddColumn { parent, column } => {
                 if !column.nullable && has_rows {
                     return Err(unsafe_alter(
@@ -145,6 +160,15 @@ impl TableSchema {
                     None => &mut out.columns,
                     Some(p) => match &mut field_mut(&mut out.columns, p)?.column_type {
                         ColumnType::Struct(fields) => fields,
+                        ColumnType::List(e) if matches!(e.column_type, ColumnType::Struct(_)) => {
+                            return Err(unsafe_alter(
+                                p,
+                                format!(
+                                    "is a list: add to its elements' struct as `{p}[].{}`",
+                                    column.name
+                                ),
+                            ))
+                        }
                         other => {
                             return Err(unsafe_alter(
                                 p,
@@ -313,7 +337,8 @@ fn nested_path<'p>(columns: &[Column], path: &'p str) -> Option<(&'p str, &'p st
 }
 
 /// The field at a dotted path (`user.plan`) through structs, or the top-level column of
-/// exactly that name.
+/// exactly that name. `[]` after a part steps into a list's element, as the insert path names
+/// them (`events[].kind`).
 fn field_mut<'a>(columns: &'a mut [Column], path: &str) -> Result<&'a mut Column> {
     let missing = || Error::UnsafeAlter {
         column: path.to_string(),
@@ -324,20 +349,51 @@ fn field_mut<'a>(columns: &'a mut [Column], path: &str) -> Result<&'a mut Column
     }
     let mut parts = path.split('.');
     let first = parts.next().ok_or_else(missing)?;
+    let (name, lists) = list_steps(first);
     let mut c = columns
         .iter_mut()
-        .find(|c| c.name == first)
+        .find(|c| c.name == name)
         .ok_or_else(missing)?;
+    c = into_elements(c, lists).ok_or_else(missing)?;
     for part in parts {
         let ColumnType::Struct(fields) = &mut c.column_type else {
             return Err(missing());
         };
+        let (name, lists) = list_steps(part);
         c = fields
             .iter_mut()
-            .find(|f| f.name == part)
+            .find(|f| f.name == name)
             .ok_or_else(missing)?;
+        c = into_elements(c, lists).ok_or_else(missing)?;
     }
     Ok(c)
+}
+
+/// A path part's name and how many `[]` follow it (`matrix[][]`: 2).
+fn list_steps(part: &str) -> (&str, usize) {
+    let mut name = part;
+    let mut n = 0;
+    while let Some(rest) = name.strip_suffix("[]") {
+        name = rest;
+        n += 1;
+    }
+    (name, n)
+}
+
+/// `n` steps into nested lists' elements; `None` where a step meets something else.
+fn into_elements(mut c: &mut Column, n: usize) -> Option<&mut Column> {
+    for _ in 0..n {
+        let ColumnType::List(element) = &mut c.column_type else {
+            return None;
+        };
+        c = element;
+    }
+    Some(c)
+}
+
+/// Whether `path` steps into a list's element (and is not a top-level column's own name).
+fn through_list(columns: &[Column], path: &str) -> bool {
+    path.contains("[]") && !columns.iter().any(|c| c.name == path)
 }
 
 fn conflict(path: &str, table: &ColumnType, input: &ColumnType) -> Error {

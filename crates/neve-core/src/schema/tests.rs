@@ -429,6 +429,58 @@ fn a_change_given_as_one_argument_is_split_as_the_shell_would() {
 }
 
 #[test]
+fn alter_steps_into_list_elements() {
+    let s = parse_schema(
+        "id int64, events list<struct<kind string, n int32>>, grid list<list<struct<v int32>>>, tags list<string>",
+    )
+    .unwrap();
+    let op = |words: &str| AlterOp::parse(&[words.to_string()]).unwrap();
+    let added = s
+        .alter(&op("add column events[].weight float64"), true)
+        .unwrap();
+    assert_eq!(
+        added.to_string(),
+        "id int64, events list<struct<kind string, n int32, weight float64>>, \
+         grid list<list<struct<v int32>>>, tags list<string>"
+    );
+    assert!(
+        added.last_column_id > s.last_column_id,
+        "the new field has an id of its own"
+    );
+    let widened = s.alter(&op("widen events[].n int64"), true).unwrap();
+    assert!(widened
+        .to_string()
+        .contains("events list<struct<kind string, n int64>>"));
+    let deep = s.alter(&op("widen grid[][].v int64"), true).unwrap();
+    assert!(deep
+        .to_string()
+        .contains("grid list<list<struct<v int64>>>"));
+    let strict = parse_schema("events list<struct<kind string not null>>").unwrap();
+    let nullable = strict
+        .alter(&op("drop not null events[].kind"), true)
+        .unwrap();
+    assert_eq!(nullable.to_string(), "events list<struct<kind string>>");
+    for (change, says) in [
+        (
+            "rename column events[].kind to type",
+            "not renamed, dropped",
+        ),
+        ("drop column events[].kind", "not renamed, dropped"),
+        (
+            "set not null events[].kind",
+            "not renamed, dropped or set not null",
+        ),
+        ("add column events.weight float64", "`events[].weight`"),
+        ("add column tags[].x int64", "not a struct"),
+        ("widen grid[].v int64", "no such column"),
+        ("widen id[] int64", "no such column"),
+    ] {
+        let e = s.alter(&op(change), true).unwrap_err().to_string();
+        assert!(e.contains(says), "{change}: {e}");
+    }
+}
+
+#[test]
 fn alter_changes_and_refusals() {
     let s = parse_schema(
         "id string, amount decimal(18,2), tags list<string>, user struct<plan string>",
