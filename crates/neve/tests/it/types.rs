@@ -467,7 +467,7 @@ fn nested_alter_reads_back_by_id(table: &str) {
         table,
         "--schema",
         "id int64, user struct<id int64, plan string, geo struct<country string>>, \
-         events list<struct<kind string, n int64>>",
+         events list<struct<kind string, n int32>>",
         "--sort-by",
         "id",
     ]);
@@ -488,8 +488,8 @@ fn nested_alter_reads_back_by_id(table: &str) {
             .success(),
         "a list's element fields are not a struct path"
     );
-    // Into a list's elements with `[]`: a field added (and only added, widened or made
-    // nullable: a rename there is refused, leaving the table as it was).
+    // Into a list's elements with `[]`: a field added and one widened (a rename there is
+    // refused, leaving the table as it was).
     let out = alter(table, "rename column events[].kind to type");
     assert_eq!(out.status.code(), Some(65));
     assert!(
@@ -498,6 +498,7 @@ fn nested_alter_reads_back_by_id(table: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     neve_ok(&["alter", table, "add", "column", "events[].weight float64"]);
+    neve_ok(&["alter", table, "widen", "events[].n", "int64"]);
     let ddl = info(table)["schema_ddl"].as_str().unwrap().to_string();
     assert!(
         ddl.contains("events list<struct<kind string, n int64, weight float64>>"),
@@ -506,20 +507,20 @@ fn nested_alter_reads_back_by_id(table: &str) {
     let v2 = write(
         dir.path(),
         "v2.ndjson",
-        "{\"id\": 3, \"user\": {\"id\": 30, \"tier\": \"team\"}, \"events\": [{\"kind\": \"b\", \"n\": 2, \"weight\": 0.5}]}\n",
+        "{\"id\": 3, \"user\": {\"id\": 30, \"tier\": \"team\"}, \"events\": [{\"kind\": \"b\", \"n\": 3000000000, \"weight\": 0.5}]}\n",
     );
     neve_ok(&["insert", table, &v2]);
     let rows = sql(
         table,
-        "SELECT id, events[1]['kind'] AS kind, events[1]['weight'] AS w FROM t WHERE events IS NOT NULL ORDER BY id",
+        "SELECT id, events[1]['kind'] AS kind, events[1]['n'] AS n, events[1]['weight'] AS w FROM t WHERE events IS NOT NULL ORDER BY id",
     );
     assert_eq!(
         rows,
         vec![
-            serde_json::json!({"id": 1, "kind": "a", "w": null}),
-            serde_json::json!({"id": 3, "kind": "b", "w": 0.5}),
+            serde_json::json!({"id": 1, "kind": "a", "n": 1, "w": null}),
+            serde_json::json!({"id": 3, "kind": "b", "n": 3000000000i64, "w": 0.5}),
         ],
-        "the files written before the field read it as null"
+        "the files written before read the new field as null and the widened one as it was"
     );
     let rows = sql(table, "SELECT id, user.tier AS tier FROM t ORDER BY id");
     let tiers: Vec<_> = rows.iter().map(|r| r["tier"].clone()).collect();
