@@ -146,6 +146,15 @@ impl Kind {
         }
     }
 
+    /// How `neve alter` names the struct this kind holds, after the column's name: nothing for
+    /// a struct, `[]` for each list around it.
+    fn fields_path(&self) -> String {
+        match self {
+            Kind::List(inner) => format!("[]{}", inner.fields_path()),
+            _ => String::new(),
+        }
+    }
+
     /// The struct fields of this kind, if it is a struct or a list of structs (where an insert
     /// may add fields).
     fn fields_mut(&mut self) -> Option<&mut Vec<ModelField>> {
@@ -269,9 +278,16 @@ enum Op {
     Widen {
         pick: u8,
     },
-    /// Widen an integer field of a struct column (`user.a int8` to `int16`).
+    /// Widen an integer field of a struct column or of a list's struct elements (`user.a`,
+    /// `events[].a`: int8 to int16).
     WidenField {
         pick: u8,
+    },
+    /// `neve alter add column` of a field to a struct column or to a list's struct elements:
+    /// rows written before read it as null.
+    AddField {
+        pick: u8,
+        string: bool,
     },
     Merge,
 }
@@ -286,20 +302,22 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|pick| Op::DropField { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Widen { pick }),
         1 => any::<u8>().prop_map(|pick| Op::WidenField { pick }),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(pick, string)| Op::AddField { pick, string }),
         1 => Just(Op::Merge),
     ]
 }
 
-/// The struct column (or list of structs) `p` picks, if any, with its name and fields: where an
-/// insert may bring a new field.
+/// The struct column (or list of structs) `p` picks, if any, with its name, the path `neve
+/// alter` names its fields under (`user`, `events[]`), and its fields: where an insert may
+/// bring a new field, and an alter may add or widen one.
 fn pick_fields(p: u8, m: &mut Model) -> Option<(u32, String, &mut Vec<ModelField>)> {
     let with: Vec<usize> = (0..m.columns.len())
         .filter(|&i| m.columns[i].kind.has_fields())
         .collect();
     let i = *with.get(p as usize % with.len().max(1))?;
     let c = &mut m.columns[i];
-    let (mid, name) = (c.mid, c.name.clone());
-    Some((mid, name, c.kind.fields_mut()?))
+    let (mid, path) = (c.mid, format!("{}{}", c.name, c.kind.fields_path()));
+    Some((mid, path, c.kind.fields_mut()?))
 }
 
 /// The struct column `p` picks, if any, with its name and fields.
@@ -506,7 +524,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .map_err(|e| TestCaseError::fail(format!("widen: {e}")))?
             }
             Op::WidenField { pick: p } => {
-                let Some((_, column, fields)) = pick_struct(p, &mut model) else {
+                let Some((_, column, fields)) = pick_fields(p, &mut model) else {
                     continue;
                 };
                 let Some(f) = fields
@@ -525,6 +543,19 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     })
                     .await
                     .map_err(|e| TestCaseError::fail(format!("widen field: {e}")))?
+            }
+            Op::AddField { pick: p, string } => {
+                let (mid, name) = (model.mid(), model.fresh_name());
+                let Some((_, path, fields)) = pick_fields(p, &mut model) else {
+                    continue;
+                };
+                let kind = if string { Kind::Str } else { Kind::Int(16) };
+                let def = format!("{path}.{name} {}", kind.ddl());
+                fields.push(ModelField { mid, name, kind });
+                table
+                    .alter(&AlterOp::parse(&["add".into(), "column".into(), def]).unwrap())
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("add field: {e}")))?
             }
             Op::Merge => {
                 let opts = MergeOptions {
@@ -552,7 +583,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
     fn every_version_reads_back_as_the_model_says(ops in proptest::collection::vec(op(), 1..10)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
