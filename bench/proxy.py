@@ -1,7 +1,9 @@
 """`neve bench proxy` (issue 16): chdb over the taxi table through `neve proxy` and direct, both
 across an S3-like link to MinIO (Toxiproxy: latency before the first byte and a per-connection
 bandwidth cap), cold (a fresh proxy, empty cache) and hot; the floor of a hot read (chdb on
-local copies of the same files); and a 10,000-file table's listing through the proxy against
+local copies of the same files); the floor of a cold read through any caching proxy (a fresh
+`neve bench relay --keep` in front of the same link, read as direct is); and a 10,000-file
+table's listing through the proxy against
 listing its `_data/` directly on the same link.
 
     python bench/proxy.py --neve-bin target/release/neve --toxiproxy TOXIPROXY_SERVER \
@@ -291,8 +293,8 @@ def main():
         with tempfile.TemporaryDirectory() as cache_dir:
             for threads in [int(t) for t in a.threads.split(",")]:
                 for q in ("scan", "point"):
-                    cold, hot, direct, served, answers = [], [], [], [], set()
-                    cpu = {"cold": [], "hot": [], "direct": []}
+                    cold, hot, direct, kept, served, answers = [], [], [], [], [], set()
+                    cpu = {"cold": [], "hot": [], "direct": [], "keeping relay": []}
                     counts = {"cold": [], "hot": []}
                     for run in range(a.runs):
                         p = NeveProxy(a.neve_bin, warehouse, link, cache_dir)
@@ -317,21 +319,39 @@ def main():
                         direct.append(s)
                         answers.add(out)
                         cpu["direct"].append(m.cpu)
+                        # The floor of a cold read through any caching proxy, in the same run: a
+                        # fresh relay in front of the link that forwards the bytes and keeps each
+                        # in fresh memory, as a filling cache does (BENCHMARKS.md, "The floor of
+                        # a caching proxy").
+                        relay_proc, relay = start_relay("neve-keep", a.neve_bin, urllib.parse.urlsplit(link).netloc)
+                        try:
+                            sql = queries(f"{relay}/{bucket}/{table_key}/_data/**/*.parquet", mkey, msecret, threads)[q]
+                            with CpuMeter({"relay": relay_proc.pid, "toxiproxy": link_proc.pid, "minio": minio_pid}) as m:
+                                s, out = chdb_time(sql)
+                        finally:
+                            relay_proc.terminate()
+                            relay_proc.wait()
+                        kept.append(s)
+                        answers.add(out)
+                        cpu["keeping relay"].append(m.cpu)
                         fmt = lambda c: " ".join(f"{k} {v:.2f}" for k, v in c.items())
                         print(f"  {q} max_threads={threads} run {run + 1}: proxy cold {cold[-1]:.2f}s hot {hot[-1]:.2f}s, "
-                              f"direct {direct[-1]:.2f}s; CPU-s cold: {fmt(cpu['cold'][-1])}; hot: {fmt(cpu['hot'][-1])}; "
-                              f"direct: {fmt(cpu['direct'][-1])}; cold requests {counts['cold'][-1]['requests']}, "
+                              f"direct {direct[-1]:.2f}s, keeping relay {kept[-1]:.2f}s; CPU-s cold: {fmt(cpu['cold'][-1])}; hot: {fmt(cpu['hot'][-1])}; "
+                              f"direct: {fmt(cpu['direct'][-1])}; keeping relay: {fmt(cpu['keeping relay'][-1])}; cold requests {counts['cold'][-1]['requests']}, "
                               f"upstream GETs {counts['cold'][-1]['upstream_requests']} "
                               f"({counts['cold'][-1]['upstream_bytes'] / 1e9:.2f} GB)", file=sys.stderr)
                     assert len(answers) == 1, f"different answers: {answers}"
                     r = {"query": q, "max_threads": threads, "cold_s": statistics.median(cold),
                          "hot_s": statistics.median(hot), "direct_s": statistics.median(direct),
-                         "cold_runs": cold, "hot_runs": hot, "direct_runs": direct, "answer": answers.pop()}
+                         "keeping_relay_s": statistics.median(kept), "cold_runs": cold, "hot_runs": hot,
+                         "direct_runs": direct, "keeping_relay_runs": kept, "answer": answers.pop()}
                     r["hot_speedup"] = r["cold_s"] / r["hot_s"]
                     r["local_files_s"] = floor[(q, threads)]
                     r["minio_loopback_s"] = s3_floor[(q, threads)]
                     r["hot_served_bytes"] = statistics.median(served)
                     r["cold_over_direct"] = r["cold_s"] / r["direct_s"]
+                    # What any caching proxy's cold read costs over direct, in the same runs.
+                    r["keeping_relay_over_direct"] = r["keeping_relay_s"] / r["direct_s"]
                     # Medians of each process's CPU seconds, per mode; the floors they set on
                     # 2 cores: a hot read cannot end before chdb's own CPU is spent, whatever
                     # the proxy costs; a cold read not before everyone's.
@@ -375,7 +395,7 @@ def main():
           f"medians of {a.runs}")
     print(f"{'measure':<22} {'proxy cold':>11} {'proxy hot':>10} {'direct':>9} {'local files':>12} "
           f"{'MinIO loopback':>15} {'hot/cold':>9} {'cold/direct':>12} {'hot/local':>10} {'hot GB sent':>12} "
-          f"{'hot floor':>10} {'hot/cold max':>13}")
+          f"{'hot floor':>10} {'hot/cold max':>13} {'keeping relay':>14} {'relay/direct':>13}")
     for r in results:
         label = r["query"] if r["query"] == "list" else f"{r['query']} max_threads={r['max_threads']}"
         local = r.get("local_files_s")
@@ -383,7 +403,8 @@ def main():
               + (f"{local:>11.3f}s {r['minio_loopback_s']:>14.3f}s " if local else f"{'':>12} {'':>15} ")
               + f"{r['cold_s'] / r['hot_s']:>8.2f}x {r['cold_s'] / r['direct_s']:>11.2f}x "
               + (f"{r['hot_s'] / local:>9.2f}x {r['hot_served_bytes'] / 1e9:>11.2f} "
-                 f"{r['hot_floor_s']:>9.3f}s {r['hot_over_cold_max']:>12.2f}x" if local else ""))
+                 f"{r['hot_floor_s']:>9.3f}s {r['hot_over_cold_max']:>12.2f}x "
+                 f"{r['keeping_relay_s']:>13.3f}s {r['keeping_relay_over_direct']:>12.2f}x" if local else ""))
     print(json.dumps({"table": a.table, "rows": info["rows"], "files": info["files"], "results": results}))
 
 
