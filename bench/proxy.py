@@ -3,8 +3,7 @@ across an S3-like link to MinIO (Toxiproxy: latency before the first byte and a 
 bandwidth cap), cold (a fresh proxy, empty cache) and hot; the floor of a hot read (chdb on
 local copies of the same files); the floor of a cold read through any caching proxy (a fresh
 `neve bench relay --keep` in front of the same link, read as direct is); and a 10,000-file
-table's listing through the proxy against
-listing its `_data/` directly on the same link.
+table's listing through the proxy against listing its `_data/` directly on the same link.
 
     python bench/proxy.py --neve-bin target/release/neve --toxiproxy TOXIPROXY_SERVER \
         --table s3://bucket/prefix/taxi [--rows 10000000] [--runs 3] [--threads 2,8,32]

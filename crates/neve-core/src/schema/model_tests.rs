@@ -307,7 +307,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The struct column (or list of structs) `p` picks, if any, with its name, the path `neve
+/// The struct column (or list of structs) `p` picks, if any, with its model id, the path `neve
 /// alter` names its fields under (`user`, `events[]`), and its fields: where an insert may
 /// bring a new field, and an alter may add or widen one.
 fn pick_fields(p: u8, m: &mut Model) -> Option<(u32, String, &mut Vec<ModelField>)> {
