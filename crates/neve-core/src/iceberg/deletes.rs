@@ -14,20 +14,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, RecordBatch,
-    StringArray,
-};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{cast, concat};
-use arrow::datatypes::{DataType, Field, Int32Type, Schema};
+use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
-use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use parquet::arrow::{ArrowSchemaConverter, ArrowWriter, ProjectionMask};
-use parquet::basic::{Compression, Encoding};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::SchemaDescriptor;
+use parquet::arrow::ProjectionMask;
 
 use crate::error::{Error, Result};
 use crate::log::{AddFile, Snapshot};
@@ -35,6 +28,7 @@ use crate::merge::MergeSpec;
 use crate::storage::TableLocation;
 use crate::write::KeptColumns;
 
+pub(crate) use super::delete_file::DeleteFiles;
 pub(crate) use super::keys::{KeyIds, PreNumbered};
 pub(crate) use super::weigh::NewLosers;
 use super::weigh::Weighed;
@@ -42,7 +36,7 @@ use super::weigh::Weighed;
 /// Iceberg's reserved field ids of a position delete file's columns (`file_path`'s also keys
 /// its bounds in a manifest entry).
 pub(crate) const FILE_PATH_FIELD: i32 = 2_147_483_546;
-const POS_FIELD: i32 = 2_147_483_545;
+pub(crate) const POS_FIELD: i32 = 2_147_483_545;
 
 /// The first and last data file URL (in byte order) a position delete file names: its entry's
 /// `file_path` bounds, by which pyiceberg and Iceberg's Java reader apply it only to the data
@@ -521,117 +515,6 @@ async fn on_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -
 
 /// Positions deleted, by data file (its URL as readers resolve it).
 pub(crate) type DeletedRows<'a> = Vec<(&'a str, Vec<u64>)>;
-
-/// Writes position delete files: the schema and the writer's settings made once a sync, not
-/// once a file.
-#[derive(Debug)]
-pub(crate) struct DeleteFiles {
-    schema: Arc<Schema>,
-    /// The Parquet schema `schema` converts to, converted once, not once a file.
-    parquet_schema: SchemaDescriptor,
-    props: WriterProperties,
-    /// Nanoseconds spent writing files, summed over the threads (see `encode_ms` in the log).
-    pub(crate) busy: std::sync::atomic::AtomicU64,
-}
-
-impl DeleteFiles {
-    pub(crate) fn new() -> Self {
-        let id = |f: Field, id: i32| {
-            f.with_metadata(HashMap::from([(
-                crate::schema::FIELD_ID_KEY.to_string(),
-                id.to_string(),
-            )]))
-        };
-        let schema = Arc::new(Schema::new(vec![
-            id(
-                Field::new(
-                    "file_path",
-                    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-                    false,
-                ),
-                FILE_PATH_FIELD,
-            ),
-            id(Field::new("pos", DataType::Int64, false), POS_FIELD),
-        ]));
-        // Positions, sorted, as deltas (a few bits each) and file paths as a dictionary (one
-        // entry per data file) compressed with Snappy, with statistics of the whole column
-        // only: zstd and a dictionary of positions took twice the time to encode a delete
-        // file and made them larger (BENCHMARKS.md, "Forty-fourth session"); zstd for the
-        // paths' dictionary page, a few hundred bytes, cost more to set up than to compress
-        // ("Forty-sixth session"). No offset index: a delete file is one page a column, which
-        // readers read whole, and the index was a fixed cost of every file's footer. No
-        // statistics of `file_path`: the writer compared every row's 100-byte path with the
-        // chunk's bounds, 16% of encoding (BENCHMARKS.md, "Fifty-first session"). A row
-        // group's paths span its partition's data files, so bounds let a reader skip little; one
-        // that filters by path (Iceberg's Java reader) still skips row groups by the dictionary.
-        let props = WriterProperties::builder()
-            .set_created_by("neve".to_string())
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_offset_index_disabled(true)
-            .set_column_statistics_enabled("file_path".into(), EnabledStatistics::None)
-            .set_column_compression("file_path".into(), Compression::SNAPPY)
-            .set_column_compression("pos".into(), Compression::UNCOMPRESSED)
-            .set_column_dictionary_enabled("pos".into(), false)
-            .set_column_encoding("pos".into(), Encoding::DELTA_BINARY_PACKED)
-            .build();
-        let parquet_schema = ArrowSchemaConverter::new()
-            .convert(&schema)
-            .expect("the position delete schema converts to Parquet");
-        Self {
-            schema,
-            parquet_schema,
-            props,
-            busy: Default::default(),
-        }
-    }
-
-    /// A position delete file: `(file_path, pos)` sorted by path, then position, as Iceberg
-    /// asks. What a manifest says of it (its rows, size and the paths it names), and its bytes.
-    pub(crate) fn bytes(&self, mut rows: DeletedRows<'_>) -> Result<(Known, Vec<u8>)> {
-        let t = std::time::Instant::now();
-        rows.retain(|(_, p)| !p.is_empty());
-        rows.sort_by(|a, b| a.0.cmp(b.0));
-        let bounds = rows
-            .first()
-            .zip(rows.last())
-            .map(|((first, _), (last, _))| Arc::new((first.to_string(), last.to_string())));
-        let n: usize = rows.iter().map(|(_, p)| p.len()).sum();
-        // Each data file's path once, and a key per row: a string per row copied every path
-        // once per position, 30% of encoding (BENCHMARKS.md, "Forty-fifth session").
-        // Filled into vectors of their size: an array collected from a chain of iterators
-        // grows its buffer as it goes.
-        let (mut keys, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for (i, (_, p)) in (0i32..).zip(&rows) {
-            keys.extend(std::iter::repeat_n(i, p.len()));
-            pos.extend(p.iter().map(|&x| x as i64));
-        }
-        let names = StringArray::from_iter_values(rows.iter().map(|(path, _)| *path));
-        let paths = DictionaryArray::<Int32Type>::try_new(Int32Array::from(keys), Arc::new(names))?;
-        let pos = Int64Array::from(pos);
-        let batch =
-            RecordBatch::try_new(self.schema.clone(), vec![Arc::new(paths), Arc::new(pos)])?;
-        // No arrow schema in the footer: readers see `file_path` as the string column Iceberg
-        // specifies, not as the dictionary it was written from.
-        let options = ArrowWriterOptions::new()
-            .with_properties(self.props.clone())
-            .with_parquet_schema(self.parquet_schema.clone())
-            .with_skip_arrow_metadata(true);
-        let mut bytes = Vec::new();
-        let mut w = ArrowWriter::try_new_with_options(&mut bytes, self.schema.clone(), options)?;
-        w.write(&batch)?;
-        w.close()?;
-        self.busy.fetch_add(
-            t.elapsed().as_nanos() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        let known = Known {
-            rows: n as u64,
-            size: bytes.len() as u64,
-            paths: bounds,
-        };
-        Ok((known, bytes))
-    }
-}
 
 /// What an Iceberg reader reads at the current snapshot: every data file's rows but those its
 /// position deletes name (a reader walking the metadata, for tests against the log's reads).

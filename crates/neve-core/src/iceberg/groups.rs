@@ -45,8 +45,10 @@ struct Part {
 #[derive(Debug, Clone)]
 pub(crate) struct KeyChain(Sha256);
 
-/// The scheme of the delete files' keys.
-pub(crate) const KEY_SCHEME: &str = "neve iceberg position deletes 2";
+/// The scheme of the delete files' keys, and of their bytes: equal names must hold equal bytes
+/// (a manifest records the size its writer wrote), so a change of how a delete file is encoded
+/// takes a new scheme. 3: pages encoded by `delete_file.rs`, not the arrow writer.
+pub(crate) const KEY_SCHEME: &str = "neve iceberg position deletes 3";
 
 impl KeyChain {
     pub(crate) fn new(location: &TableLocation, spec: &MergeSpec) -> Self {

@@ -12,6 +12,7 @@
 mod avro;
 pub(crate) mod background;
 mod build;
+mod delete_file;
 pub(crate) mod deletes;
 mod groups;
 mod keys;
