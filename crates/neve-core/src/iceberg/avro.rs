@@ -162,16 +162,7 @@ pub(crate) fn opt(v: Option<Value>) -> Value {
 }
 
 fn zigzag(n: i64, out: &mut Vec<u8>) {
-    let mut z = ((n << 1) ^ (n >> 63)) as u64;
-    loop {
-        let b = (z & 0x7f) as u8;
-        z >>= 7;
-        if z == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
+    super::varint::uvarint(super::varint::zigzag(n), out);
 }
 
 fn avro_bytes(b: &[u8], out: &mut Vec<u8>) {

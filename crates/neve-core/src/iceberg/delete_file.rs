@@ -5,11 +5,12 @@
 //! Why not the crate's arrow writer, as for data files: a worst-case `replace` insert writes
 //! 132 delete files of about 750 rows, and the arrow writer spent about 15 µs a file setting up
 //! its encoders and 40 ns a row interning each row's 100-byte path into the column's
-//! dictionary, though the rows come grouped by path: 11 of the sync's 23 CPU-ms (BENCHMARKS.md,
-//! issue 19, "Seventy-fourth session"). Here the dictionary is the distinct paths in order and
-//! its indices one RLE run a path, so a file costs its paths, not its rows; the positions are
-//! the same DELTA_BINARY_PACKED as before. A property test reads every file back through the
-//! crate's reader, against the rows it was written from.
+//! dictionary, though the rows come grouped by path: 8.75 of a sync's 15.6 ms of
+//! position-delete work (BENCHMARKS.md, issue 19, "Seventy-fourth session"). Here the
+//! dictionary is the distinct paths in order and its indices one RLE run a path, so a file
+//! costs its paths, not its rows; the positions are the same DELTA_BINARY_PACKED as before. A
+//! property test reads every file back through the crate's reader, against the rows it was
+//! written from.
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedW
 use parquet::schema::types::{ColumnDescPtr, SchemaDescriptor};
 
 use super::deletes::{DeletedRows, Known, FILE_PATH_FIELD, POS_FIELD};
+use super::varint::{uvarint, zigzag};
 use crate::error::Result;
 
 /// Writes position delete files: the schema and the writer's settings made once a sync, not
@@ -70,6 +72,10 @@ impl DeleteFiles {
     /// the paths it names), and its bytes.
     pub(crate) fn bytes(&self, mut rows: DeletedRows<'_>) -> Result<(Known, Vec<u8>)> {
         let t = std::time::Instant::now();
+        debug_assert!(
+            rows.iter().all(|(_, p)| p.is_sorted()),
+            "positions come sorted"
+        );
         rows.retain(|(_, p)| !p.is_empty());
         rows.sort_by(|a, b| a.0.cmp(b.0));
         let bounds = rows
@@ -104,7 +110,12 @@ impl DeleteFiles {
 }
 
 /// `file_path`: a dictionary page of the paths (PLAIN), and a data page of their indices, one
-/// RLE run a path; both compressed with Snappy (the paths share their table's prefix).
+/// RLE run a path; both compressed with Snappy (the paths share their table's prefix; zstd
+/// cost more to set up than it saved on a few hundred bytes: BENCHMARKS.md, "Forty-sixth
+/// session"). No statistics: a row group's paths span its partition's data files, so bounds
+/// would let a reader skip little, and Iceberg's Java reader, which filters by path, skips by
+/// the dictionary ("Fifty-first session"). One page a column and no page index: readers read
+/// a delete file whole.
 fn paths_chunk(
     column: ColumnDescPtr,
     rows: &DeletedRows<'_>,
@@ -157,7 +168,10 @@ fn positions_chunk(
     for (_, positions) in rows {
         values.extend(positions.iter().map(|&p| p as i64));
     }
-    let (min, max) = (values.iter().min().copied(), values.iter().max().copied());
+    // Each path's positions are sorted: the bounds are among their firsts and lasts.
+    let min = rows.iter().filter_map(|(_, p)| p.first()).min();
+    let max = rows.iter().filter_map(|(_, p)| p.last()).max();
+    let (min, max) = (min.map(|&p| p as i64), max.map(|&p| p as i64));
     let mut encoded = Vec::new();
     delta_binary_packed(&values, &mut encoded);
     let size = encoded.len();
@@ -226,18 +240,6 @@ fn snappy_error(e: snap::Error) -> parquet::errors::ParquetError {
     parquet::errors::ParquetError::External(Box::new(e))
 }
 
-fn uvarint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
 /// One run of the RLE/bit-packed hybrid: `count` times `value`, in `width` bits rounded up to
 /// whole bytes, little-endian.
 fn rle_run(value: u32, count: usize, width: u8, out: &mut Vec<u8>) {
@@ -247,7 +249,7 @@ fn rle_run(value: u32, count: usize, width: u8, out: &mut Vec<u8>) {
 
 /// Parquet's DELTA_BINARY_PACKED: blocks of 128 deltas in 4 miniblocks of 32, each bit-packed
 /// (least significant bit first) at the width its largest delta above the block's least needs.
-pub(crate) fn delta_binary_packed(values: &[i64], out: &mut Vec<u8>) {
+fn delta_binary_packed(values: &[i64], out: &mut Vec<u8>) {
     const BLOCK: usize = 128;
     const MINIBLOCKS: usize = 4;
     const MINI: usize = BLOCK / MINIBLOCKS;

@@ -513,7 +513,8 @@ async fn on_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -
     }
 }
 
-/// Positions deleted, by data file (its URL as readers resolve it).
+/// Positions deleted, by data file (its URL as readers resolve it): each file once, its
+/// positions ascending (as the weighing's bitmaps read them out).
 pub(crate) type DeletedRows<'a> = Vec<(&'a str, Vec<u64>)>;
 
 /// What an Iceberg reader reads at the current snapshot: every data file's rows but those its

@@ -19,6 +19,7 @@ mod keys;
 mod manifest;
 mod metrics;
 mod types;
+mod varint;
 mod weigh;
 
 #[cfg(test)]
