@@ -307,6 +307,15 @@ impl IcebergWriter {
                 .as_mut()
                 .map(|m| m.take_entries(layout))
                 .unwrap_or_default();
+            // Those of the files a commit of this writer's gave ahead of it, when they are in
+            // this layout (the version is checked below, file by file).
+            let ahead = self.ahead.lock().expect("ahead").take();
+            if let Some(ahead) = ahead.filter(|a| a.is_for(&run.layout.as_ref().expect("layout").0))
+            {
+                for (path, e) in ahead.entries() {
+                    encoded.entry(path.clone()).or_insert_with(|| e.clone());
+                }
+            }
             let (chunks, mut memo) = chunks_named(layout, snap.version, &snap.files, memo.as_ref());
             for Chunk { named, files } in chunks {
                 match run.known.get(&named.0) {

@@ -216,6 +216,11 @@ async fn read_columns(
         .collect()
 }
 
+/// Whether `c` is a dictionary whose values are of type `ty`.
+fn dictionary_of(c: &ArrayRef, ty: &DataType) -> bool {
+    matches!(c.data_type(), DataType::Dictionary(_, v) if **v == *ty)
+}
+
 /// A file's column as the table types it: cast to a wider type, or all null when the file
 /// lacks it.
 fn typed(column: Option<ArrayRef>, ty: &DataType, rows: usize) -> Result<ArrayRef> {
@@ -236,11 +241,12 @@ pub(crate) type GivenColumns =
 /// A file's decisive columns, and its keys' ids if they were numbered already.
 type FileColumns = (Vec<ArrayRef>, Option<Arc<PreNumbered>>);
 
-/// `columns` of file `f`: given by its writer, or read from it.
+/// `columns` of file `f` (its `keys` key columns first): given by its writer, or read from it.
 async fn file_columns(
     location: &TableLocation,
     f: &AddFile,
     columns: &[(String, DataType)],
+    keys: usize,
     given: Option<&GivenColumns>,
 ) -> Result<FileColumns> {
     let given = given.and_then(|g| g.lock().expect("given columns").remove(&f.path));
@@ -248,9 +254,15 @@ async fn file_columns(
         Some((kept, ids)) if kept.iter().all(|(_, c)| c.len() as u64 == f.rows) => {
             let cols = columns
                 .iter()
-                .map(|(name, ty)| {
+                .enumerate()
+                .map(|(i, (name, ty))| {
                     let c = kept.iter().find(|(n, _)| n == name).map(|(_, c)| c.clone());
-                    typed(c, ty, f.rows as usize)
+                    // A single key column the writer keyed stays a dictionary of the table's
+                    // type: its ids are found by its values (`KeyIds::ids`), not its rows.
+                    match c {
+                        Some(c) if i == 0 && keys == 1 && dictionary_of(&c, ty) => Ok(c),
+                        c => typed(c, ty, f.rows as usize),
+                    }
                 })
                 .collect::<Result<_>>()?;
             Ok((cols, ids))
@@ -462,7 +474,7 @@ pub(crate) async fn resolve<T: Send + 'static>(
     for some in todo.chunks(crate::log::READ_CONCURRENCY) {
         let reads = some
             .iter()
-            .map(|f| file_columns(location, f, columns, given));
+            .map(|f| file_columns(location, f, columns, spec.key().len(), given));
         let read = futures::future::try_join_all(reads).await?;
         let paths: Vec<(String, String)> = some
             .iter()

@@ -70,6 +70,31 @@ async fn create(t: &Table) {
     .unwrap();
 }
 
+/// A table location in memory whose requests are counted.
+fn counted(root: &str) -> (TableLocation, Arc<crate::query::ReadCounter>) {
+    use crate::query::{CountingStore, ReadCounter};
+    let counter = Arc::new(ReadCounter::default());
+    let store = CountingStore::new(
+        Arc::new(object_store::memory::InMemory::new()),
+        counter.clone(),
+    );
+    let location =
+        TableLocation::with_store(Arc::new(store), root, crate::storage::StoreKind::Memory);
+    (location, counter)
+}
+
+/// `t`'s metadata describes its latest version, whose delete files hold what a sync reading
+/// every file decides.
+async fn assert_synced_as_decided_afresh(t: &Table) {
+    let snap = t.snapshot().await.unwrap();
+    let report = t.iceberg_sync(&Default::default()).await.unwrap();
+    assert!(
+        report.up_to_date && report.version == snap.version,
+        "{report:?}"
+    );
+    super::deletes::assert_deletes_decided_afresh(t.location(), &snap).await;
+}
+
 /// Every group's losers (by file path), decided from `known`; and the states decided.
 async fn decide(
     location: &TableLocation,
@@ -234,15 +259,7 @@ async fn a_fresh_sync_after_an_insert_reads_only_the_partitions_it_touched() {
 /// wrote them: with each group's best rows kept from the sync before, it reads no data file.
 #[tokio::test]
 async fn the_sync_after_an_insert_takes_the_columns_the_insert_kept() {
-    use crate::query::{CountingStore, ReadCounter};
-    use crate::storage::StoreKind;
-
-    let counter = Arc::new(ReadCounter::default());
-    let store = CountingStore::new(
-        Arc::new(object_store::memory::InMemory::new()),
-        counter.clone(),
-    );
-    let location = TableLocation::with_store(Arc::new(store), "c", StoreKind::Memory);
+    let (location, counter) = counted("c");
     let t = TableBuilder::new(location.clone()).with_seed(9).build();
     create(&t).await;
     for v in 1..=2 {
@@ -264,13 +281,79 @@ async fn the_sync_after_an_insert_takes_the_columns_the_insert_kept() {
         0,
         "the insert and its sync read nothing"
     );
-    let snap = t.snapshot().await.unwrap();
-    let report = t.iceberg_sync(&Default::default()).await.unwrap();
-    assert!(
-        report.up_to_date && report.version == snap.version,
-        "{report:?}"
-    );
-    super::deletes::assert_deletes_decided_afresh(&location, &snap).await;
+    assert_synced_as_decided_afresh(&t).await;
+}
+
+/// A string key of few values, which the writer keys into a dictionary as it writes, is kept
+/// as that dictionary and numbered by its values: the sync after each insert reads no data file
+/// and writes the delete files a sync reading every file decides (nulls and empty strings
+/// among the keys, and values the dictionary holds that a partition's file has no row of).
+#[tokio::test]
+async fn a_key_kept_as_a_dictionary_decides_as_its_strings() {
+    use arrow::array::StringArray;
+
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("g", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+    ]));
+    let (location, counter) = counted("d");
+    let t = TableBuilder::new(location.clone()).with_seed(3).build();
+    t.create(CreateOptions {
+        partition_by: parse_spec("g").unwrap(),
+        sort_by: vec!["name".into(), "v".into()],
+        schema: crate::schema::TableSchema::from_arrow(&schema).unwrap(),
+        merge: Some("replace(key = [name], version = v)".parse().unwrap()),
+        settings: TableSettings {
+            iceberg: true,
+            ..Default::default()
+        },
+    })
+    .await
+    .unwrap();
+    for round in 0..3i64 {
+        let n = 600;
+        let name = |i: i64| match (i * 7 + round) % 23 {
+            0 => None,
+            1 => Some(String::new()),
+            k => Some(format!("device-{k}")),
+        };
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                // Partition 2 holds only some of the names.
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| {
+                    if (i * 7 + round) % 23 < 8 {
+                        2
+                    } else {
+                        1
+                    }
+                }))),
+                Arc::new(StringArray::from_iter((0..n).map(name))),
+                Arc::new(Int64Array::from_iter_values(
+                    (0..n).map(|i| (i * 13 + round) % 5),
+                )),
+            ],
+        )
+        .unwrap();
+        let reads = counter.requests();
+        t.insert_batches(
+            schema.clone(),
+            vec![b],
+            &InsertOptions::default(),
+            Arc::new(NoProgress),
+        )
+        .await
+        .unwrap();
+        if round > 0 {
+            assert_eq!(
+                counter.requests() - reads,
+                0,
+                "the insert and its sync read nothing"
+            );
+        }
+    }
+    assert_synced_as_decided_afresh(&t).await;
 }
 
 /// The groups a writer keeps from sync to sync, and grows by the files an insert added, are the

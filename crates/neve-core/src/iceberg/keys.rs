@@ -24,6 +24,21 @@ use crate::error::{Error, Result};
 pub(crate) struct KeyIds {
     hasher: ahash::RandomState,
     keys: std::sync::RwLock<KeyTable>,
+    /// The ids of the values of the dictionaries numbered last (see [`KeyIds::ids`]), by
+    /// the values' array, held so that its address names it.
+    dictionaries: std::sync::Mutex<Vec<(ArrayRef, Arc<Vec<u32>>)>>,
+}
+
+/// Dictionaries whose values' ids are kept: an insert's files share their chunk's one.
+const DICTIONARIES: usize = 4;
+
+/// Whether a single key column of type `t` is numbered by its values' bytes.
+fn is_bytes(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(
+        t,
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView
+    )
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +106,12 @@ impl KeyIds {
         }
         let n = keys.first().map_or(0, |k| k.len());
         if let [k] = keys {
+            if let Some(d) = k
+                .as_any_dictionary_opt()
+                .filter(|d| is_bytes(d.values().data_type()))
+            {
+                return self.dictionary_ids(d, rows);
+            }
             match k.data_type() {
                 DataType::Utf8 => {
                     return self.ids_by(n, bytes(k.as_string::<i32>(), str::as_bytes))
@@ -109,6 +130,47 @@ impl KeyIds {
         }
         let rows = rows.convert_columns(keys)?;
         self.ids_by(rows.num_rows(), |i| Some(rows.row(i).data()))
+    }
+
+    /// The ids of a single key column kept as a dictionary (a string column the writer keyed,
+    /// `write::keys`): its values numbered once for every file that shares them (an insert's
+    /// files share their chunk's), then each row's id looked up by its index. Numbering each
+    /// row's bytes, after turning the column back into strings, was most of the ids' cost.
+    /// A row is null when its index or its value is.
+    fn dictionary_ids(
+        &self,
+        d: &dyn arrow::array::AnyDictionaryArray,
+        rows: &RowConverter,
+    ) -> Result<Vec<u32>> {
+        let values = d.values();
+        let known = {
+            let kept = self.dictionaries.lock().expect("dictionary ids");
+            kept.iter()
+                .find(|(v, _)| Arc::ptr_eq(v, values))
+                .map(|(_, ids)| ids.clone())
+        };
+        let value_ids = match known {
+            Some(ids) => ids,
+            None => {
+                let ids = Arc::new(self.ids(std::slice::from_ref(values), rows)?);
+                let mut kept = self.dictionaries.lock().expect("dictionary ids");
+                if kept.len() == DICTIONARIES {
+                    kept.remove(0);
+                }
+                kept.push((values.clone(), ids.clone()));
+                ids
+            }
+        };
+        let null = match d.keys().null_count() {
+            0 => u32::MAX,
+            _ => self.ids_by(1, |_| None)?[0],
+        };
+        let keys = d.keys();
+        Ok(d.normalized_keys()
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| if keys.is_null(i) { null } else { value_ids[k] })
+            .collect())
     }
 
     /// The id of each of `n` keys, `key(i)` the bytes of the `i`th (`None` for a null
@@ -195,10 +257,10 @@ mod tests {
     use std::sync::Arc;
 
     use arrow::array::{
-        ArrayRef, BinaryArray, BinaryViewArray, Int32Array, LargeBinaryArray, LargeStringArray,
-        StringArray, StringViewArray,
+        ArrayRef, BinaryArray, BinaryViewArray, DictionaryArray, Int32Array, LargeBinaryArray,
+        LargeStringArray, StringArray, StringViewArray, UInt32Array,
     };
-    use arrow::datatypes::DataType;
+    use arrow::datatypes::{DataType, UInt32Type};
     use arrow::row::{RowConverter, SortField};
     use proptest::prelude::*;
 
@@ -247,6 +309,51 @@ mod tests {
                 let distinct: HashSet<u32> = pairs.values().copied().collect();
                 prop_assert_eq!(distinct.len(), pairs.len());
                 prop_assert_eq!(ids.len(), seen.len());
+            }
+        }
+    }
+
+    proptest! {
+        /// A key kept as a dictionary (a string column the writer keyed) has the ids of its
+        /// values as strings, whichever is numbered first: files sharing one dictionary and
+        /// files with another of the same values, null indices and null values.
+        #[test]
+        fn dictionaries_number_as_their_values(
+            values in prop::collection::vec(prop::option::of("[abc]{0,2}"), 1..8),
+            files in prop::collection::vec(
+                prop::collection::vec(prop::option::of(0..8u32), 0..30),
+                1..5,
+            ),
+            dictionary_first in any::<bool>(),
+        ) {
+            let one = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
+            let shared: ArrayRef = Arc::new(StringArray::from(values.clone()));
+            let ids = KeyIds::default();
+            for (n, file) in files.iter().enumerate() {
+                let keys: Vec<Option<u32>> = file
+                    .iter()
+                    .map(|k| k.map(|k| k % values.len() as u32))
+                    .collect();
+                let of = if n % 2 == 0 {
+                    shared.clone()
+                } else {
+                    Arc::new(StringArray::from(values.clone())) as ArrayRef
+                };
+                let dictionary: ArrayRef = Arc::new(
+                    DictionaryArray::<UInt32Type>::try_new(UInt32Array::from(keys.clone()), of)
+                        .unwrap(),
+                );
+                let strings: ArrayRef = Arc::new(StringArray::from_iter(
+                    keys.iter().map(|k| k.and_then(|k| values[k as usize].clone())),
+                ));
+                let (a, b) = if dictionary_first {
+                    let a = ids.ids(&[dictionary], &one).unwrap();
+                    (a, ids.ids(&[strings], &one).unwrap())
+                } else {
+                    let b = ids.ids(&[strings], &one).unwrap();
+                    (ids.ids(&[dictionary], &one).unwrap(), b)
+                };
+                prop_assert_eq!(a, b);
             }
         }
     }

@@ -447,7 +447,13 @@ pub(crate) fn reference_manifest(
                 } else {
                     EXISTING
                 };
-                w.append_ser(entry(layout, f, status, &partition_of(layout, f)))?;
+                w.append_ser(entry_at(
+                    layout,
+                    f,
+                    version_of(f),
+                    status,
+                    &partition_of(layout, f),
+                ))?;
             }
             Ok(())
         },
@@ -510,14 +516,14 @@ fn partition_of_values(
         .collect()
 }
 
-/// `f`'s manifest entry with `status` (`partition` is [`partition_of`] `f`).
-fn entry<'a>(
+/// `f`'s manifest entry with `status`, as added at version `v` (`partition` is [`partition_of`] `f`).
+fn entry_at<'a>(
     layout: &'a Layout,
     f: &AddFile,
+    v: i64,
     status: i32,
     partition: &[Option<Datum>],
 ) -> Entry<'a> {
-    let v = version_of(f);
     let b = file_bounds(&layout.stat_fields, &layout.metrics, &f.stats, f.rows);
     let longs = |v: Vec<(i32, i64)>| v.into_iter().map(|(key, value)| IntKey { key, value });
     let bytes = |v: Vec<(i32, Vec<u8>)>| {
@@ -557,17 +563,27 @@ pub(crate) fn encode_entry(
     writer: &GenericDatumWriter<'_>,
     f: &AddFile,
 ) -> Result<EncodedEntry> {
+    encode_entry_at(layout, writer, f, version_of(f))
+}
+
+/// [`encode_entry`] of `f` as added at version `v` (a file about to be committed).
+pub(crate) fn encode_entry_at(
+    layout: &Layout,
+    writer: &GenericDatumWriter<'_>,
+    f: &AddFile,
+    v: i64,
+) -> Result<EncodedEntry> {
     let partition = partition_of(layout, f);
     let mut datum = Vec::with_capacity(2048);
     writer
-        .write_ser(&mut datum, &entry(layout, f, ADDED, &partition))
+        .write_ser(&mut datum, &entry_at(layout, f, v, ADDED, &partition))
         .map_err(avro_error)?;
     debug_assert_eq!(
         datum.first(),
         super::avro::zigzag_bytes(ADDED.into()).first()
     );
     Ok(EncodedEntry {
-        version: version_of(f),
+        version: v,
         rows: f.rows,
         datum: datum.into(),
         partition: partition.into(),

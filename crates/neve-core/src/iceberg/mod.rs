@@ -9,6 +9,7 @@
 //! there first, reads it and goes on from it. `version-hint.text` names the newest for readers
 //! that start from the folder.
 
+mod ahead;
 mod avro;
 pub(crate) mod background;
 mod build;
@@ -257,6 +258,8 @@ pub struct IcebergWriter {
     /// Decisive columns of files this process wrote, given before their commit, so the sync
     /// after it does not read them back (see [`IcebergWriter::give_columns`]).
     given: Arc<deletes::GivenColumns>,
+    /// Manifest entries of the files of a commit under way (see [`ahead`]).
+    ahead: Arc<std::sync::Mutex<Option<Arc<ahead::Ahead>>>>,
 }
 
 /// Metadata `n` as this writer wrote it, and the manifest list of the version it describes.
@@ -317,7 +320,23 @@ impl IcebergWriter {
             deletes_listed: Arc::default(),
             delete_entries: Arc::default(),
             given: Arc::default(),
+            ahead: Arc::default(),
         }
+    }
+
+    /// The files an insert is about to commit, at `version` most likely: their manifest
+    /// entries are encoded at once on the rayon pool, while the commit runs (see [`ahead`]).
+    /// Only when this writer knows the table's layout (it synced before).
+    pub(crate) fn give_adds(&self, version: u64, adds: Arc<Vec<crate::log::AddFile>>) {
+        let Some(layout) = self.layout.lock().expect("layout").clone() else {
+            return;
+        };
+        let ahead = ahead::Ahead::new(layout, version, adds);
+        *self.ahead.lock().expect("ahead") = Some(ahead.clone());
+        // A panic there is the sync's to report (it encodes them again), not an abort.
+        rayon::spawn(move || {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ahead.entries()));
+        });
     }
 
     /// Columns of files about to be committed (path, named columns as written), for the
@@ -341,8 +360,11 @@ impl IcebergWriter {
         )> = None;
         {
             let mut given = self.given.lock().expect("given columns");
+            // A dictionary's values are shared by the insert's files: counted by its keys.
             let bytes = |cols: &crate::write::KeptColumns| -> usize {
-                cols.iter().map(|(_, c)| c.get_array_memory_size()).sum()
+                cols.iter()
+                    .map(|(_, c)| crate::write::column_bytes(c))
+                    .sum()
             };
             let mut held: usize = given.values().map(|(c, _)| bytes(c)).sum();
             for (path, cols) in files {
@@ -379,10 +401,13 @@ impl IcebergWriter {
             }
         }
         if !numbering.is_empty() {
+            // A panic there is the sync's to report (it numbers them again), not an abort.
             rayon::spawn(move || {
-                for n in numbering {
-                    n.ids();
-                }
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    for n in numbering {
+                        n.ids();
+                    }
+                }));
             });
         }
     }

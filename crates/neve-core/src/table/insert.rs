@@ -324,6 +324,10 @@ impl Table {
         )?
         .keeping(
             keep.as_deref().unwrap_or_default(),
+            // A single key column may stay a dictionary (see `KeyIds::ids`).
+            meta.merge
+                .as_ref()
+                .map_or(0, |m| usize::from(m.key().len() == 1)),
             crate::iceberg::GIVEN_BYTES,
         );
         let written = async {
@@ -346,7 +350,8 @@ impl Table {
             writer.cleanup().await;
             return Err(e);
         }
-        let adds = writer.written.clone();
+        // Shared with the Iceberg writer, which encodes their manifest entries meanwhile.
+        let adds = Arc::new(writer.written.clone());
         let mut report = InsertReport {
             version: None,
             files: adds.len() as u64,
@@ -369,6 +374,7 @@ impl Table {
         if let Some(w) = &iceberg {
             let keys = meta.merge.as_ref().map(|m| m.key()).unwrap_or_default();
             w.give_columns(keys, std::mem::take(&mut writer.kept));
+            w.give_adds(snapshot.version + 1, adds.clone());
         }
         let mut schema_changed = false;
         let result = self

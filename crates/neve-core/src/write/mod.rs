@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
@@ -206,8 +206,9 @@ pub(crate) struct DataWriter {
     /// Every file uploaded so far, for cleanup on failure.
     pub written: Vec<AddFile>,
     /// The columns to keep of each file written (see [`DataWriter::keeping`]), by index in
-    /// the table schema, and the bytes they may hold at most.
-    keep: Vec<usize>,
+    /// the table schema and whether they may stay dictionaries, and the bytes they may hold
+    /// at most.
+    keep: Vec<(usize, bool)>,
     keep_budget: usize,
     /// What was kept: per file (its path), those columns, named, as written.
     pub kept: Vec<(String, KeptColumns)>,
@@ -270,11 +271,14 @@ impl DataWriter {
     /// bytes over the insert: what the Iceberg sync after the commit would otherwise read
     /// back from the files (a table with merge semantics weighs the key and version columns
     /// of the files an insert adds). The columns share the encoder's buffers; nothing is
-    /// copied.
-    pub fn keeping(mut self, columns: &[String], budget: usize) -> Self {
+    /// copied, but a column the writer keyed (`keys.rs`) is turned back into the table's type,
+    /// except the first `dictionaries` columns (a single key, whose ids the sync finds by the
+    /// dictionary's values).
+    pub fn keeping(mut self, columns: &[String], dictionaries: usize, budget: usize) -> Self {
         self.keep = columns
             .iter()
-            .filter_map(|c| self.target.index_of(c).ok())
+            .enumerate()
+            .filter_map(|(at, c)| Some((self.target.index_of(c).ok()?, at < dictionaries)))
             .collect();
         self.keep_budget = budget;
         self
@@ -451,7 +455,7 @@ impl DataWriter {
                         let names = self
                             .keep
                             .iter()
-                            .map(|&i| self.target.field(i).name().clone());
+                            .map(|&(i, _)| self.target.field(i).name().clone());
                         self.kept
                             .push((add.path.clone(), names.zip(kept).collect()));
                     }
@@ -504,7 +508,7 @@ fn mean_row_bytes(batch: &RecordBatch) -> usize {
     slice_bytes(batch) / batch.num_rows().max(1) + 1
 }
 
-fn column_bytes(c: &arrow::array::ArrayRef) -> usize {
+pub(crate) fn column_bytes(c: &arrow::array::ArrayRef) -> usize {
     use arrow::array::AsArray;
     if let Some(d) = c.as_any_dictionary_opt() {
         // A keyed column (`keys.rs`): its dictionary is the chunk's, shared by every batch.
@@ -572,7 +576,7 @@ struct PartContext {
     root: TableLocation,
     now: i64,
     /// Columns kept of each file (see [`DataWriter::keeping`]).
-    keep: Vec<usize>,
+    keep: Vec<(usize, bool)>,
 }
 
 /// A file encoded: where it goes, its bytes, its log entry, and the columns kept of it.
@@ -645,7 +649,13 @@ fn encode_parts(
                 let kept = ctx
                     .keep
                     .iter()
-                    .map(|&i| keys::unkeyed(part.column(i), table.field(i).data_type()))
+                    .map(|&(i, dictionary)| {
+                        let (c, t) = (part.column(i), table.field(i).data_type());
+                        match c.data_type() {
+                            DataType::Dictionary(_, v) if dictionary && **v == *t => Ok(c.clone()),
+                            _ => keys::unkeyed(c, t),
+                        }
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 let kept = Kept(kept);
                 Ok((ctx.root.child(&rel), bytes, add, kept))
