@@ -216,6 +216,14 @@ async fn read_columns(
         .collect()
 }
 
+/// How many of the decisive columns an insert may keep as the dictionaries the writer keyed
+/// them into (see [`crate::write::DataWriter::keeping`]): a single key column, whose ids are
+/// found by its values (`KeyIds::ids`). A key of several columns is turned into rows, and a
+/// version is compared, as the table types them.
+pub(crate) fn dictionary_keys(spec: &MergeSpec) -> usize {
+    usize::from(spec.key().len() == 1)
+}
+
 /// Whether `c` is a dictionary whose values are of type `ty`.
 fn dictionary_of(c: &ArrayRef, ty: &DataType) -> bool {
     matches!(c.data_type(), DataType::Dictionary(_, v) if **v == *ty)
@@ -241,12 +249,13 @@ pub(crate) type GivenColumns =
 /// A file's decisive columns, and its keys' ids if they were numbered already.
 type FileColumns = (Vec<ArrayRef>, Option<Arc<PreNumbered>>);
 
-/// `columns` of file `f` (its `keys` key columns first): given by its writer, or read from it.
+/// `columns` of file `f`: given by its writer (the first `dictionaries` as it kept them, see
+/// [`dictionary_keys`]), or read from it.
 async fn file_columns(
     location: &TableLocation,
     f: &AddFile,
     columns: &[(String, DataType)],
-    keys: usize,
+    dictionaries: usize,
     given: Option<&GivenColumns>,
 ) -> Result<FileColumns> {
     let given = given.and_then(|g| g.lock().expect("given columns").remove(&f.path));
@@ -257,10 +266,9 @@ async fn file_columns(
                 .enumerate()
                 .map(|(i, (name, ty))| {
                     let c = kept.iter().find(|(n, _)| n == name).map(|(_, c)| c.clone());
-                    // A single key column the writer keyed stays a dictionary of the table's
-                    // type: its ids are found by its values (`KeyIds::ids`), not its rows.
+                    // A key column the writer keyed stays a dictionary of the table's type.
                     match c {
-                        Some(c) if i == 0 && keys == 1 && dictionary_of(&c, ty) => Ok(c),
+                        Some(c) if i < dictionaries && dictionary_of(&c, ty) => Ok(c),
                         c => typed(c, ty, f.rows as usize),
                     }
                 })
@@ -474,7 +482,7 @@ pub(crate) async fn resolve<T: Send + 'static>(
     for some in todo.chunks(crate::log::READ_CONCURRENCY) {
         let reads = some
             .iter()
-            .map(|f| file_columns(location, f, columns, spec.key().len(), given));
+            .map(|f| file_columns(location, f, columns, dictionary_keys(spec), given));
         let read = futures::future::try_join_all(reads).await?;
         let paths: Vec<(String, String)> = some
             .iter()

@@ -29,7 +29,8 @@ pub(crate) struct KeyIds {
     dictionaries: std::sync::Mutex<Vec<(ArrayRef, Arc<Vec<u32>>)>>,
 }
 
-/// Dictionaries whose values' ids are kept: an insert's files share their chunk's one.
+/// Dictionaries whose values' ids are kept: an insert's files share their chunk's one. Each
+/// holds at most the writer's cap on a chunk's dictionary (`write/keys.rs`, 4 MiB of values).
 const DICTIONARIES: usize = 4;
 
 /// Whether a single key column of type `t` is numbered by its values' bytes.

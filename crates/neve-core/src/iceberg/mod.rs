@@ -425,9 +425,11 @@ impl IcebergWriter {
     }
 
     /// Whether the table's inserts should keep the decisive columns of their files for it.
-    pub(crate) fn wants_columns(meta: &crate::log::Metadata) -> Option<Vec<String>> {
+    /// With them, how many (the first) may stay the dictionaries the writer keyed them into.
+    pub(crate) fn wants_columns(meta: &crate::log::Metadata) -> Option<(Vec<String>, usize)> {
         let spec = meta.merge.as_ref().filter(|_| meta.settings.iceberg)?;
-        deletes::decisive_names(spec).ok()
+        let names = deletes::decisive_names(spec).ok()?;
+        Some((names, deletes::dictionary_keys(spec)))
     }
 
     /// Bring `metadata/` up to the latest version of the log.

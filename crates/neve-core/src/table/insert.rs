@@ -323,11 +323,8 @@ impl Table {
             self.clock.now_millis(),
         )?
         .keeping(
-            keep.as_deref().unwrap_or_default(),
-            // A single key column may stay a dictionary (see `KeyIds::ids`).
-            meta.merge
-                .as_ref()
-                .map_or(0, |m| usize::from(m.key().len() == 1)),
+            keep.as_ref().map_or(&[][..], |(names, _)| names),
+            keep.as_ref().map_or(0, |(_, dictionaries)| *dictionaries),
             crate::iceberg::GIVEN_BYTES,
         );
         let written = async {
