@@ -312,7 +312,7 @@ impl IcebergWriter {
             let ahead = self.ahead.lock().expect("ahead").take();
             if let Some(ahead) = ahead.filter(|a| a.is_for(&run.layout.as_ref().expect("layout").0))
             {
-                for (path, e) in ahead.entries() {
+                for (path, e) in ahead.entries().into_iter().flatten() {
                     encoded.entry(path.clone()).or_insert_with(|| e.clone());
                 }
             }

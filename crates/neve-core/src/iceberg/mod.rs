@@ -333,10 +333,7 @@ impl IcebergWriter {
         };
         let ahead = ahead::Ahead::new(layout, version, adds);
         *self.ahead.lock().expect("ahead") = Some(ahead.clone());
-        // A panic there is the sync's to report (it encodes them again), not an abort.
-        rayon::spawn(move || {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ahead.entries()));
-        });
+        rayon::spawn(move || ahead.encode());
     }
 
     /// Columns of files about to be committed (path, named columns as written), for the
