@@ -411,14 +411,7 @@ impl IcebergWriter {
             std::time::Instant::now(),
         );
         let n_writes = writes.len();
-        let puts = writes
-            .into_iter()
-            .map(|(key, bytes)| self.put_once(key, bytes));
-        for len in futures::future::try_join_all(puts)
-            .await?
-            .into_iter()
-            .flatten()
-        {
+        for len in self.location.put_new(writes).await?.into_iter().flatten() {
             run.report.files_written += 1;
             run.report.bytes_written += len;
         }
@@ -627,14 +620,20 @@ impl IcebergWriter {
         let (groups_decided, t, cpu) = (decisions.len(), std::time::Instant::now(), process_cpu());
         // Each group's delete files are PUT as soon as it is decided, while other groups are
         // decided (readers reach them only through the metadata file written last, as the
-        // manifests): PUT after every decision, they waited for the last group.
+        // manifests): PUT after every decision, they waited for the last group. Those decided
+        // while a batch is being written go in the next, one batch at a time (see
+        // `TableLocation::put_new`).
         let mut decisions = futures::stream::iter(decisions).buffer_unordered(GROUPS_AT_ONCE);
         let mut puts = futures::stream::FuturesUnordered::new();
+        let mut pending: Vec<(String, Bytes)> = Vec::new();
         let mut decided: HashMap<usize, deletes::GroupState> = HashMap::new();
         // The new prefixes' delete files, by key.
         let mut encoded: HashMap<&str, deletes::Known> = HashMap::new();
         let mut deciding = true;
-        while deciding || !puts.is_empty() {
+        while deciding || !puts.is_empty() || !pending.is_empty() {
+            if puts.is_empty() && !pending.is_empty() {
+                puts.push(self.location.put_new(std::mem::take(&mut pending)));
+            }
             tokio::select! {
                 d = decisions.next(), if deciding => match d {
                     Some(d) => {
@@ -643,7 +642,7 @@ impl IcebergWriter {
                         for (j, (known, bytes)) in files {
                             let key = keys[i][j];
                             if known.rows > 0 {
-                                puts.push(self.put_once(key.to_string(), Bytes::from(bytes)));
+                                pending.push((key.to_string(), Bytes::from(bytes)));
                             }
                             encoded.insert(key, known);
                         }
@@ -651,7 +650,7 @@ impl IcebergWriter {
                     None => deciding = false,
                 },
                 Some(put) = puts.next(), if !puts.is_empty() => {
-                    if let Some(len) = put? {
+                    for len in put?.into_iter().flatten() {
                         run.report.files_written += 1;
                         run.report.bytes_written += len;
                     }

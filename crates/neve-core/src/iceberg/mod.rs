@@ -659,26 +659,6 @@ impl IcebergWriter {
             Err(e) => Err(e.into()),
         }
     }
-
-    /// PUT `bytes` at `key` unless it is there (equal names hold equal content): the bytes
-    /// written, if it was not.
-    async fn put_once(&self, key: String, bytes: Bytes) -> Result<Option<u64>> {
-        let len = bytes.len() as u64;
-        let put = self
-            .location
-            .store
-            .put_opts(
-                &self.location.child(&key),
-                PutPayload::from(bytes),
-                PutOptions::from(PutMode::Create),
-            )
-            .await;
-        match put {
-            Ok(_) => Ok(Some(len)),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
 impl IcebergWriter {

@@ -153,6 +153,87 @@ pub(super) fn put(
     })
 }
 
+/// Writes each object at its path create-only, as [`put`] does, in one go: every staging
+/// file written and flushed, then each linked into place, then each folder that gained an
+/// entry flushed once. Each object's result is its own (`AlreadyExists` when one was there,
+/// left as it was). Blocking.
+pub(super) fn put_new_all(
+    objects: Vec<(Path, PathBuf, PutPayload)>,
+) -> Vec<object_store::Result<()>> {
+    let staged: Vec<_> = objects
+        .into_iter()
+        .map(|(location, path, payload)| {
+            let staged = stage(&path).and_then(|(mut file, staging)| {
+                let written = payload
+                    .iter()
+                    .try_for_each(|chunk| file.write_all(chunk))
+                    .and_then(|()| file.sync_data());
+                match written {
+                    Ok(()) => Ok(staging),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&staging);
+                        Err(io(&staging, e))
+                    }
+                }
+            });
+            (location, path, staged)
+        })
+        .collect();
+    crate::failpoint::hit("local-put:staged");
+    let mut dirs: Vec<&FsPath> = Vec::new();
+    let placed: Vec<_> = staged
+        .iter()
+        .map(|(location, path, staged)| {
+            let staging = staged.as_ref().map_err(clone_error)?;
+            let linked = std::fs::hard_link(staging, path);
+            let _ = std::fs::remove_file(staging);
+            match linked {
+                Ok(()) => {
+                    let dir = path.parent().unwrap_or(FsPath::new("/"));
+                    if !dirs.contains(&dir) {
+                        dirs.push(dir);
+                    }
+                    Ok(())
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    Err(object_store::Error::AlreadyExists {
+                        path: location.to_string(),
+                        source: Box::new(e),
+                    })
+                }
+                Err(e) => Err(io(path, e)),
+            }
+        })
+        .collect();
+    // The objects' entries in their folders: until these are flushed, none is acknowledged.
+    let flushed = dirs.iter().try_for_each(|d| sync_dir(d));
+    placed
+        .into_iter()
+        .map(|p| match (&flushed, p) {
+            (Err(e), Ok(())) => Err(clone_error(e)),
+            (_, p) => p,
+        })
+        .collect()
+}
+
+/// A copy of a store error, for each object of a batch it stands for (`object_store::Error`
+/// is not `Clone`): its kind and message.
+fn clone_error(e: &object_store::Error) -> object_store::Error {
+    match e {
+        object_store::Error::NotFound { path, .. } => object_store::Error::NotFound {
+            path: path.clone(),
+            source: e.to_string().into(),
+        },
+        object_store::Error::PermissionDenied { path, .. } => {
+            object_store::Error::PermissionDenied {
+                path: path.clone(),
+                source: e.to_string().into(),
+            }
+        }
+        _ => generic(e.to_string()),
+    }
+}
+
 /// Whether a file name is a staging name: digits, and nothing else, after its first `#`.
 /// Exactly the names `LocalFileSystem` refuses as object keys and skips in listings, so no
 /// object has one.

@@ -211,11 +211,49 @@ impl TableLocation {
             reason: e.to_string(),
         })?;
         Ok(Self {
-            store: Arc::new(LocalStore::new()),
+            store: local::shared().clone(),
             root,
             kind: StoreKind::Local { dir: abs },
             display: display.to_string(),
         })
+    }
+
+    /// Writes objects (keys relative to the root) that must not exist yet: `Some(length)`
+    /// for each written, `None` for one already there (left as it was). On a local folder in
+    /// one go (see [`LocalStore`]), elsewhere as concurrent create-only PUTs.
+    pub(crate) async fn put_new(
+        &self,
+        objects: Vec<(String, bytes::Bytes)>,
+    ) -> Result<Vec<Option<u64>>> {
+        use object_store::{PutMode, PutOptions, PutPayload};
+        let lengths: Vec<u64> = objects.iter().map(|(_, b)| b.len() as u64).collect();
+        let local = local::shared();
+        let results = if std::ptr::addr_eq(Arc::as_ptr(&self.store), Arc::as_ptr(local)) {
+            let objects = objects
+                .into_iter()
+                .map(|(key, bytes)| (self.child(&key), PutPayload::from(bytes)))
+                .collect();
+            local.put_new_all(objects).await?
+        } else {
+            let puts = objects.into_iter().map(|(key, bytes)| async move {
+                let path = self.child(&key);
+                let opts = PutOptions::from(PutMode::Create);
+                self.store
+                    .put_opts(&path, bytes.into(), opts)
+                    .await
+                    .map(|_| ())
+            });
+            futures::future::join_all(puts).await
+        };
+        results
+            .into_iter()
+            .zip(lengths)
+            .map(|(r, length)| match r {
+                Ok(()) => Ok(Some(length)),
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            })
+            .collect()
     }
 
     /// A fresh in-memory table (unit tests).

@@ -56,7 +56,7 @@ pub(crate) fn assemble_delete_manifests(
     layout: &Layout,
     deletes: &[DeleteFile],
     kept: &mut DeleteEntries,
-    known: impl Fn(&str) -> Option<ManifestInfo>,
+    known: impl Fn(&str) -> Option<ManifestInfo> + Sync,
 ) -> Result<Vec<(ManifestInfo, Option<Vec<u8>>)>> {
     let mut sorted: Vec<&DeleteFile> = deletes.iter().collect();
     sorted.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
@@ -70,48 +70,104 @@ pub(crate) fn assemble_delete_manifests(
         kept.salt = layout.salt;
     }
     let writer = entry_writer(layout)?;
-    let mut out = Vec::with_capacity(chunks.len());
-    for chunk in chunks {
-        let named = names_before.remove(&chunk[0].key).filter(|(ids, _)| {
-            ids.len() == chunk.len() && ids.iter().zip(&chunk).all(|(id, d)| same_delete(id, d))
-        });
-        let (ids, (key, digest)) = match named {
-            Some(named) => named,
-            None => (
-                chunk.iter().map(|d| delete_id(d)).collect(),
-                delete_chunk_key(layout, &chunk),
-            ),
-        };
-        kept.names
-            .insert(chunk[0].key.clone(), (ids, (key.clone(), digest)));
-        if let Some(info) = known(&key) {
-            // Its entries are kept as they were, for a chunk that folds them later.
-            for d in chunk {
-                if let Some((k, v)) = before.remove_entry(&d.key) {
-                    kept.by_key.insert(k, v);
+    // Names kept from the sync before, taken out serially; then, in parallel, the names not
+    // kept, and each chunk not known encoded and assembled (serially they were a tenth of a
+    // worst-case sync, after its groups were decided: BENCHMARKS.md, "Seventy-sixth session").
+    let chunks: Vec<_> = chunks
+        .into_iter()
+        .map(|chunk| {
+            let named = names_before.remove(&chunk[0].key).filter(|(ids, _)| {
+                ids.len() == chunk.len() && ids.iter().zip(&chunk).all(|(id, d)| same_delete(id, d))
+            });
+            (chunk, named)
+        })
+        .collect();
+    let built: Vec<Result<Built<'_>>> = {
+        use rayon::prelude::*;
+        let before = &before;
+        chunks
+            .into_par_iter()
+            .map(|(chunk, named)| {
+                let (ids, name) = named.unwrap_or_else(|| {
+                    (
+                        chunk.iter().map(|d| delete_id(d)).collect(),
+                        delete_chunk_key(layout, &chunk),
+                    )
+                });
+                if let Some(info) = known(&name.0) {
+                    return Ok(Built {
+                        chunk,
+                        ids,
+                        name,
+                        info,
+                        written: None,
+                    });
                 }
+                let entries = chunk
+                    .iter()
+                    .map(|d| match before.get(&d.key) {
+                        Some((file, e)) if *file == d.file && e.version == d.sequence => {
+                            Ok(e.clone())
+                        }
+                        _ => encode_delete_entry(layout, &writer, d),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let refs: Vec<&EncodedEntry> = entries.iter().collect();
+                let (info, bytes) = assemble(layout, DELETES, &refs, name.0.clone(), &name.1);
+                Ok(Built {
+                    chunk,
+                    ids,
+                    name,
+                    info,
+                    written: Some((entries, bytes)),
+                })
+            })
+            .collect()
+    };
+    let mut out = Vec::with_capacity(built.len());
+    for b in built {
+        let Built {
+            chunk,
+            ids,
+            name,
+            info,
+            written,
+        } = b?;
+        kept.names.insert(chunk[0].key.clone(), (ids, name));
+        match written {
+            // Its entries are kept as they were, for a chunk that folds them later.
+            None => {
+                for d in chunk {
+                    if let Some((k, v)) = before.remove_entry(&d.key) {
+                        kept.by_key.insert(k, v);
+                    }
+                }
+                out.push((info, None));
             }
-            out.push((info, None));
-            continue;
+            Some((entries, bytes)) => {
+                for (d, entry) in chunk.into_iter().zip(entries) {
+                    // Taken with its key, so a kept entry costs no copy of the key.
+                    let key = match before.remove_entry(&d.key) {
+                        Some((k, _)) => k,
+                        None => d.key.clone(),
+                    };
+                    kept.by_key.insert(key, (d.file.clone(), entry));
+                }
+                out.push((info, Some(bytes)));
+            }
         }
-        let mut entries = Vec::with_capacity(chunk.len());
-        for d in chunk {
-            // Taken with its key, so a kept entry costs no copy of the key.
-            let (key, (file, entry)) = match before.remove_entry(&d.key) {
-                Some((k, (file, e))) if file == d.file && e.version == d.sequence => (k, (file, e)),
-                _ => (
-                    d.key.clone(),
-                    (d.file.clone(), encode_delete_entry(layout, &writer, d)?),
-                ),
-            };
-            entries.push(entry.clone());
-            kept.by_key.insert(key, (file, entry));
-        }
-        let refs: Vec<&EncodedEntry> = entries.iter().collect();
-        let (info, bytes) = assemble(layout, DELETES, &refs, key, &digest);
-        out.push((info, Some(bytes)));
     }
     Ok(out)
+}
+
+/// A chunk of delete files as assembled: its name (and what it is a function of), its
+/// description, and when it was not known, its entries and bytes.
+struct Built<'a> {
+    chunk: Vec<&'a DeleteFile>,
+    ids: Vec<DeleteId>,
+    name: ChunkName,
+    info: ManifestInfo,
+    written: Option<(Vec<EncodedEntry>, Vec<u8>)>,
 }
 
 /// A delete manifest's key and digest: a function of its entries, so equal names hold equal
