@@ -52,10 +52,7 @@ pub(super) fn io(path: &FsPath, e: std::io::Error) -> object_store::Error {
 /// cannot flush a directory (`EINVAL`, as some network and FUSE ones answer) is taken as it
 /// is, as PostgreSQL does: refusing every write there would help no one.
 fn sync_dir(dir: &FsPath) -> object_store::Result<()> {
-    match File::open(dir).and_then(|d| d.sync_all()) {
-        Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) => Ok(()),
-        r => r.map_err(|e| io(dir, e)),
-    }
+    sync_open_dir(&File::open(dir).map_err(|e| io(dir, e))?, dir)
 }
 
 /// Makes `dir` and any missing parents, each flushed into its parent.
@@ -153,67 +150,141 @@ pub(super) fn put(
     })
 }
 
-/// Writes each object at its path create-only, as [`put`] does, in one go: every staging
-/// file written and flushed, then each linked into place, then each folder that gained an
-/// entry flushed once. Each object's result is its own (`AlreadyExists` when one was there,
-/// left as it was). Blocking.
+/// Writes each object at its path create-only, as [`put`] does, in one go, folder by folder:
+/// the folder opened once, every staging file written and flushed, then each linked into place
+/// and its staging name removed, all by name in the open folder (a full path walked three
+/// times a file was most of the kernel's work), then the folder flushed once. Each object's
+/// result is its own (`AlreadyExists` when one was there, left as it was). Blocking.
 pub(super) fn put_new_all(
     objects: Vec<(Path, PathBuf, PutPayload)>,
 ) -> Vec<object_store::Result<()>> {
-    let staged: Vec<_> = objects
-        .into_iter()
-        .map(|(location, path, payload)| {
-            let staged = stage(&path).and_then(|(mut file, staging)| {
-                let written = payload
-                    .iter()
-                    .try_for_each(|chunk| file.write_all(chunk))
-                    .and_then(|()| file.sync_data());
-                match written {
-                    Ok(()) => Ok(staging),
-                    Err(e) => {
-                        let _ = std::fs::remove_file(&staging);
-                        Err(io(&staging, e))
-                    }
+    let mut out: Vec<Option<object_store::Result<()>>> = objects.iter().map(|_| None).collect();
+    // The objects of each folder, in order.
+    let mut folders: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+    for (i, (_, path, _)) in objects.iter().enumerate() {
+        let dir = path.parent().unwrap_or(FsPath::new("/"));
+        match folders.iter_mut().find(|(d, _)| d == dir) {
+            Some((_, at)) => at.push(i),
+            None => folders.push((dir.to_path_buf(), vec![i])),
+        }
+    }
+    let mut staged = Vec::with_capacity(objects.len());
+    let mut open = Vec::with_capacity(folders.len());
+    for (dir, at) in &folders {
+        let folder = match open_folder(dir) {
+            Ok(f) => f,
+            Err(e) => {
+                for &i in at {
+                    out[i] = Some(Err(clone_error(&e)));
                 }
-            });
-            (location, path, staged)
-        })
-        .collect();
-    crate::failpoint::hit("local-put:staged");
-    let mut dirs: Vec<&FsPath> = Vec::new();
-    let placed: Vec<_> = staged
-        .iter()
-        .map(|(location, path, staged)| {
-            let staging = staged.as_ref().map_err(clone_error)?;
-            let linked = std::fs::hard_link(staging, path);
-            let _ = std::fs::remove_file(staging);
-            match linked {
-                Ok(()) => {
-                    let dir = path.parent().unwrap_or(FsPath::new("/"));
-                    if !dirs.contains(&dir) {
-                        dirs.push(dir);
-                    }
-                    Ok(())
-                }
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                    Err(object_store::Error::AlreadyExists {
-                        path: location.to_string(),
-                        source: Box::new(e),
-                    })
-                }
-                Err(e) => Err(io(path, e)),
+                continue;
             }
-        })
-        .collect();
+        };
+        for &i in at {
+            let (_, path, payload) = &objects[i];
+            match stage_in(&folder, path, payload) {
+                Ok(name) => staged.push((i, open.len(), name)),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        open.push((folder, dir));
+    }
+    crate::failpoint::hit("local-put:staged");
+    for (i, f, staging) in staged {
+        let (location, path, _) = &objects[i];
+        let (folder, _) = &open[f];
+        let name = path.file_name().unwrap_or_default();
+        let linked = rustix::fs::linkat(
+            folder,
+            staging.as_os_str(),
+            folder,
+            name,
+            rustix::fs::AtFlags::empty(),
+        );
+        let _ = rustix::fs::unlinkat(folder, staging.as_os_str(), rustix::fs::AtFlags::empty());
+        out[i] = Some(match linked {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::EXIST) => Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: Box::new(std::io::Error::from(rustix::io::Errno::EXIST)),
+            }),
+            Err(e) => Err(io(path, e.into())),
+        });
+    }
     // The objects' entries in their folders: until these are flushed, none is acknowledged.
-    let flushed = dirs.iter().try_for_each(|d| sync_dir(d));
-    placed
-        .into_iter()
-        .map(|p| match (&flushed, p) {
-            (Err(e), Ok(())) => Err(clone_error(e)),
-            (_, p) => p,
-        })
+    for (folder, dir) in &open {
+        if let Err(e) = sync_open_dir(folder, dir) {
+            for &i in &folders
+                .iter()
+                .find(|(d, _)| d == *dir)
+                .expect("its folder")
+                .1
+            {
+                if let Some(Ok(())) = out[i] {
+                    out[i] = Some(Err(clone_error(&e)));
+                }
+            }
+        }
+    }
+    out.into_iter()
+        .map(|r| r.expect("every object has its result"))
         .collect()
+}
+
+/// A folder opened to name files in, made (with its parents) if missing: a folder removed at
+/// once by someone else (a gc) is made again, twice.
+fn open_folder(dir: &FsPath) -> object_store::Result<File> {
+    let mut made = 0;
+    loop {
+        match File::open(dir) {
+            Ok(f) => return Ok(f),
+            Err(e) if e.kind() == ErrorKind::NotFound && made < 3 => {
+                made += 1;
+                make_dirs(dir)?;
+            }
+            Err(e) => return Err(io(dir, e)),
+        }
+    }
+}
+
+/// Writes `payload` to a fresh staging file in `folder` beside `path`'s name, flushed; its
+/// name.
+fn stage_in(
+    folder: &File,
+    path: &FsPath,
+    payload: &PutPayload,
+) -> object_store::Result<std::ffi::OsString> {
+    use rustix::fs::{Mode, OFlags};
+    let pid = u64::from(std::process::id());
+    let name = path.file_name().unwrap_or_default();
+    let (mut file, staging) = loop {
+        let n = (pid << 32) | (STAGING.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
+        let mut staging = name.to_owned();
+        staging.push(format!("#{n}"));
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+        match rustix::fs::openat(folder, staging.as_os_str(), flags, Mode::from(0o666)) {
+            Ok(fd) => break (File::from(fd), staging),
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(io(&path.with_file_name(&staging), e.into())),
+        }
+    };
+    let written = payload
+        .iter()
+        .try_for_each(|chunk| file.write_all(chunk))
+        .and_then(|()| file.sync_data());
+    if let Err(e) = written {
+        let _ = rustix::fs::unlinkat(folder, staging.as_os_str(), rustix::fs::AtFlags::empty());
+        return Err(io(&path.with_file_name(&staging), e));
+    }
+    Ok(staging)
+}
+
+/// Flushes an open folder's entries (see [`sync_dir`]).
+fn sync_open_dir(folder: &File, dir: &FsPath) -> object_store::Result<()> {
+    match folder.sync_all() {
+        Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) => Ok(()),
+        r => r.map_err(|e| io(dir, e)),
+    }
 }
 
 /// A copy of a store error, for each object of a batch it stands for (`object_store::Error`
