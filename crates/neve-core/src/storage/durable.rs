@@ -80,16 +80,35 @@ fn make_dirs(dir: &FsPath) -> object_store::Result<()> {
     Ok(())
 }
 
+/// A staging name for `name` (a path or a file name), unique within the process and, by the
+/// process id, across processes.
+fn staging_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let pid = u64::from(std::process::id());
+    let n = (pid << 32) | (STAGING.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
+    let mut staging = name.to_owned();
+    staging.push(format!("#{n}"));
+    staging
+}
+
+/// The error of linking a staged object into place at `path`: `AlreadyExists` (the
+/// create-only PUT's answer) when an object is there.
+fn link_error(location: &Path, path: &FsPath, e: std::io::Error) -> object_store::Error {
+    if e.kind() == ErrorKind::AlreadyExists {
+        object_store::Error::AlreadyExists {
+            path: location.to_string(),
+            source: Box::new(e),
+        }
+    } else {
+        io(path, e)
+    }
+}
+
 /// A fresh staging file beside `path`.
 fn stage(path: &FsPath) -> object_store::Result<(File, PathBuf)> {
-    let pid = u64::from(std::process::id());
     // A folder made for it and removed at once by someone else (a gc) is made again, twice.
     let mut made = 0;
     loop {
-        let n = (pid << 32) | (STAGING.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!("#{n}"));
-        let staging = PathBuf::from(name);
+        let staging = PathBuf::from(staging_name(path.as_os_str()));
         match File::options().write(true).create_new(true).open(&staging) {
             Ok(f) => return Ok((f, staging)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
@@ -120,16 +139,9 @@ pub(super) fn put(
         crate::failpoint::hit("local-put:staged");
         match opts.mode {
             PutMode::Overwrite => std::fs::rename(&staging, path).map_err(|e| io(path, e)),
-            PutMode::Create => match std::fs::hard_link(&staging, path) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                    Err(object_store::Error::AlreadyExists {
-                        path: location.to_string(),
-                        source: Box::new(e),
-                    })
-                }
-                Err(e) => Err(io(path, e)),
-            },
+            PutMode::Create => {
+                std::fs::hard_link(&staging, path).map_err(|e| link_error(location, path, e))
+            }
             PutMode::Update(_) => Err(object_store::Error::NotImplemented {
                 operation: "`put_opts` with mode `PutMode::Update`".into(),
                 implementer: "LocalStore".into(),
@@ -187,12 +199,12 @@ pub(super) fn put_new_all(
                 Err(e) => out[i] = Some(Err(e)),
             }
         }
-        open.push((folder, dir));
+        open.push((folder, dir, at));
     }
     crate::failpoint::hit("local-put:staged");
     for (i, f, staging) in staged {
         let (location, path, _) = &objects[i];
-        let (folder, _) = &open[f];
+        let (folder, _, _) = &open[f];
         let name = path.file_name().unwrap_or_default();
         let linked = rustix::fs::linkat(
             folder,
@@ -202,24 +214,12 @@ pub(super) fn put_new_all(
             rustix::fs::AtFlags::empty(),
         );
         let _ = rustix::fs::unlinkat(folder, staging.as_os_str(), rustix::fs::AtFlags::empty());
-        out[i] = Some(match linked {
-            Ok(()) => Ok(()),
-            Err(rustix::io::Errno::EXIST) => Err(object_store::Error::AlreadyExists {
-                path: location.to_string(),
-                source: Box::new(std::io::Error::from(rustix::io::Errno::EXIST)),
-            }),
-            Err(e) => Err(io(path, e.into())),
-        });
+        out[i] = Some(linked.map_err(|e| link_error(location, path, e.into())));
     }
     // The objects' entries in their folders: until these are flushed, none is acknowledged.
-    for (folder, dir) in &open {
+    for (folder, dir, at) in &open {
         if let Err(e) = sync_open_dir(folder, dir) {
-            for &i in &folders
-                .iter()
-                .find(|(d, _)| d == *dir)
-                .expect("its folder")
-                .1
-            {
+            for &i in *at {
                 if let Some(Ok(())) = out[i] {
                     out[i] = Some(Err(clone_error(&e)));
                 }
@@ -255,12 +255,9 @@ fn stage_in(
     payload: &PutPayload,
 ) -> object_store::Result<std::ffi::OsString> {
     use rustix::fs::{Mode, OFlags};
-    let pid = u64::from(std::process::id());
     let name = path.file_name().unwrap_or_default();
     let (mut file, staging) = loop {
-        let n = (pid << 32) | (STAGING.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
-        let mut staging = name.to_owned();
-        staging.push(format!("#{n}"));
+        let staging = staging_name(name);
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
         match rustix::fs::openat(folder, staging.as_os_str(), flags, Mode::from(0o666)) {
             Ok(fd) => break (File::from(fd), staging),
