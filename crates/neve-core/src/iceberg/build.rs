@@ -670,15 +670,15 @@ impl IcebergWriter {
         );
         let t0 = std::time::Instant::now();
         let mut out = Vec::new();
-        let mut kept = deletes::KnownDeletes::with_capacity_and_hasher(
-            memo.len() + encoded.len(),
-            Default::default(),
-        );
+        // The delete files known before stay in `memo`, looked up where they are, and the new
+        // ones join them: moving every one into a new map took a millisecond of a worst-case
+        // sync at 1,581 of them (BENCHMARKS.md, "Seventy-seventh session").
+        let mut named = 0;
         let mut kept_states = deletes::States::new();
         // Room for best rows of every complete state, and best rows of those kept.
         let (mut kept_slots, mut named_rows) = (0, 0);
         for (i, group) in groups.iter().enumerate() {
-            let partition_values = Arc::new(group[0].partition_values.clone());
+            let mut partition_values = None;
             let state = match decided.remove(&i) {
                 Some(state) => Some(Arc::new(state)),
                 // Unchanged: its state carries over.
@@ -688,24 +688,28 @@ impl IcebergWriter {
             for (j, f) in group.iter().enumerate() {
                 sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
                 let key = keys[i][j];
-                let (key, known) = if let Some(d) = memo.remove_entry(key) {
+                named += 1;
+                let known = match memo.get(key) {
                     // Decided before (a group decided again from its first file in a fresh
                     // process decides the same rows: the file is there).
-                    d
-                } else {
-                    // PUT above, when it has rows.
-                    let d = encoded.remove(key).expect("encoded above");
-                    (key.to_string(), d)
+                    Some(known) => known.clone(),
+                    None => {
+                        // PUT above, when it has rows.
+                        let d = encoded.remove(key).expect("encoded above");
+                        memo.insert(key.to_string(), d.clone());
+                        d
+                    }
                 };
                 if known.rows > 0 {
                     out.push(DeleteFile {
-                        key: key.clone(),
-                        partition_values: partition_values.clone(),
-                        file: known.clone(),
+                        key: key.to_string(),
+                        partition_values: partition_values
+                            .get_or_insert_with(|| Arc::new(group[0].partition_values.clone()))
+                            .clone(),
+                        file: known,
                         sequence,
                     });
                 }
-                kept.insert(key, known);
             }
             if let Some(s) = state.filter(|s| s.files().len() == group.len()) {
                 kept_slots += s.slots();
@@ -724,7 +728,13 @@ impl IcebergWriter {
         }
         // What was given of files it described and did not need is of no more use.
         self.forget_columns(snap.files.keys().map(|p| p.as_str()));
-        *self.deletes.lock().expect("deletes") = kept;
+        // Those no group names any more (groups merged away, or learnt from a manifest and
+        // not of this version) are dropped.
+        if memo.len() > named {
+            let named: std::collections::HashSet<&str> = keys.iter().flatten().copied().collect();
+            memo.retain(|k, _| named.contains(k.as_str()));
+        }
+        *self.deletes.lock().expect("deletes") = memo;
         *self.states.lock().expect("states") = kept_states;
         drop((groups, keys));
         *self.grouping.lock().expect("grouping") = Some(grouping);

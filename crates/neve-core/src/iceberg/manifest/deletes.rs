@@ -24,12 +24,35 @@ pub(crate) struct DeleteEntries {
     /// The layout they were encoded for.
     salt: [u8; 32],
     /// By delete file key: what it was encoded from and its entry (the entry holds its
-    /// sequence).
+    /// sequence). Only delete files of the last call.
     pub(super) by_key: HashMap<String, (Known, EncodedEntry), ahash::RandomState>,
     /// The chunks named last, by their first delete file's key: a chunk of the same delete
     /// files (compared: key, rows, size, bounds and sequence) is named without formatting and hashing
     /// them again: about a millisecond a sync at 4,000 delete files (BENCHMARKS.md).
     names: HashMap<String, (Vec<DeleteId>, ChunkName), ahash::RandomState>,
+    /// The last call's delete files as chunks, for a call that only adds delete files after
+    /// them (an insert's, of its own version).
+    order: Option<Order>,
+    /// Calls that extended the call before's chunks instead of sorting and cutting every
+    /// delete file (for tests).
+    #[cfg(test)]
+    pub(super) extended: usize,
+}
+
+/// A call's delete files in (sequence, key) order, as cut: what the next call, when it only
+/// adds delete files that sort after them, carries over without sorting, cutting, comparing
+/// or naming them again (2.8 ms of a worst-case sync at 1,581 delete files, growing until a
+/// merge: BENCHMARKS.md, "Seventy-seventh session").
+#[derive(Debug)]
+struct Order {
+    /// The closed chunks (before the last cut): each one's first key and name.
+    closed: Vec<(String, ChunkName)>,
+    /// The delete files after the last cut.
+    tail: Vec<DeleteFile>,
+    /// How many delete files there were.
+    files: usize,
+    /// The last one's sequence and key.
+    last: (i64, String),
 }
 
 /// What a delete manifest's name is a function of, for each of its delete files: all its entry
@@ -44,30 +67,111 @@ fn same_delete(id: &DeleteId, d: &DeleteFile) -> bool {
     id.0 == d.key && id.1 == d.file && id.2 == d.sequence
 }
 
+/// When `deletes` are the delete files of the call before (`order`, each with the entry kept
+/// for it) and files that sort after all of them: the closed chunks carried over, with their
+/// descriptions, and what is left to cut (the tail before, then the new files in order).
+/// None otherwise, or when a carried chunk's manifest is not known. Each key is in
+/// `deletes` once (a delete file's key is a hash of the group prefix it is for).
+fn extend<'a>(
+    order: &'a Order,
+    closed: &[(String, ChunkName)],
+    deletes: &'a [DeleteFile],
+    by_key: &HashMap<String, (Known, EncodedEntry), ahash::RandomState>,
+    known: &impl Fn(&str) -> Option<ManifestInfo>,
+) -> Option<(Vec<ManifestInfo>, Vec<&'a DeleteFile>)> {
+    let mut old = 0;
+    let mut new = Vec::new();
+    for d in deletes {
+        match by_key.get(&d.key) {
+            Some((file, e)) if *file == d.file && e.version == d.sequence => old += 1,
+            _ => new.push(d),
+        }
+    }
+    // `by_key` holds only delete files of the call before: each one is still here.
+    if old != order.files {
+        return None;
+    }
+    new.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
+    if new
+        .first()
+        .is_some_and(|d| (d.sequence, &d.key) <= (order.last.0, &order.last.1))
+    {
+        return None;
+    }
+    let carried = closed
+        .iter()
+        .map(|(_, name)| known(&name.0))
+        .collect::<Option<Vec<_>>>()?;
+    let mut run: Vec<&DeleteFile> = order.tail.iter().collect();
+    run.extend(new);
+    Some((carried, run))
+}
+
 /// The delete manifests of a snapshot's position delete files, cut into chunks as data files
 /// are: in (sequence, key) order, cut where a key hashes to a boundary, the files after the
 /// last cut one chunk per sequence. An insert adds delete files of its own version only, so it
 /// writes the chunks they fall in, not a manifest listing every delete file of the table
-/// (3,957 entries and about 1 MB a commit at the thirtieth insert touching 132 partitions).
-/// Each chunk is named by its entries; one `known` names is not encoded again. Entries `kept`
-/// holds are not encoded again either; it keeps those of `deletes` afterwards. Returns each
-/// chunk's description, with its bytes when it was not known.
+/// (3,957 entries and about 1 MB a commit at the thirtieth insert touching 132 partitions);
+/// and when the call before had the same delete files but the new ones, its closed chunks are
+/// carried over as they were. Each chunk is named by its entries; one `known` names is not
+/// encoded again. Entries `kept` holds are not encoded again either; it keeps those of
+/// `deletes` afterwards. Returns each chunk's description, with its bytes when it was not
+/// known. Each key is in `deletes` once.
 pub(crate) fn assemble_delete_manifests(
     layout: &Layout,
     deletes: &[DeleteFile],
     kept: &mut DeleteEntries,
     known: impl Fn(&str) -> Option<ManifestInfo> + Sync,
 ) -> Result<Vec<(ManifestInfo, Option<Vec<u8>>)>> {
-    let mut sorted: Vec<&DeleteFile> = deletes.iter().collect();
-    sorted.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
-    let (mut chunks, tail) = cut(sorted);
-    chunks.extend(split_tail(tail));
-    let mut before = std::mem::take(&mut kept.by_key);
-    let mut names_before = std::mem::take(&mut kept.names);
     if kept.salt != layout.salt {
-        before.clear();
-        names_before.clear();
+        kept.by_key.clear();
+        kept.names.clear();
+        kept.order = None;
         kept.salt = layout.salt;
+    }
+    // Its closed chunks apart, so they can be kept while its tail is cut again.
+    let (closed_before, order) = match kept.order.take() {
+        Some(mut o) => (std::mem::take(&mut o.closed), Some(o)),
+        None => (Vec::new(), None),
+    };
+    let extended = order
+        .as_ref()
+        .and_then(|o| extend(o, &closed_before, deletes, &kept.by_key, &known));
+    // Extended: the call before's entries stay as they are, and new ones are added.
+    let (incremental, carried, sorted) = match extended {
+        Some((carried, run)) => (true, carried, run),
+        None => {
+            let mut sorted: Vec<&DeleteFile> = deletes.iter().collect();
+            sorted.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
+            (false, Vec::new(), sorted)
+        }
+    };
+    let last = match sorted.last() {
+        Some(d) => (d.sequence, d.key.clone()),
+        None => order.as_ref().map(|o| o.last.clone()).unwrap_or_default(),
+    };
+    let (mut chunks, tail) = cut(sorted);
+    let closed_now = chunks.len();
+    let tail_kept: Vec<DeleteFile> = tail.iter().map(|d| (*d).clone()).collect();
+    chunks.extend(split_tail(tail));
+    let before = if incremental {
+        HashMap::default()
+    } else {
+        std::mem::take(&mut kept.by_key)
+    };
+    let mut names_before = std::mem::take(&mut kept.names);
+    let mut closed: Vec<(String, ChunkName)> = Vec::new();
+    if incremental {
+        #[cfg(test)]
+        {
+            kept.extended += 1;
+        }
+        for (first, name) in closed_before {
+            if let Some(n) = names_before.remove(&first) {
+                kept.names.insert(first.clone(), n);
+            }
+            closed.push((first, name));
+        }
     }
     let writer = entry_writer(layout)?;
     // Names kept from the sync before, taken out serially; then, in parallel, the names not
@@ -84,7 +188,7 @@ pub(crate) fn assemble_delete_manifests(
         .collect();
     let built: Vec<Result<Built<'_>>> = {
         use rayon::prelude::*;
-        let before = &before;
+        let before = if incremental { &kept.by_key } else { &before };
         chunks
             .into_par_iter()
             .map(|(chunk, named)| {
@@ -124,8 +228,11 @@ pub(crate) fn assemble_delete_manifests(
             })
             .collect()
     };
-    let mut out = Vec::with_capacity(built.len());
-    for b in built {
+    let mut out: Vec<(ManifestInfo, Option<Vec<u8>>)> =
+        Vec::with_capacity(carried.len() + built.len());
+    out.extend(carried.into_iter().map(|info| (info, None)));
+    let mut before = before;
+    for (at, b) in built.into_iter().enumerate() {
         let Built {
             chunk,
             ids,
@@ -133,19 +240,31 @@ pub(crate) fn assemble_delete_manifests(
             info,
             written,
         } = b?;
+        if at < closed_now {
+            closed.push((chunk[0].key.clone(), name.clone()));
+        }
         kept.names.insert(chunk[0].key.clone(), (ids, name));
         match written {
             // Its entries are kept as they were, for a chunk that folds them later.
             None => {
-                for d in chunk {
-                    if let Some((k, v)) = before.remove_entry(&d.key) {
-                        kept.by_key.insert(k, v);
+                if !incremental {
+                    for d in chunk {
+                        if let Some((k, v)) = before.remove_entry(&d.key) {
+                            kept.by_key.insert(k, v);
+                        }
                     }
                 }
                 out.push((info, None));
             }
             Some((entries, bytes)) => {
                 for (d, entry) in chunk.into_iter().zip(entries) {
+                    if incremental {
+                        // The call before's entries are there already, as they were.
+                        if !kept.by_key.contains_key(&d.key) {
+                            kept.by_key.insert(d.key.clone(), (d.file.clone(), entry));
+                        }
+                        continue;
+                    }
                     // Taken with its key, so a kept entry costs no copy of the key.
                     let key = match before.remove_entry(&d.key) {
                         Some((k, _)) => k,
@@ -157,6 +276,12 @@ pub(crate) fn assemble_delete_manifests(
             }
         }
     }
+    kept.order = Some(Order {
+        closed,
+        tail: tail_kept,
+        files: deletes.len(),
+        last,
+    });
     Ok(out)
 }
 

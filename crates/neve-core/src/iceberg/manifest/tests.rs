@@ -247,6 +247,64 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    /// A snapshot that adds delete files after all the others (an insert's, of its own
+    /// sequence) extends the chunks assembled for the snapshot before, carried over instead of
+    /// sorted, cut and named again; and the manifests are byte for byte those assembled from
+    /// nothing, also when snapshots that drop or change delete files come between.
+    #[test]
+    fn delete_manifests_of_inserts_extend_the_snapshot_before(
+        steps in proptest::collection::vec(
+            (proptest::bool::weighted(0.75), proptest::collection::vec(0u64..400, 0..150)),
+            1..8,
+        ),
+    ) {
+        use super::super::deletes::DeleteFile;
+        let location = TableLocation::memory("t");
+        let layout = delete_layout(&location);
+        let mut kept = DeleteEntries::default();
+        let mut stored: HashMap<String, ManifestInfo> = HashMap::new();
+        let mut deletes: Vec<DeleteFile> = Vec::new();
+        for (s, (insert, ks)) in steps.iter().enumerate() {
+            let s = s as u64;
+            if *insert {
+                // Keys of their own (generation), of a sequence above every other.
+                let mut added: Vec<DeleteFile> =
+                    ks.iter().map(|&k| delete_file(k, s + 2, 100 + s as i64)).collect();
+                added.sort_by(|a, b| a.key.cmp(&b.key));
+                added.dedup_by(|a, b| a.key == b.key);
+                deletes.extend(added);
+            } else {
+                // A merge: the delete files of some keys go, one changes.
+                let gone: std::collections::HashSet<u64> = ks.iter().copied().collect();
+                deletes.retain(|d| !gone.iter().any(|k| d.key.contains(&format!("-{k:04}-"))));
+                if let Some(d) = deletes.first_mut() {
+                    d.file.rows += 1;
+                }
+            }
+            let got = assemble_delete_manifests(&layout, &deletes, &mut kept, |k| {
+                stored.get(k).cloned()
+            })
+            .unwrap();
+            let want =
+                assemble_delete_manifests(&layout, &deletes, &mut DeleteEntries::default(), |_| None)
+                    .unwrap();
+            proptest::prop_assert_eq!(got.len(), want.len());
+            for ((info, bytes), (want_info, want_bytes)) in got.into_iter().zip(want) {
+                proptest::prop_assert_eq!(format!("{info:?}"), format!("{want_info:?}"));
+                if let Some(bytes) = bytes {
+                    proptest::prop_assert!(Some(bytes) == want_bytes);
+                }
+                stored.insert(info.key.clone(), info);
+            }
+        }
+        // A writer's inserts alone: each after the first extends the one before.
+        if steps.iter().all(|(insert, _)| *insert) {
+            proptest::prop_assert_eq!(kept.extended, steps.len() - 1);
+        }
+    }
+}
+
 /// A manifest layout for delete files of a month-partitioned table.
 fn delete_layout(location: &TableLocation) -> Layout {
     let schema = crate::schema::parse_schema("id int64, ts timestamp").unwrap();
