@@ -84,7 +84,16 @@ case "${1:-test}" in
   test)
     # The CLI and the Python extension in one build: one set of features for the whole tree.
     cargo build --workspace
-    cargo test --workspace -- --test-threads=2
+    # Built first, so that the limit below counts only running them: a test that hangs fails
+    # the run here (the harness names it: "has been running for over 60 seconds"), not at
+    # CI's own limit with nothing after it run.
+    cargo test --workspace --no-run
+    LIMIT=${NEVE_TEST_TIMEOUT:-30m}
+    timeout --kill-after=30s "$LIMIT" cargo test --workspace -- --test-threads=2 || {
+      rc=$?
+      [ "$rc" = 124 ] && log "the Rust tests ran past $LIMIT (NEVE_TEST_TIMEOUT): stopped"
+      exit "$rc"
+    }
     # The patched zstd crate (vendor/README.md): its own tests, the patch's included.
     cargo test --locked --manifest-path vendor/zstd/Cargo.toml --lib
     export NEVE_BIN=$CARGO_TARGET_DIR/debug/neve
