@@ -673,7 +673,6 @@ impl IcebergWriter {
         // The delete files known before stay in `memo`, looked up where they are, and the new
         // ones join them: moving every one into a new map took a millisecond of a worst-case
         // sync at 1,581 of them (BENCHMARKS.md, "Seventy-seventh session").
-        let mut named = 0;
         let mut kept_states = deletes::States::new();
         // Room for best rows of every complete state, and best rows of those kept.
         let (mut kept_slots, mut named_rows) = (0, 0);
@@ -688,7 +687,6 @@ impl IcebergWriter {
             for (j, f) in group.iter().enumerate() {
                 sequence = sequence.max(f.added_version.unwrap_or(0) as i64);
                 let key = keys[i][j];
-                named += 1;
                 let known = match memo.get(key) {
                     // Decided before (a group decided again from its first file in a fresh
                     // process decides the same rows: the file is there).
@@ -730,7 +728,7 @@ impl IcebergWriter {
         self.forget_columns(snap.files.keys().map(|p| p.as_str()));
         // Those no group names any more (groups merged away, or learnt from a manifest and
         // not of this version) are dropped.
-        if memo.len() > named {
+        if memo.len() > keys.iter().map(Vec::len).sum() {
             let named: std::collections::HashSet<&str> = keys.iter().flatten().copied().collect();
             memo.retain(|k, _| named.contains(k.as_str()));
         }

@@ -67,6 +67,11 @@ fn same_delete(id: &DeleteId, d: &DeleteFile) -> bool {
     id.0 == d.key && id.1 == d.file && id.2 == d.sequence
 }
 
+/// Where a delete file sorts among a snapshot's: by sequence, then key.
+fn order_of(d: &DeleteFile) -> (i64, &str) {
+    (d.sequence, &d.key)
+}
+
 /// When `deletes` are the delete files of the call before (`order`, each with the entry kept
 /// for it) and files that sort after all of them: the closed chunks carried over, with their
 /// descriptions, and what is left to cut (the tail before, then the new files in order).
@@ -91,10 +96,10 @@ fn extend<'a>(
     if old != order.files {
         return None;
     }
-    new.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
+    new.sort_by(|a, b| order_of(a).cmp(&order_of(b)));
     if new
         .first()
-        .is_some_and(|d| (d.sequence, &d.key) <= (order.last.0, &order.last.1))
+        .is_some_and(|d| order_of(d) <= (order.last.0, order.last.1.as_str()))
     {
         return None;
     }
@@ -142,7 +147,7 @@ pub(crate) fn assemble_delete_manifests(
         Some((carried, run)) => (true, carried, run),
         None => {
             let mut sorted: Vec<&DeleteFile> = deletes.iter().collect();
-            sorted.sort_by(|a, b| (a.sequence, &a.key).cmp(&(b.sequence, &b.key)));
+            sorted.sort_by(|a, b| order_of(a).cmp(&order_of(b)));
             (false, Vec::new(), sorted)
         }
     };
@@ -154,7 +159,7 @@ pub(crate) fn assemble_delete_manifests(
     let closed_now = chunks.len();
     let tail_kept: Vec<DeleteFile> = tail.iter().map(|d| (*d).clone()).collect();
     chunks.extend(split_tail(tail));
-    let before = if incremental {
+    let mut before = if incremental {
         HashMap::default()
     } else {
         std::mem::take(&mut kept.by_key)
@@ -231,7 +236,6 @@ pub(crate) fn assemble_delete_manifests(
     let mut out: Vec<(ManifestInfo, Option<Vec<u8>>)> =
         Vec::with_capacity(carried.len() + built.len());
     out.extend(carried.into_iter().map(|info| (info, None)));
-    let mut before = before;
     for (at, b) in built.into_iter().enumerate() {
         let Built {
             chunk,
