@@ -45,7 +45,8 @@ for line in err.splitlines():
 sync_ms = st.median(syncs) if syncs else float("nan")
 print(f"{b} run {r}: plain {d['plain_insert_median_ms']:.1f} ms, with Iceberg "
       f"{d['iceberg_insert_median_ms']:.1f} ms, added {d['added_ms_per_commit']:.1f} ms "
-      f"({d['added_fraction'] * 100:.1f}%); medians: decide_ms {med('decide_ms'):.1f}, "
+      f"({d['added_fraction'] * 100:.1f}%), added CPU "
+      f"{d['iceberg_insert_cpu_median_ms'] - d['plain_insert_cpu_median_ms']:.1f} ms; medians: decide_ms {med('decide_ms'):.1f}, "
       f"encode_ms {med('encode_ms'):.1f}, deletes_ms {med('deletes_ms'):.1f}, puts_ms {med('puts_ms'):.1f}, "
       f"sync_ms {sync_ms:.1f}")
 PY

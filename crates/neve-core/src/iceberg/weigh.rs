@@ -196,16 +196,31 @@ fn insert_sparse<V>(table: &mut hashbrown::HashTable<Best<V>>, row: Best<V>) {
 #[derive(Default)]
 struct Marks(Vec<Vec<u64>>);
 
+/// A file's first marks' words: 1,024 positions, most of a group's file in the worst case of a
+/// `replace` table (BENCHMARKS.md, issue 19).
+const MARK_WORDS: usize = 16;
+
 impl Marks {
+    #[inline]
     fn mark(&mut self, file: u32, pos: u64) {
         let (f, word) = (file as usize, (pos / 64) as usize);
+        match self.0.get_mut(f).and_then(|words| words.get_mut(word)) {
+            Some(w) => *w |= 1 << (pos % 64),
+            None => self.grow(f, word, pos),
+        }
+    }
+
+    /// Marks `pos` of file `f` past the words it has: at least doubled, and at least
+    /// `MARK_WORDS` at first (a file's marks grew one word at a time, and the reallocations
+    /// were a twentieth of weighing).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, f: usize, word: usize, pos: u64) {
         if self.0.len() <= f {
             self.0.resize_with(f + 1, Vec::new);
         }
         let words = &mut self.0[f];
-        if words.len() <= word {
-            words.resize(word + 1, 0);
-        }
+        words.resize((word + 1).max(2 * words.len()).max(MARK_WORDS), 0);
         words[word] |= 1 << (pos % 64);
     }
 
@@ -258,6 +273,14 @@ impl<V: Version + Default> BestRows<V> {
         // A group's files are listed in memory: never four billion of them.
         debug_assert!(file != NO_FILE);
         self.lay_out(ids);
+        match &mut self.slots {
+            // A group's first file: its keys are at most its rows, so one allocation where
+            // the table grew by doubling, rehashing its rows each time.
+            Slots::Sparse(table) if table.is_empty() => {
+                table.reserve(ids.len(), |r| id_hash(r.id));
+            }
+            _ => {}
+        }
         self.touch(ids);
         let mut lost = Marks::default();
         for (p, &id) in ids.iter().enumerate() {

@@ -40,6 +40,26 @@ impl LocalStore {
         Self::default()
     }
 
+    /// The file at `location`, as `LocalFileSystem` finds it. Its own way goes through a URL
+    /// (each part percent-encoded, then decoded): a millisecond of a worst-case Iceberg sync,
+    /// for its 132 delete files (BENCHMARKS.md, "Seventy-eighth session"). A location of
+    /// plain parts (letters, digits, `-_.=`, no `.` or `..` part), which every table's own
+    /// files are, comes out of it unchanged, so it is taken as is; any other goes its way.
+    fn fs_path(&self, location: &Path) -> object_store::Result<std::path::PathBuf> {
+        let raw = location.as_ref();
+        let plain = !raw.is_empty()
+            && raw.split('/').all(|part| {
+                !matches!(part, "" | "." | "..")
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b))
+            });
+        if plain {
+            return Ok(std::path::PathBuf::from(format!("/{raw}")));
+        }
+        self.inner.path_to_filesystem(location)
+    }
+
     /// Objects that must not exist yet, written in one blocking task with one flush of each
     /// folder (`durable::put_new_all`): a sync's hundred-odd small metadata files, each PUT
     /// handed to a thread of its own and flushing the same folder, cost more CPU than writing
@@ -50,7 +70,7 @@ impl LocalStore {
     ) -> object_store::Result<Vec<object_store::Result<()>>> {
         let mut paths = Vec::with_capacity(objects.len());
         for (location, payload) in objects {
-            let path = self.inner.path_to_filesystem(&location)?;
+            let path = self.fs_path(&location)?;
             paths.push((location, path, payload));
         }
         tokio::task::spawn_blocking(move || super::durable::put_new_all(paths))
@@ -138,7 +158,7 @@ impl ObjectStore for LocalStore {
                 implementer: self.to_string(),
             });
         }
-        let path = self.inner.path_to_filesystem(location)?;
+        let path = self.fs_path(location)?;
         let location = location.clone();
         tokio::task::spawn_blocking(move || super::durable::put(&location, &path, payload, &opts))
             .await
@@ -158,7 +178,7 @@ impl ObjectStore for LocalStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        let path = self.inner.path_to_filesystem(location)?;
+        let path = self.fs_path(location)?;
         let (file, meta) = open(&path)?;
         let meta = object_meta(&meta, location.clone());
         options.check_preconditions(&meta)?;
@@ -195,7 +215,7 @@ impl ObjectStore for LocalStore {
         if total > INLINE_MAX {
             return self.inner.get_ranges(location, ranges).await;
         }
-        let path = self.inner.path_to_filesystem(location)?;
+        let path = self.fs_path(location)?;
         let file = File::open(&path).map_err(|e| io(&path, e))?;
         ranges
             .iter()
@@ -257,6 +277,25 @@ mod tests {
         let data: Vec<u8> = (0..INLINE_MAX + 10).map(|i| (i % 241) as u8).collect();
         theirs.put(&big, data.into()).await.unwrap();
         (dir, ours, theirs, small, big)
+    }
+
+    proptest::proptest! {
+        /// A location's file is the one `LocalFileSystem` finds, for plain parts and for any
+        /// other (percent signs, dots, spaces, `#`, `:`, backslashes), as `Path` keeps them
+        /// raw (`from_url_path`) or encodes them (`from_iter`).
+        #[test]
+        fn files_are_those_local_file_system_finds(
+            parts in proptest::collection::vec("[a-zA-Z0-9=._%# :~\\\\-]{1,6}|\\.|\\.\\.|%2e%2e|%2E", 1..6),
+        ) {
+            let ours = LocalStore::new();
+            let joined = parts.join("/");
+            let located = [Path::from_url_path(&joined).ok(), Some(Path::from_iter(parts.iter().map(String::as_str)))];
+            for location in located.into_iter().flatten() {
+                let a = ours.fs_path(&location).map_err(|e| e.to_string());
+                let b = ours.inner.path_to_filesystem(&location).map_err(|e| e.to_string());
+                proptest::prop_assert_eq!(a, b, "{:?}", location);
+            }
+        }
     }
 
     #[tokio::test]
