@@ -732,10 +732,12 @@ impl IcebergWriter {
         // What was given of files it described and did not need is of no more use.
         self.forget_columns(snap.files.keys().map(|p| p.as_str()));
         // Those no group names any more (groups merged away, or learnt from a manifest and
-        // not of this version) are dropped.
+        // not of this version) are dropped; looked up by the memo's fast hash, as each of
+        // them is.
         if memo.len() > named {
-            let named: std::collections::HashSet<&str> = keys.iter().flatten().copied().collect();
-            memo.retain(|k, _| named.contains(k.as_str()));
+            let names: std::collections::HashSet<&str, ahash::RandomState> =
+                keys.iter().flatten().copied().collect();
+            memo.retain(|k, _| names.contains(k.as_str()));
         }
         *self.deletes.lock().expect("deletes") = memo;
         *self.states.lock().expect("states") = kept_states;

@@ -273,14 +273,6 @@ impl<V: Version + Default> BestRows<V> {
         // A group's files are listed in memory: never four billion of them.
         debug_assert!(file != NO_FILE);
         self.lay_out(ids);
-        match &mut self.slots {
-            // A group's first file: its keys are at most its rows, so one allocation where
-            // the table grew by doubling, rehashing its rows each time.
-            Slots::Sparse(table) if table.is_empty() => {
-                table.reserve(ids.len(), |r| id_hash(r.id));
-            }
-            _ => {}
-        }
         self.touch(ids);
         let mut lost = Marks::default();
         for (p, &id) in ids.iter().enumerate() {
@@ -351,12 +343,15 @@ impl<V: Version + Default> BestRows<V> {
     /// Lays the slots out for a file of keys `ids`: by id while the ids they must span are
     /// at most twice the group's keys, by hash once they are over four times (a group of few
     /// of a table's keys), so slots by id never take more than four rows' room a key.
+    /// A table made or first filled here has room for every key the file may add (at most
+    /// its rows), so it is allocated once, where growing by doubling rehashed its rows each
+    /// time.
     fn lay_out(&mut self, ids: &[u32]) {
         let need = ids.iter().max().map_or(0, |&m| m as usize + 1);
         let keys = self.keys.max(ids.len());
         match &mut self.slots {
             Slots::Dense(slots) if slots.len().max(need) > 4 * keys => {
-                let mut table = hashbrown::HashTable::with_capacity(self.keys);
+                let mut table = hashbrown::HashTable::with_capacity(self.keys + ids.len());
                 for row in std::mem::take(slots) {
                     if row.file != NO_FILE {
                         insert_sparse(&mut table, row);
@@ -379,6 +374,8 @@ impl<V: Version + Default> BestRows<V> {
                         slots[i] = row;
                     }
                     self.slots = Slots::Dense(slots);
+                } else if table.is_empty() {
+                    table.reserve(ids.len(), |r| id_hash(r.id));
                 }
             }
         }
