@@ -11,7 +11,26 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Every allocation of the binary (inserts, merges, syncs, queries, servers), as the Python
+/// package's: glibc's malloc was 14% of an Iceberg sync's samples and 7% of the proxy's hot
+/// reads (BENCHMARKS.md, issues 16 and 19). Without transparent huge pages (`no_thp`), which
+/// made a fresh process's first insert fault in and clear 2 MiB pages.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay` (its value in mimalloc 3's `mimalloc.h`, which the
+/// crate's bindings do not name).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Memory freed goes back to the OS after 10 s unused, not mimalloc's 1 s, as in the Python
+/// package: a server's or a stream's next batch would otherwise fault its memory in again.
+fn tune_allocator() {
+    // SAFETY: sets a global option, read by the allocator under its own synchronisation.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     // A usage error exits 64 (EX_USAGE), as the CLI's own usage errors do, not clap's 2; help
     // and version print to stdout and exit 0.
     let args = match cli::Cli::try_parse() {

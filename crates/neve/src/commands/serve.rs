@@ -110,23 +110,7 @@ pub async fn maintain(a: MaintainArgs) -> Result<()> {
     Ok(())
 }
 
-/// glibc's malloc for a server that streams MiB-sized messages: with its defaults, each
-/// result message is a fresh mapping (or grows and trims the heap), so the server spends its
-/// time in page faults; measured, Flight SQL streaming took 9.4 s for 1e9 rows, and 5.2 s
-/// with allocations up to 8 MiB kept in the heap and 64 MiB of free heap kept (peak RSS
-/// unchanged, 70 MB). BENCHMARKS.md, `neve bench stream`.
-fn server_malloc() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt sets two of glibc's global allocator parameters, which it reads under
-    // its own locks; no memory is touched.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
-    }
-}
-
 pub async fn run(a: ServeArgs) -> Result<()> {
-    server_malloc();
     // A key that would read every table, given where nothing serves it: say so, not ignore it.
     if a.s3_listen.is_none()
         && (a.s3_key.access_key_id.is_some() || a.s3_key.secret_access_key.is_some())
@@ -283,7 +267,6 @@ fn proxy_config(
 
 /// `neve proxy`: the S3 API over the warehouse's tables.
 pub async fn proxy(a: ProxyArgs) -> Result<()> {
-    server_malloc();
     let mut config = proxy_config(a.config.as_deref(), a.warehouse, &a.key)?;
     if let Some(l) = a.listen {
         config.settings.listen = l;
